@@ -1,0 +1,42 @@
+/* Tessera tiled algorithms: loops over tiles that submit one task per tile
+ * operation. Asynchronous: call tsr_wait() (or read the result with
+ * tsr_desc_gather / tsr_desc_norm) before using the data. Arguments are
+ * validated first: on error nothing is submitted. */
+#ifndef TSR_ALGORITHMS_H
+#define TSR_ALGORITHMS_H
+#include "tsr_tile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How the k contributions to a C tile are accumulated. */
+typedef enum {
+    TSR_ACCUM_ORDERED = 0, /* a chain of read-write tasks, k = 0, 1, 2, ... */
+    TSR_ACCUM_REDUX = 1    /* STARPU_REDUX: contributions run in parallel into
+                            * per-worker buffers, then are added; across ranks
+                            * each contribution runs on the owner of its A tile
+                            * and starpu_mpi_redux_data combines them (this makes
+                            * tsr_gemm wait for its tasks under MPI) */
+} tsr_accum_t;
+
+/* C = alpha op(A) op(B) + beta C. For 3D descriptors the product is batched:
+ * C[b] = alpha op(A[b]) op(B[b]) + beta C[b]. Requirements: same element type
+ * (TSR_EDTYPE), op(A) m x k, op(B) k x n, C m x n, same batch (TSR_ESHAPE),
+ * tile sizes that line up: op(A) tiles mb x kb, op(B) kb x nb, C mb x nb, same
+ * batch tile (TSR_ETILE); block-cyclic descriptors on the same P x Q grid
+ * (TSR_EDIST). When beta == 0, C is not read. */
+int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
+             double beta, tsr_desc_t *C, tsr_accum_t accum);
+
+/* The same on plain column-major arrays held by rank 0 (other ranks pass
+ * NULL): the arrays are cut in tiles of tile x tile, distributed over the
+ * ranks, multiplied and gathered back into C. Synchronous. */
+int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                   double alpha, const void *A, int lda, const void *B, int ldb,
+                   double beta, void *C, int ldc, int tile, tsr_accum_t accum);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,268 @@
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <stdatomic.h>
+#include <starpu.h>
+#include <hwloc.h>
+#include "tsr_context.h"
+#if TSR_USE_MPI
+#include <starpu_mpi.h>
+#endif
+
+tsr_context_t tsr_ctx = { .rank = 0, .size = 1 };
+static _Atomic uint64_t tasks_submitted;
+static char sched_name[64];
+
+void tsr_config_default(tsr_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->ncpus = -1;
+    cfg->ncuda = -1;
+    cfg->sched = NULL;
+    cfg->parallel_worker_size = 1;
+    cfg->mpi = TSR_MPI_AUTO;
+    const char *v = getenv("TSR_VERBOSE");
+    cfg->verbose = v ? atoi(v) : 1;
+}
+
+static int count_physical_cores(void)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0)
+        return 1;
+    int n = 1;
+    if (hwloc_topology_load(topo) == 0) {
+        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        if (n <= 0)
+            n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    }
+    hwloc_topology_destroy(topo);
+    return n > 0 ? n : 1;
+}
+
+/* Launched by mpirun with more than one process? (Open MPI, MPICH/PMI, PMIx) */
+static int launched_with_several_ranks(void)
+{
+    const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        if (s && atoi(s) > 1)
+            return 1;
+    }
+    return 0;
+}
+
+static int want_mpi(const tsr_config_t *cfg)
+{
+#if TSR_USE_MPI
+    if (cfg->mpi == TSR_MPI_OFF)
+        return 0;
+    if (cfg->mpi == TSR_MPI_ON)
+        return 1;
+    int already = 0;
+    MPI_Initialized(&already);
+    return already || launched_with_several_ranks();
+#else
+    (void)cfg;
+    return 0;
+#endif
+}
+
+static int validate_config(const tsr_config_t *c)
+{
+    if (c->ncpus < -1 || c->ncpus == 0 || c->ncuda < -1 || c->parallel_worker_size < 1) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: bad config (ncpus=%d ncuda=%d parallel_worker_size=%d)",
+                c->ncpus, c->ncuda, c->parallel_worker_size);
+        return TSR_EINVAL;
+    }
+    if (c->ncpus > STARPU_MAXCPUS) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: %d CPU workers requested, this StarPU supports at most %d",
+                c->ncpus, STARPU_MAXCPUS);
+        return TSR_EINVAL;
+    }
+#if !TSR_USE_MPI
+    if (c->mpi == TSR_MPI_ON) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: MPI requested but Tessera was built without MPI");
+        return TSR_ENOTSUP;
+    }
+#endif
+    return TSR_SUCCESS;
+}
+
+#if TSR_USE_MPI
+static int start_mpi(int *argc, char ***argv)
+{
+    int already = 0, provided = 0;
+    MPI_Initialized(&already);
+    if (!already) {
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+            tsr_log(TSR_LOG_ERROR, "tsr_init: MPI_Init_thread failed");
+            return TSR_ERUNTIME;
+        }
+        tsr_ctx.we_initialized_mpi = 1;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    /* Our scatter/gather/norm calls run beside StarPU-MPI's progress thread. */
+    if (provided < MPI_THREAD_MULTIPLE) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: the MPI library must provide MPI_THREAD_MULTIPLE (got level %d)", provided);
+        return TSR_ERUNTIME;
+    }
+    tsr_ctx.comm = MPI_COMM_WORLD;
+    MPI_Comm_dup(MPI_COMM_WORLD, &tsr_ctx.raw_comm);
+    MPI_Comm_rank(MPI_COMM_WORLD, &tsr_ctx.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &tsr_ctx.size);
+    return TSR_SUCCESS;
+}
+#endif
+
+static void choose_scheduler(const tsr_config_t *cfg, struct starpu_conf *conf)
+{
+    const char *env = getenv("STARPU_SCHED");
+    if (cfg->sched)
+        snprintf(sched_name, sizeof sched_name, "%s", cfg->sched);
+    else if (env)
+        snprintf(sched_name, sizeof sched_name, "%s", env);
+    else if (cfg->parallel_worker_size > 1)
+        snprintf(sched_name, sizeof sched_name, "peager");
+    else
+        snprintf(sched_name, sizeof sched_name, "%s", cfg->ncuda == 0 ? "lws" : "dmdas");
+    conf->sched_policy_name = sched_name;
+}
+
+int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
+{
+    if (tsr_ctx.initialized)
+        return TSR_EALREADY;
+    tsr_config_t cfg;
+    if (user_cfg)
+        cfg = *user_cfg;
+    else
+        tsr_config_default(&cfg);
+    tsr_set_verbose(cfg.verbose);
+    int rc = validate_config(&cfg);
+    if (rc)
+        return rc;
+
+    int use_mpi = want_mpi(&cfg);
+#if TSR_USE_MPI
+    if (use_mpi && (rc = start_mpi(argc, argv)) != 0)
+        return rc;
+#endif
+    if (cfg.verbose < 2)
+        setenv("STARPU_SILENT", "1", 0);
+    if (cfg.parallel_worker_size > 1) {
+        char s[16];
+        snprintf(s, sizeof s, "%d", cfg.parallel_worker_size);
+        setenv("STARPU_MIN_WORKERSIZE", s, 1);
+        setenv("STARPU_MAX_WORKERSIZE", s, 1);
+    }
+
+    struct starpu_conf conf;
+    starpu_conf_init(&conf);
+    if (cfg.ncpus > 0)
+        conf.ncpus = cfg.ncpus;
+    if (cfg.ncuda >= 0)
+        conf.ncuda = cfg.ncuda;
+    conf.nopencl = 0;
+    choose_scheduler(&cfg, &conf);
+
+    int ret;
+#if TSR_USE_MPI
+    if (use_mpi)
+        ret = starpu_mpi_init_conf(argc, argv, 0, tsr_ctx.comm, &conf);
+    else
+#endif
+        ret = starpu_init(&conf);
+    if (ret != 0) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: StarPU failed to start (%s)", strerror(-ret));
+        return TSR_ERUNTIME;
+    }
+    tsr_ctx.mpi_active = use_mpi;
+    tsr_ctx.parallel_worker_size = cfg.parallel_worker_size;
+    tsr_ctx.next_tag = 1;
+    tsr_ctx.initialized = 1;
+    atomic_store(&tasks_submitted, 0);
+    tsr_log(TSR_LOG_DEBUG, "started: %d CPU workers, %d CUDA workers, %d cores, scheduler %s, %d rank(s)",
+            tsr_ncpu_workers(), tsr_ncuda_workers(), count_physical_cores(), sched_name, tsr_ctx.size);
+    return TSR_SUCCESS;
+}
+
+int tsr_finalize(void)
+{
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    starpu_task_wait_for_all();
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active) {
+        starpu_mpi_wait_for_all(tsr_ctx.comm);
+        starpu_mpi_shutdown(); /* also shuts StarPU down */
+    } else
+#endif
+        starpu_shutdown();
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active) {
+        MPI_Comm_free(&tsr_ctx.raw_comm);
+        if (tsr_ctx.we_initialized_mpi)
+            MPI_Finalize();
+    }
+#endif
+    tsr_ctx.initialized = 0;
+    tsr_ctx.mpi_active = 0;
+    tsr_ctx.rank = 0;
+    tsr_ctx.size = 1;
+    return TSR_SUCCESS;
+}
+
+int tsr_initialized(void) { return tsr_ctx.initialized; }
+int tsr_rank(void) { return tsr_ctx.rank; }
+int tsr_size(void) { return tsr_ctx.size; }
+int tsr_mpi_active(void) { return tsr_ctx.mpi_active; }
+int tsr_ncpu_workers(void) { return tsr_ctx.initialized ? (int)starpu_cpu_worker_get_count() : 0; }
+int tsr_ncuda_workers(void) { return tsr_ctx.initialized ? (int)starpu_cuda_worker_get_count() : 0; }
+const char *tsr_sched_name(void) { return sched_name; }
+int tsr_parallel_worker_size(void) { return tsr_ctx.parallel_worker_size; }
+
+int tsr_wait(void)
+{
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active) {
+        if (starpu_mpi_wait_for_all(tsr_ctx.comm) != 0)
+            return TSR_ERUNTIME;
+        return TSR_SUCCESS;
+    }
+#endif
+    return starpu_task_wait_for_all() == 0 ? TSR_SUCCESS : TSR_ERUNTIME;
+}
+
+int tsr_barrier(void)
+{
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active)
+        return MPI_Barrier(tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS : TSR_ERUNTIME;
+#endif
+    return TSR_SUCCESS;
+}
+
+int64_t tsr_tag_alloc(int64_t n)
+{
+    int64_t base = tsr_ctx.next_tag;
+    tsr_ctx.next_tag += n;
+    return base;
+}
+
+void tsr_count_task(void) { atomic_fetch_add(&tasks_submitted, 1); }
+uint64_t tsr_tasks_submitted(void) { return atomic_load(&tasks_submitted); }
+
+double tsr_wtime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}

@@ -1,0 +1,8 @@
+/* Tessera: tiled tensor engine on StarPU. Umbrella header. */
+#ifndef TESSERA_H
+#define TESSERA_H
+#include "tsr_build_config.h"
+#include "tsr_core.h"
+#include "tsr_tile.h"
+#include "tsr_algorithms.h"
+#endif

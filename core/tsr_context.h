@@ -1,0 +1,30 @@
+/* Internal (not installed): process-wide context shared by the layers. */
+#ifndef TSR_CONTEXT_H
+#define TSR_CONTEXT_H
+#include <stdint.h>
+#include "tsr_build_config.h"
+#include "tsr_core.h"
+#if TSR_USE_MPI
+#include <mpi.h>
+#endif
+
+typedef struct {
+    int initialized;
+    int mpi_active;
+    int rank, size;
+    int parallel_worker_size;
+#if TSR_USE_MPI
+    MPI_Comm comm;      /* communicator given to StarPU-MPI */
+    MPI_Comm raw_comm;  /* our own duplicate for scatter/gather/norms */
+    int we_initialized_mpi;
+#endif
+    int64_t next_tag;   /* MPI tag range allocator (same order on every rank) */
+} tsr_context_t;
+
+extern tsr_context_t tsr_ctx;
+
+/* Reserve n consecutive MPI tags; every rank must call it in the same order. */
+int64_t tsr_tag_alloc(int64_t n);
+/* Count a submitted task. */
+void tsr_count_task(void);
+#endif

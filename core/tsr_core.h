@@ -1,0 +1,89 @@
+/* Tessera core: context (StarPU, StarPU-MPI, hwloc), configuration, errors,
+ * logging. Every function returns 0 or a negative TSR_E* code. */
+#ifndef TSR_CORE_H
+#define TSR_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    TSR_SUCCESS = 0,
+    TSR_EINVAL = -1,    /* invalid argument (NULL, negative size, bad enum) */
+    TSR_ESHAPE = -2,    /* tensor shapes do not match */
+    TSR_ETILE = -3,     /* tile sizes do not match */
+    TSR_EDTYPE = -4,    /* element types do not match */
+    TSR_EDIST = -5,     /* distributions / process grids do not match */
+    TSR_ENOMEM = -6,    /* out of memory */
+    TSR_ERUNTIME = -7,  /* StarPU or MPI reported an error */
+    TSR_ENOTINIT = -8,  /* tsr_init has not been called */
+    TSR_EIO = -9,       /* file could not be read or written */
+    TSR_EFORMAT = -10,  /* bad file contents (magic, version, truncated) */
+    TSR_ENOTSUP = -11,  /* not supported by this build */
+    TSR_ENAN = -12,     /* a NaN or Inf appeared */
+    TSR_EALREADY = -13  /* tsr_init called twice */
+};
+
+/* Element types and transposition, shared by every layer. */
+typedef enum { TSR_FLOAT32 = 0, TSR_FLOAT64 = 1 } tsr_dtype_t;
+#define TSR_NDTYPES 2
+typedef enum { TSR_NOTRANS = 0, TSR_TRANS = 1 } tsr_trans_t;
+
+/* Text for a TSR_E* code (never NULL). */
+const char *tsr_strerror(int code);
+
+typedef enum { TSR_MPI_AUTO = 0, TSR_MPI_OFF, TSR_MPI_ON } tsr_mpi_mode_t;
+
+typedef struct {
+    int ncpus;          /* CPU workers; -1 = all cores (less one for StarPU-MPI under mpirun) */
+    int ncuda;          /* CUDA workers; -1 = all GPUs StarPU sees, 0 = none */
+    const char *sched;  /* StarPU scheduler; NULL = "lws" on CPU only, "dmdas" with GPUs */
+    int parallel_worker_size; /* >1: tasks may run on combined workers of that many cores */
+    tsr_mpi_mode_t mpi; /* AUTO: StarPU-MPI only when launched by mpirun with >1 process
+                         * or when MPI is already initialised by the caller */
+    int verbose;        /* 0 quiet (errors only), 1 normal, 2 verbose */
+} tsr_config_t;
+
+/* Defaults: all cores, all GPUs, default scheduler, no parallel workers,
+ * MPI auto, verbose from $TSR_VERBOSE (default 1). */
+void tsr_config_default(tsr_config_t *cfg);
+
+/* Start StarPU (and StarPU-MPI, hwloc). cfg may be NULL for the defaults.
+ * argc/argv may be NULL. */
+int tsr_init(const tsr_config_t *cfg, int *argc, char ***argv);
+/* Wait for every task, release descriptors' runtime state, stop StarPU. */
+int tsr_finalize(void);
+int tsr_initialized(void);
+
+int tsr_rank(void);          /* MPI rank, 0 without MPI */
+int tsr_size(void);          /* number of MPI ranks, 1 without MPI */
+int tsr_mpi_active(void);    /* 1 when StarPU-MPI is in use */
+int tsr_ncpu_workers(void);
+int tsr_ncuda_workers(void);
+const char *tsr_sched_name(void);
+int tsr_parallel_worker_size(void);
+
+/* Wait for every submitted task (of this rank). */
+int tsr_wait(void);
+/* Barrier over all ranks (no-op without MPI). */
+int tsr_barrier(void);
+/* Number of tasks this rank has submitted since tsr_init (for tests/timing). */
+uint64_t tsr_tasks_submitted(void);
+
+/* Wall clock in seconds. */
+double tsr_wtime(void);
+
+/* Logging: messages are prefixed with "[tessera rank R]" under MPI. */
+typedef enum { TSR_LOG_ERROR = 0, TSR_LOG_INFO = 1, TSR_LOG_DEBUG = 2 } tsr_log_level_t;
+void tsr_set_verbose(int level);
+int tsr_get_verbose(void);
+void tsr_log(tsr_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* MPI-aware task insertion. */
+#include <stdlib.h>
+#include <string.h>
+#include "tsr_runtime.h"
+#include "tsr_context.h"
+#include "../tile/tsr_tile_internal.h"
+#if TSR_USE_MPI
+#include <starpu_mpi.h>
+#endif
+
+#define TSR_MAX_TASK_TILES 8
+
+static int first_written_owner(const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes, int n)
+{
+    for (int t = 0; t < n; t++)
+        if (modes[t] & (STARPU_W | STARPU_REDUX))
+            return tsr_tile_owner(tiles[t].d, tiles[t].bi, tiles[t].i, tiles[t].j);
+    return tsr_tile_owner(tiles[0].d, tiles[0].bi, tiles[0].i, tiles[0].j);
+}
+
+static int involves_rank(const tsr_tile_t *tiles, int n, int exec_rank, int me)
+{
+    if (exec_rank == me)
+        return 1;
+    for (int t = 0; t < n; t++)
+        if (tsr_tile_owner(tiles[t].d, tiles[t].bi, tiles[t].i, tiles[t].j) == me)
+            return 1;
+    return 0;
+}
+
+static void *copy_arg(const void *arg, size_t argsize)
+{
+    void *copy = malloc(argsize);
+    if (copy)
+        memcpy(copy, arg, argsize);
+    return copy;
+}
+
+int tsr_submit(struct starpu_codelet *cl, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
+               int ntiles, const void *arg, size_t argsize, int exec_rank, double flops)
+{
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    if (ntiles < 1 || ntiles > TSR_MAX_TASK_TILES)
+        return TSR_EINVAL;
+    int me = tsr_ctx.rank;
+    if (tsr_ctx.mpi_active) {
+        if (exec_rank < 0)
+            exec_rank = first_written_owner(tiles, modes, ntiles);
+        if (!involves_rank(tiles, ntiles, exec_rank, me))
+            return TSR_SUCCESS;
+    }
+    struct starpu_data_descr data[TSR_MAX_TASK_TILES];
+    for (int t = 0; t < ntiles; t++) {
+        data[t].handle = tsr_tile_handle(tiles[t].d, tiles[t].bi, tiles[t].i, tiles[t].j);
+        data[t].mode = modes[t];
+        if (!data[t].handle)
+            return TSR_ENOMEM;
+    }
+    int executes = !tsr_ctx.mpi_active || exec_rank == me;
+    void *arg_copy = NULL;
+    if (executes && argsize) {
+        if (!(arg_copy = copy_arg(arg, argsize)))
+            return TSR_ENOMEM;
+    }
+    int ret;
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active) {
+        if (executes)
+            ret = starpu_mpi_task_insert(tsr_ctx.comm, cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
+                                         STARPU_CL_ARGS, arg_copy, argsize, STARPU_EXECUTE_ON_NODE, exec_rank,
+                                         STARPU_FLOPS, flops, 0);
+        else
+            ret = starpu_mpi_task_insert(tsr_ctx.comm, cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
+                                         STARPU_EXECUTE_ON_NODE, exec_rank, 0);
+    } else
+#endif
+        ret = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
+                                 STARPU_CL_ARGS, arg_copy, argsize, STARPU_FLOPS, flops, 0);
+    if (ret != 0) {
+        tsr_log(TSR_LOG_ERROR, "task submission of %s failed (%d)", cl->name, ret);
+        return TSR_ERUNTIME;
+    }
+    if (executes)
+        tsr_count_task();
+    return TSR_SUCCESS;
+}
+
+void tsr_desc_flush(tsr_desc_t *d)
+{
+    tsr_desc_flush_cache(d);
+}
+
+void tsr_tile_mpi_redux(tsr_tile_t A)
+{
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active)
+        starpu_mpi_redux_data(tsr_ctx.comm, tsr_tile_handle(A.d, A.bi, A.i, A.j));
+#else
+    (void)A;
+#endif
+}

@@ -1,0 +1,43 @@
+/* Tessera runtime layer (internal): StarPU codelets, task-insert helpers
+ * taking descriptors and tile indices, REDUX methods, MPI-aware insertion.
+ * No loops over tiles here. */
+#ifndef TSR_RUNTIME_H
+#define TSR_RUNTIME_H
+#include <starpu.h>
+#include "tsr_tile.h"
+
+/* One tile of a descriptor. */
+typedef struct { tsr_desc_t *d; int bi, i, j; } tsr_tile_t;
+static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
+{
+    tsr_tile_t t = { d, bi, i, j };
+    return t;
+}
+
+/* Submit one task. With MPI the task runs on exec_rank (-1: the owner of the
+ * first written tile); a rank that neither executes it nor owns any of its
+ * tiles skips the call. arg (argsize bytes) is copied. */
+int tsr_submit(struct starpu_codelet *cl, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
+               int ntiles, const void *arg, size_t argsize, int exec_rank, double flops);
+
+/* C = alpha op(A) op(B) + beta C on tiles; mode of C: STARPU_W (beta must be
+ * 0), STARPU_RW or STARPU_REDUX (beta must be 1). */
+int tsr_insert_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_tile_t A, tsr_tile_t B,
+                    double beta, tsr_tile_t C, enum starpu_data_access_mode cmode, int exec_rank);
+/* A = alpha A */
+int tsr_insert_scale(double alpha, tsr_tile_t A);
+/* A = 0 (write-only) */
+int tsr_insert_zero(tsr_tile_t A);
+/* B = alpha A + beta B */
+int tsr_insert_add(double alpha, tsr_tile_t A, double beta, tsr_tile_t B);
+/* Zero a tile on this rank only, whoever owns it (starts a local REDUX copy). */
+int tsr_insert_local_zero(tsr_tile_t A);
+
+/* Give the tile the zero-init + add reduction methods (for STARPU_REDUX). */
+int tsr_tile_enable_redux(tsr_tile_t A);
+/* Reduce the contributions several ranks made to the tile onto its owner
+ * (collective: every rank calls it, in the same order; waits for tasks). */
+void tsr_tile_mpi_redux(tsr_tile_t A);
+/* Forget StarPU-MPI cached copies of every tile of d (collective). */
+void tsr_desc_flush(tsr_desc_t *d);
+#endif

@@ -1,0 +1,31 @@
+/* Command-line parameters for the testing and timing drivers: every numeric
+ * or named parameter takes a list ("128,256"), a range ("128:1024:128",
+ * inclusive) or a mix ("64,128:512:128"); the drivers run the cartesian
+ * product of all lists. */
+#ifndef TSR_PARAMS_H
+#define TSR_PARAMS_H
+
+#define TSR_PARAM_MAX_VALUES 256
+
+typedef struct {
+    const char *name;   /* option name without "--" */
+    const char *help;
+    int is_text;        /* values are words (e.g. N,T) instead of integers */
+    int count;
+    long values[TSR_PARAM_MAX_VALUES];
+    char words[TSR_PARAM_MAX_VALUES][16];
+} tsr_param_t;
+
+/* Parse "--name value" / "--name=value" pairs into params (which hold the
+ * defaults). Flags (options without value) are listed in flags and set to 1.
+ * Returns 0, or prints a message naming the bad option and returns -1. */
+int tsr_params_parse(int argc, char **argv, tsr_param_t *params, int nparams,
+                     const char **flag_names, int *flag_values, int nflags);
+/* Set a parameter's values from a text like "1,2:8:2". Returns 0 or -1. */
+int tsr_param_set(tsr_param_t *p, const char *text);
+void tsr_params_usage(const char *prog, const char *what, const tsr_param_t *params, int nparams,
+                      const char **flag_names, const char **flag_help, int nflags);
+/* Odometer over the cartesian product: idx[] holds one index per parameter.
+ * Returns 0 when every combination has been visited. */
+int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);
+#endif

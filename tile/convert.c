@@ -1,0 +1,161 @@
+/* User column-major buffers <-> tiles, across ranks. */
+#include <stdlib.h>
+#include <string.h>
+#include "tsr_tile_internal.h"
+#include "tsr_context.h"
+#if TSR_USE_MPI
+#include <starpu_mpi.h>
+#endif
+
+void *tsr_tile_storage(tsr_desc_t *d, int bi, int i, int j)
+{
+    if (!tsr_tile_handle(d, bi, i, j))
+        return NULL;
+    return d->storage[(bi * d->mt + i) * d->nt + j];
+}
+
+void tsr_desc_flush_cache(tsr_desc_t *d)
+{
+#if TSR_USE_MPI
+    if (!tsr_ctx.mpi_active)
+        return;
+    int n = tsr_desc_ntiles(d);
+    for (int t = 0; t < n; t++)
+        if (d->handles[t])
+            starpu_mpi_cache_flush(tsr_ctx.comm, d->handles[t]);
+#else
+    (void)d;
+#endif
+}
+
+int tsr_foreach_local_tile(tsr_desc_t *d, enum starpu_data_access_mode mode, tsr_tile_visit_fn fn, void *arg)
+{
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                if (!tsr_tile_is_local(d, bi, i, j))
+                    continue;
+                void *p = tsr_tile_storage(d, bi, i, j);
+                if (!p)
+                    return TSR_ENOMEM;
+                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+                starpu_data_acquire(h, mode);
+                int rc = fn(d, bi, i, j, p, arg);
+                starpu_data_release(h);
+                if (rc)
+                    return rc;
+            }
+    return TSR_SUCCESS;
+}
+
+static size_t tile_bytes(const tsr_desc_t *d, int bi, int i, int j)
+{
+    return (size_t)tsr_tile_depth(d, bi) * tsr_tile_rows(d, i) * tsr_tile_cols(d, j) * d->elsize;
+}
+
+/* Copy between a tile and the user buffer; to_tile selects the direction. */
+static void copy_tile(const tsr_desc_t *d, int bi, int i, int j, void *tile,
+                      void *user, int lda, int to_tile)
+{
+    int depth = tsr_tile_depth(d, bi), rows = tsr_tile_rows(d, i), cols = tsr_tile_cols(d, j);
+    size_t es = d->elsize, col_bytes = (size_t)rows * es;
+    char *t = tile;
+    for (int z = 0; z < depth; z++)
+        for (int c = 0; c < cols; c++) {
+            size_t gb = (size_t)bi * d->bb + z, gr = (size_t)i * d->mb, gc = (size_t)j * d->nb + c;
+            char *u = (char *)user + ((gb * d->n + gc) * lda + gr) * es;
+            if (to_tile)
+                memcpy(t, u, col_bytes);
+            else
+                memcpy(u, t, col_bytes);
+            t += col_bytes;
+        }
+}
+
+static int check_user_buffer(const tsr_desc_t *d, const void *A, int lda, int root)
+{
+    if (!d)
+        return TSR_EINVAL;
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    if (root < 0 || root >= tsr_ctx.size) {
+        tsr_log(TSR_LOG_ERROR, "scatter/gather: root %d is not a rank in [0, %d)", root, tsr_ctx.size);
+        return TSR_EINVAL;
+    }
+    if (tsr_ctx.rank == root && (!A || lda < d->m)) {
+        tsr_log(TSR_LOG_ERROR, "scatter/gather: buffer %p with lda %d for a %d-row tensor", A, lda, d->m);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
+/* Move one tile between the root's buffer and the owner's storage. */
+static int move_tile(tsr_desc_t *d, int bi, int i, int j, void *A, int lda, int root, int to_tile)
+{
+    int me = tsr_ctx.rank, owner = tsr_tile_owner(d, bi, i, j);
+    if (me != root && me != owner)
+        return TSR_SUCCESS;
+    starpu_data_handle_t h = owner == me ? tsr_tile_handle(d, bi, i, j) : NULL;
+    if (owner == me && !h)
+        return TSR_ENOMEM;
+    void *storage = owner == me ? tsr_tile_storage(d, bi, i, j) : NULL;
+    if (owner == me)
+        starpu_data_acquire(h, to_tile ? STARPU_W : STARPU_R);
+    int rc = TSR_SUCCESS;
+    if (owner == root) {
+        copy_tile(d, bi, i, j, storage, A, lda, to_tile);
+    } else {
+#if TSR_USE_MPI
+        size_t bytes = tile_bytes(d, bi, i, j);
+        if (me == owner) {
+            if (to_tile)
+                rc = MPI_Recv(storage, (int)bytes, MPI_BYTE, root, 0, tsr_ctx.raw_comm, MPI_STATUS_IGNORE);
+            else
+                rc = MPI_Send(storage, (int)bytes, MPI_BYTE, root, 0, tsr_ctx.raw_comm);
+        } else {
+            void *tmp = malloc(bytes);
+            if (!tmp)
+                return TSR_ENOMEM;
+            if (to_tile) {
+                copy_tile(d, bi, i, j, tmp, A, lda, 1);
+                rc = MPI_Send(tmp, (int)bytes, MPI_BYTE, owner, 0, tsr_ctx.raw_comm);
+            } else {
+                rc = MPI_Recv(tmp, (int)bytes, MPI_BYTE, owner, 0, tsr_ctx.raw_comm, MPI_STATUS_IGNORE);
+                copy_tile(d, bi, i, j, tmp, A, lda, 0);
+            }
+            free(tmp);
+        }
+        rc = rc == MPI_SUCCESS ? TSR_SUCCESS : TSR_ERUNTIME;
+#else
+        rc = TSR_EDIST;
+#endif
+    }
+    if (owner == me)
+        starpu_data_release(h);
+    return rc;
+}
+
+static int move_all(tsr_desc_t *d, void *A, int lda, int root, int to_tile)
+{
+    int rc = check_user_buffer(d, A, lda, root);
+    if (rc)
+        return rc;
+    if (to_tile)
+        tsr_desc_flush_cache(d);
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++)
+                if ((rc = move_tile(d, bi, i, j, A, lda, root, to_tile)) != 0)
+                    return rc;
+    return TSR_SUCCESS;
+}
+
+int tsr_desc_scatter(tsr_desc_t *d, const void *A, int lda, int root)
+{
+    return move_all(d, (void *)A, lda, root, 1);
+}
+
+int tsr_desc_gather(tsr_desc_t *d, void *A, int lda, int root)
+{
+    return move_all(d, A, lda, root, 0);
+}

@@ -1,0 +1,197 @@
+#include <stdlib.h>
+#include <string.h>
+#include "tsr_tile.h"
+#include "tsr_context.h"
+#if TSR_USE_MPI
+#include <starpu_mpi.h>
+#endif
+
+static int next_desc_id;
+
+size_t tsr_dtype_size(tsr_dtype_t t) { return t == TSR_FLOAT64 ? sizeof(double) : sizeof(float); }
+const char *tsr_dtype_name(tsr_dtype_t t) { return t == TSR_FLOAT64 ? "float64" : "float32"; }
+
+tsr_dist_t tsr_dist_block_cyclic(int P, int Q)
+{
+    tsr_dist_t d = { .kind = TSR_DIST_BLOCK_CYCLIC, .P = P, .Q = Q };
+    return d;
+}
+
+tsr_dist_t tsr_dist_single(int rank)
+{
+    tsr_dist_t d = { .kind = TSR_DIST_SINGLE, .P = 1, .Q = 1, .root = rank };
+    return d;
+}
+
+tsr_dist_t tsr_dist_custom(tsr_owner_fn owner, void *arg)
+{
+    tsr_dist_t d = { .kind = TSR_DIST_CUSTOM, .P = 1, .Q = 1, .owner = owner, .arg = arg };
+    return d;
+}
+
+static int dist_owner(const tsr_dist_t *dist, int bi, int i, int j)
+{
+    switch (dist->kind) {
+    case TSR_DIST_BLOCK_CYCLIC:
+        return ((i % dist->P) * dist->Q + (j % dist->Q) + bi) % (dist->P * dist->Q);
+    case TSR_DIST_SINGLE:
+        return dist->root;
+    case TSR_DIST_CUSTOM:
+    default:
+        return dist->owner(bi, i, j, dist->arg);
+    }
+}
+
+int tsr_desc_ntiles(const tsr_desc_t *d) { return d->bt * d->mt * d->nt; }
+
+static int tile_index(const tsr_desc_t *d, int bi, int i, int j) { return (bi * d->mt + i) * d->nt + j; }
+
+static int edge_size(int total, int tile, int idx)
+{
+    int rest = total - idx * tile;
+    return rest < tile ? rest : tile;
+}
+
+int tsr_tile_depth(const tsr_desc_t *d, int bi) { return edge_size(d->b, d->bb, bi); }
+int tsr_tile_rows(const tsr_desc_t *d, int i) { return edge_size(d->m, d->mb, i); }
+int tsr_tile_cols(const tsr_desc_t *d, int j) { return edge_size(d->n, d->nb, j); }
+int tsr_tile_owner(const tsr_desc_t *d, int bi, int i, int j) { return dist_owner(&d->dist, bi, i, j); }
+int tsr_tile_is_local(const tsr_desc_t *d, int bi, int i, int j) { return tsr_tile_owner(d, bi, i, j) == tsr_ctx.rank; }
+
+static int validate_dist(const tsr_dist_t *dist, int bt, int mt, int nt)
+{
+    int size = tsr_ctx.size;
+    switch (dist->kind) {
+    case TSR_DIST_BLOCK_CYCLIC:
+        if (dist->P < 1 || dist->Q < 1 || dist->P * dist->Q > size) {
+            tsr_log(TSR_LOG_ERROR, "descriptor: process grid %d x %d does not fit %d rank(s)", dist->P, dist->Q, size);
+            return TSR_EDIST;
+        }
+        return TSR_SUCCESS;
+    case TSR_DIST_SINGLE:
+        if (dist->root < 0 || dist->root >= size) {
+            tsr_log(TSR_LOG_ERROR, "descriptor: owner rank %d is not in [0, %d)", dist->root, size);
+            return TSR_EDIST;
+        }
+        return TSR_SUCCESS;
+    case TSR_DIST_CUSTOM:
+        if (!dist->owner)
+            return TSR_EINVAL;
+        for (int bi = 0; bi < bt; bi++)
+            for (int i = 0; i < mt; i++)
+                for (int j = 0; j < nt; j++) {
+                    int r = dist->owner(bi, i, j, dist->arg);
+                    if (r < 0 || r >= size) {
+                        tsr_log(TSR_LOG_ERROR, "descriptor: custom owner of tile (%d,%d,%d) is rank %d, not in [0, %d)",
+                                bi, i, j, r, size);
+                        return TSR_EDIST;
+                    }
+                }
+        return TSR_SUCCESS;
+    }
+    return TSR_EINVAL;
+}
+
+int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
+                    int bb, int mb, int nb, const tsr_dist_t *dist)
+{
+    if (!desc)
+        return TSR_EINVAL;
+    *desc = NULL;
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    if (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64) {
+        tsr_log(TSR_LOG_ERROR, "descriptor: unknown element type %d", (int)dtype);
+        return TSR_EINVAL;
+    }
+    if (b < 1 || m < 1 || n < 1 || bb < 1 || mb < 1 || nb < 1) {
+        tsr_log(TSR_LOG_ERROR, "descriptor: shape %d x %d x %d and tiles %d x %d x %d must be positive",
+                b, m, n, bb, mb, nb);
+        return TSR_EINVAL;
+    }
+    tsr_dist_t dd = dist ? *dist : tsr_dist_block_cyclic(tsr_ctx.size, 1);
+    int bt = (b + bb - 1) / bb, mt = (m + mb - 1) / mb, nt = (n + nb - 1) / nb;
+    if ((double)bt * mt * nt > 1e8) {
+        tsr_log(TSR_LOG_ERROR, "descriptor: %d x %d x %d tiles is too many", bt, mt, nt);
+        return TSR_EINVAL;
+    }
+    int rc = validate_dist(&dd, bt, mt, nt);
+    if (rc)
+        return rc;
+
+    tsr_desc_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return TSR_ENOMEM;
+    d->dtype = dtype;
+    d->elsize = tsr_dtype_size(dtype);
+    d->b = b; d->m = m; d->n = n;
+    d->bb = bb; d->mb = mb; d->nb = nb;
+    d->bt = bt; d->mt = mt; d->nt = nt;
+    d->dist = dd;
+    d->storage = calloc((size_t)bt * mt * nt, sizeof *d->storage);
+    d->handles = calloc((size_t)bt * mt * nt, sizeof *d->handles);
+    if (!d->storage || !d->handles) {
+        free(d->storage);
+        free(d->handles);
+        free(d);
+        return TSR_ENOMEM;
+    }
+    d->tag_base = tsr_tag_alloc((int64_t)bt * mt * nt);
+    d->id = next_desc_id++;
+    *desc = d;
+    return TSR_SUCCESS;
+}
+
+int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
+                       int mb, int nb, const tsr_dist_t *dist)
+{
+    return tsr_desc_create(desc, dtype, 1, m, n, 1, mb, nb, dist);
+}
+
+starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
+{
+    int idx = tile_index(d, bi, i, j);
+    if (d->handles[idx])
+        return d->handles[idx];
+    int depth = tsr_tile_depth(d, bi), rows = tsr_tile_rows(d, i), cols = tsr_tile_cols(d, j);
+    int owner = tsr_tile_owner(d, bi, i, j);
+    int home = -1;
+    uintptr_t ptr = 0;
+    if (owner == tsr_ctx.rank) {
+        size_t bytes = (size_t)depth * rows * cols * d->elsize;
+        void *p = NULL;
+        if (starpu_malloc(&p, bytes) != 0 || !p) {
+            tsr_log(TSR_LOG_ERROR, "out of memory allocating a %zu-byte tile", bytes);
+            return NULL;
+        }
+        memset(p, 0, bytes);
+        d->storage[idx] = p;
+        home = STARPU_MAIN_RAM;
+        ptr = (uintptr_t)p;
+    }
+    starpu_data_handle_t h;
+    starpu_block_data_register(&h, home, ptr, rows, (uint32_t)rows * cols, rows, cols, depth, d->elsize);
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active)
+        starpu_mpi_data_register(h, d->tag_base + idx, owner);
+#endif
+    d->handles[idx] = h;
+    return h;
+}
+
+int tsr_desc_destroy(tsr_desc_t *d)
+{
+    if (!d)
+        return TSR_SUCCESS;
+    int n = tsr_desc_ntiles(d);
+    for (int t = 0; t < n; t++) {
+        if (d->handles[t])
+            starpu_data_unregister(d->handles[t]);
+        if (d->storage[t])
+            starpu_free(d->storage[t]);
+    }
+    free(d->handles);
+    free(d->storage);
+    free(d);
+    return TSR_SUCCESS;
+}

@@ -1,0 +1,84 @@
+/* Seeded random fill and norms. */
+#include <math.h>
+#include "tsr_tile_internal.h"
+#include "tsr_context.h"
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+double tsr_random_value(uint64_t seed, int bi, int r, int c)
+{
+    uint64_t h = splitmix64(seed);
+    h = splitmix64(h ^ (uint64_t)(uint32_t)bi);
+    h = splitmix64(h ^ ((uint64_t)(uint32_t)r << 32 | (uint32_t)c));
+    return (double)(h >> 11) * 0x1.0p-53 - 0.5;
+}
+
+static int fill_tile(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg)
+{
+    uint64_t seed = *(uint64_t *)arg;
+    int depth = tsr_tile_depth(d, bi), rows = tsr_tile_rows(d, i), cols = tsr_tile_cols(d, j);
+    size_t k = 0;
+    for (int z = 0; z < depth; z++)
+        for (int c = 0; c < cols; c++)
+            for (int r = 0; r < rows; r++, k++) {
+                double v = tsr_random_value(seed, bi * d->bb + z, i * d->mb + r, j * d->nb + c);
+                if (d->dtype == TSR_FLOAT64)
+                    ((double *)tile)[k] = v;
+                else
+                    ((float *)tile)[k] = (float)v;
+            }
+    return TSR_SUCCESS;
+}
+
+int tsr_desc_fill_random(tsr_desc_t *d, uint64_t seed)
+{
+    if (!d)
+        return TSR_EINVAL;
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    tsr_desc_flush_cache(d);
+    return tsr_foreach_local_tile(d, STARPU_W, fill_tile, &seed);
+}
+
+struct norm_acc { tsr_norm_t which; double value; };
+
+static int norm_tile(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg)
+{
+    struct norm_acc *acc = arg;
+    size_t n = (size_t)tsr_tile_depth(d, bi) * tsr_tile_rows(d, i) * tsr_tile_cols(d, j);
+    for (size_t k = 0; k < n; k++) {
+        double v = d->dtype == TSR_FLOAT64 ? ((double *)tile)[k] : ((float *)tile)[k];
+        if (isnan(v) || isnan(acc->value))
+            acc->value = NAN; /* a NaN anywhere makes the norm NaN */
+        else if (acc->which == TSR_NORM_MAX)
+            acc->value = fmax(acc->value, fabs(v));
+        else
+            acc->value += v * v;
+    }
+    return TSR_SUCCESS;
+}
+
+int tsr_desc_norm(tsr_desc_t *d, tsr_norm_t which, double *value)
+{
+    if (!d || !value || (which != TSR_NORM_MAX && which != TSR_NORM_FRO))
+        return TSR_EINVAL;
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    struct norm_acc acc = { which, 0.0 };
+    int rc = tsr_foreach_local_tile(d, STARPU_R, norm_tile, &acc);
+    if (rc)
+        return rc;
+    double total = acc.value;
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active)
+        MPI_Allreduce(&acc.value, &total, 1, MPI_DOUBLE, which == TSR_NORM_MAX ? MPI_MAX : MPI_SUM, tsr_ctx.raw_comm);
+#endif
+    *value = which == TSR_NORM_FRO ? sqrt(total) : total;
+    return TSR_SUCCESS;
+}

@@ -1,0 +1,94 @@
+/* Tessera tile layer: 2D/3D tiled tensors (descriptors), distributions,
+ * per-tile StarPU handles, conversions between user buffers and tiles. */
+#ifndef TSR_TILE_H
+#define TSR_TILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <starpu.h>
+#include "tsr_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+size_t tsr_dtype_size(tsr_dtype_t t);
+const char *tsr_dtype_name(tsr_dtype_t t);
+
+/* Owner of tile (bi, i, j) for a custom distribution. */
+typedef int (*tsr_owner_fn)(int bi, int i, int j, void *arg);
+
+typedef enum { TSR_DIST_BLOCK_CYCLIC = 0, TSR_DIST_SINGLE, TSR_DIST_CUSTOM } tsr_dist_kind_t;
+
+typedef struct {
+    tsr_dist_kind_t kind;
+    int P, Q;           /* block-cyclic process grid */
+    int root;           /* TSR_DIST_SINGLE: the rank owning every tile */
+    tsr_owner_fn owner; /* TSR_DIST_CUSTOM */
+    void *arg;
+} tsr_dist_t;
+
+/* owner(bi,i,j) = ((i % P) * Q + j % Q + bi) % (P * Q) */
+tsr_dist_t tsr_dist_block_cyclic(int P, int Q);
+/* every tile on one rank (e.g. model parameters kept on rank 0) */
+tsr_dist_t tsr_dist_single(int rank);
+tsr_dist_t tsr_dist_custom(tsr_owner_fn owner, void *arg);
+
+/* A tensor of shape b x m x n cut in tiles of bb x mb x nb (edge tiles
+ * smaller). Each tile is stored contiguously: depth consecutive column-major
+ * (rows x cols) matrices with leading dimension = rows. Read-only for users. */
+typedef struct tsr_desc {
+    tsr_dtype_t dtype;
+    size_t elsize;
+    int b, m, n;        /* shape */
+    int bb, mb, nb;     /* tile sizes */
+    int bt, mt, nt;     /* number of tiles along each dimension */
+    tsr_dist_t dist;
+    int64_t tag_base;   /* MPI tag of tile 0 */
+    void **storage;     /* local storage of owned tiles (allocated lazily) */
+    starpu_data_handle_t *handles; /* registered lazily */
+    int id;
+} tsr_desc_t;
+
+/* Create a descriptor; dist NULL = 1 x 1 grid (everything on rank 0 with one
+ * rank, block-cyclic P=size, Q=1 otherwise). Tiles read as zero. Every rank
+ * must create descriptors in the same order. */
+int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
+                    int bb, int mb, int nb, const tsr_dist_t *dist);
+/* 2D: b = bb = 1 */
+int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
+                       int mb, int nb, const tsr_dist_t *dist);
+/* Wait for the tasks using it, unregister every handle, free storage. */
+int tsr_desc_destroy(tsr_desc_t *desc);
+
+int tsr_desc_ntiles(const tsr_desc_t *d);
+int tsr_tile_depth(const tsr_desc_t *d, int bi);
+int tsr_tile_rows(const tsr_desc_t *d, int i);
+int tsr_tile_cols(const tsr_desc_t *d, int j);
+int tsr_tile_owner(const tsr_desc_t *d, int bi, int i, int j);
+int tsr_tile_is_local(const tsr_desc_t *d, int bi, int i, int j);
+/* The tile's StarPU handle, registered on first use. */
+starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j);
+
+/* User buffer layout: column-major b x (m x n), leading dimension lda >= m,
+ * matrix bi starts at A + bi * lda * n elements. */
+/* Copy the user buffer held by rank root into the descriptor's tiles. */
+int tsr_desc_scatter(tsr_desc_t *d, const void *A, int lda, int root);
+/* Copy the descriptor into the user buffer on rank root (waits for tasks). */
+int tsr_desc_gather(tsr_desc_t *d, void *A, int lda, int root);
+
+/* Fill with uniform values in [-0.5, 0.5) from a counter-based generator:
+ * element (bi, r, c) depends only on (seed, bi, r, c), so the tensor is the
+ * same whatever the tile sizes and process grid. */
+int tsr_desc_fill_random(tsr_desc_t *d, uint64_t seed);
+/* The value tsr_desc_fill_random puts at (bi, r, c). */
+double tsr_random_value(uint64_t seed, int bi, int r, int c);
+
+typedef enum { TSR_NORM_MAX = 0, TSR_NORM_FRO } tsr_norm_t;
+/* Norm over all ranks (every rank gets the value; waits for tasks). */
+int tsr_desc_norm(tsr_desc_t *d, tsr_norm_t which, double *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
