@@ -42,8 +42,7 @@ static int count_physical_cores(void)
     return n > 0 ? n : 1;
 }
 
-/* Launched by mpirun with more than one process? (Open MPI, MPICH/PMI, PMIx) */
-static int launched_with_several_ranks(void)
+int tsr_mpi_launched(void)
 {
     const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
@@ -63,7 +62,7 @@ static int want_mpi(const tsr_config_t *cfg)
         return 1;
     int already = 0;
     MPI_Initialized(&already);
-    return already || launched_with_several_ranks();
+    return already || tsr_mpi_launched();
 #else
     (void)cfg;
     return 0;
@@ -118,6 +117,16 @@ static int start_mpi(int *argc, char ***argv)
 }
 #endif
 
+static int starpu_has_cuda(const tsr_config_t *cfg)
+{
+#ifdef STARPU_USE_CUDA
+    return cfg->ncuda != 0;
+#else
+    (void)cfg;
+    return 0;
+#endif
+}
+
 static void choose_scheduler(const tsr_config_t *cfg, struct starpu_conf *conf)
 {
     const char *env = getenv("STARPU_SCHED");
@@ -128,7 +137,8 @@ static void choose_scheduler(const tsr_config_t *cfg, struct starpu_conf *conf)
     else if (cfg->parallel_worker_size > 1)
         snprintf(sched_name, sizeof sched_name, "peager");
     else
-        snprintf(sched_name, sizeof sched_name, "%s", cfg->ncuda == 0 ? "lws" : "dmdas");
+        /* performance-model driven only where there are GPUs to choose from */
+        snprintf(sched_name, sizeof sched_name, "%s", starpu_has_cuda(cfg) ? "dmdas" : "lws");
     conf->sched_policy_name = sched_name;
 }
 
@@ -237,6 +247,22 @@ int tsr_wait(void)
     }
 #endif
     return starpu_task_wait_for_all() == 0 ? TSR_SUCCESS : TSR_ERUNTIME;
+}
+
+int tsr_pause(void)
+{
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    starpu_pause();
+    return TSR_SUCCESS;
+}
+
+int tsr_resume(void)
+{
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    starpu_resume();
+    return TSR_SUCCESS;
 }
 
 int tsr_barrier(void)

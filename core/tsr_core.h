@@ -58,6 +58,11 @@ int tsr_init(const tsr_config_t *cfg, int *argc, char ***argv);
 int tsr_finalize(void);
 int tsr_initialized(void);
 
+/* 1 when this process was started by mpirun (Open MPI, MPICH/PMI, PMIx) with
+ * more than one rank. A program that calls tsr_init/tsr_finalize several
+ * times under MPI initialises MPI itself first (tsr_finalize only finalises
+ * MPI when tsr_init started it). */
+int tsr_mpi_launched(void);
 int tsr_rank(void);          /* MPI rank, 0 without MPI */
 int tsr_size(void);          /* number of MPI ranks, 1 without MPI */
 int tsr_mpi_active(void);    /* 1 when StarPU-MPI is in use */
@@ -68,6 +73,10 @@ int tsr_parallel_worker_size(void);
 
 /* Wait for every submitted task (of this rank). */
 int tsr_wait(void);
+/* Stop / restart the workers: idle StarPU workers poll for work and take
+ * CPU time from code running outside tasks (e.g. a BLAS baseline). */
+int tsr_pause(void);
+int tsr_resume(void);
 /* Barrier over all ranks (no-op without MPI). */
 int tsr_barrier(void);
 /* Number of tasks this rank has submitted since tsr_init (for tests/timing). */

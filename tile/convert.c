@@ -135,10 +135,26 @@ static int move_tile(tsr_desc_t *d, int bi, int i, int j, void *A, int lda, int 
     return rc;
 }
 
+/* Every rank returns the same verdict, so that a bad buffer on the root does
+ * not leave the other ranks waiting for tiles. */
+static int agree(int rc)
+{
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active) {
+        int all = rc;
+        MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, tsr_ctx.raw_comm);
+        return all;
+    }
+#endif
+    return rc;
+}
+
 static int move_all(tsr_desc_t *d, void *A, int lda, int root, int to_tile)
 {
+    if (!d)
+        return TSR_EINVAL;
     int rc = check_user_buffer(d, A, lda, root);
-    if (rc)
+    if (rc == TSR_ENOTINIT || (rc = agree(rc)) != 0)
         return rc;
     if (to_tile)
         tsr_desc_flush_cache(d);

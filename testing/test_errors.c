@@ -1,0 +1,156 @@
+/* Bad arguments: every wrong call returns its TSR_E* code, submits no task
+ * and does not crash. Under mpirun -np 2 it also checks process-grid
+ * mismatches. */
+#include <stdlib.h>
+#include <string.h>
+#include "tessera.h"
+#include "tsr_check.h"
+
+static tsr_desc_t *make(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int nb, const tsr_dist_t *dist)
+{
+    tsr_desc_t *d = NULL;
+    CHECK_RC(tsr_desc_create(&d, t, b, m, n, bb, mb, nb, dist), TSR_SUCCESS);
+    return d;
+}
+
+/* tsr_gemm must fail with `code` and leave the task counter unchanged. */
+static void expect_gemm_error(int code, tsr_trans_t ta, tsr_trans_t tb, tsr_desc_t *A, tsr_desc_t *B, tsr_desc_t *C,
+                              tsr_accum_t accum, const char *what)
+{
+    uint64_t before = tsr_tasks_submitted();
+    int rc = tsr_gemm(ta, tb, 1.0, A, B, 0.0, C, accum);
+    if (rc != code || tsr_tasks_submitted() != before)
+        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
+                (unsigned long long)(tsr_tasks_submitted() - before));
+    CHECK(rc == code && tsr_tasks_submitted() == before);
+}
+
+static void check_before_init(void)
+{
+    tsr_desc_t *d = (tsr_desc_t *)1;
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, NULL), TSR_ENOTINIT);
+    CHECK(d == NULL);
+    CHECK_RC(tsr_wait(), TSR_ENOTINIT);
+    CHECK_RC(tsr_finalize(), TSR_ENOTINIT);
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1, NULL, NULL, 0, NULL, TSR_ACCUM_ORDERED), TSR_EINVAL);
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = 0;
+    CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EINVAL);
+    cfg.ncpus = 1000;
+    CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EINVAL);
+    cfg.ncpus = 1;
+    cfg.parallel_worker_size = 0;
+    CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EINVAL);
+}
+
+static int bad_owner(int bi, int i, int j, void *arg) { return i == 1 ? 99 : 0; }
+
+static void check_descriptor_errors(void)
+{
+    tsr_desc_t *d = NULL;
+    CHECK_RC(tsr_desc_create(NULL, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_desc_create(&d, (tsr_dtype_t)7, 1, 4, 4, 1, 2, 2, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, -4, 4, 1, 2, 2, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 0, 2, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 0, 4, 4, 1, 2, 2, NULL), TSR_EINVAL);
+    tsr_dist_t too_big = tsr_dist_block_cyclic(tsr_size() + 1, 1);
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, &too_big), TSR_EDIST);
+    tsr_dist_t nobody = tsr_dist_single(tsr_size());
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, &nobody), TSR_EDIST);
+    tsr_dist_t wrong = tsr_dist_custom(bad_owner, NULL);
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, &wrong), TSR_EDIST);
+    tsr_dist_t no_fn = tsr_dist_custom(NULL, NULL);
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, &no_fn), TSR_EINVAL);
+    CHECK(d == NULL);
+
+    d = make(TSR_FLOAT32, 1, 6, 5, 1, 4, 4, NULL);
+    float buf[30] = { 0 };
+    int me = tsr_rank();
+    /* a bad buffer on the root fails the call on every rank (no rank hangs) */
+    CHECK_RC(tsr_desc_scatter(d, me == 0 ? NULL : buf, 6, 0), TSR_EINVAL);
+    CHECK_RC(tsr_desc_gather(d, buf, me == 0 ? 3 : 6, 0), TSR_EINVAL);
+    if (tsr_size() == 1) {
+        CHECK_RC(tsr_desc_scatter(d, buf, 5, 0), TSR_EINVAL);   /* lda < m */
+        CHECK_RC(tsr_desc_gather(d, buf, 6, 1), TSR_EINVAL);    /* no rank 1 */
+    }
+    double v;
+    CHECK_RC(tsr_desc_norm(d, (tsr_norm_t)5, &v), TSR_EINVAL);
+    CHECK_RC(tsr_desc_norm(d, TSR_NORM_MAX, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_desc_fill_random(NULL, 1), TSR_EINVAL);
+    tsr_desc_destroy(d);
+}
+
+static void check_gemm_errors(void)
+{
+    /* good shapes: C 10x8, A 10x6, B 6x8, tiles 4 x 3 (k) x 4 */
+    tsr_desc_t *A = make(TSR_FLOAT32, 1, 10, 6, 1, 4, 3, NULL);
+    tsr_desc_t *B = make(TSR_FLOAT32, 1, 6, 8, 1, 3, 4, NULL);
+    tsr_desc_t *C = make(TSR_FLOAT32, 1, 10, 8, 1, 4, 4, NULL);
+    tsr_desc_t *Cd = make(TSR_FLOAT64, 1, 10, 8, 1, 4, 4, NULL);
+    tsr_desc_t *Cshape = make(TSR_FLOAT32, 1, 11, 8, 1, 4, 4, NULL);
+    tsr_desc_t *Bk = make(TSR_FLOAT32, 1, 7, 8, 1, 3, 4, NULL);
+    tsr_desc_t *Cbatch = make(TSR_FLOAT32, 2, 10, 8, 1, 4, 4, NULL);
+    tsr_desc_t *Ctile = make(TSR_FLOAT32, 1, 10, 8, 1, 5, 4, NULL);
+    tsr_desc_t *Bktile = make(TSR_FLOAT32, 1, 6, 8, 1, 2, 4, NULL);
+    tsr_desc_t *At = make(TSR_FLOAT32, 1, 6, 10, 1, 3, 4, NULL); /* A^T layout */
+
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, NULL, B, C, TSR_ACCUM_ORDERED, "NULL A");
+    expect_gemm_error(TSR_EINVAL, (tsr_trans_t)3, TSR_NOTRANS, A, B, C, TSR_ACCUM_ORDERED, "bad transA");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, A, B, C, (tsr_accum_t)9, "bad accum");
+    expect_gemm_error(TSR_EDTYPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cd, TSR_ACCUM_ORDERED, "dtype");
+    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cshape, TSR_ACCUM_ORDERED, "m");
+    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, Bk, C, TSR_ACCUM_REDUX, "k");
+    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cbatch, TSR_ACCUM_ORDERED, "batch");
+    expect_gemm_error(TSR_ETILE, TSR_NOTRANS, TSR_NOTRANS, A, B, Ctile, TSR_ACCUM_ORDERED, "mb");
+    expect_gemm_error(TSR_ETILE, TSR_NOTRANS, TSR_NOTRANS, A, Bktile, C, TSR_ACCUM_REDUX, "kb");
+    expect_gemm_error(TSR_ESHAPE, TSR_TRANS, TSR_NOTRANS, A, B, C, TSR_ACCUM_ORDERED, "A is not transposed");
+    /* and the good calls do submit tasks */
+    uint64_t before = tsr_tasks_submitted();
+    CHECK_RC(tsr_gemm(TSR_TRANS, TSR_NOTRANS, 1.0, At, B, 0.0, C, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 1.0, C, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    CHECK_RC(tsr_wait(), TSR_SUCCESS);
+    CHECK(tsr_tasks_submitted() > before || tsr_size() > 1);
+
+    if (tsr_size() == 2) {
+        tsr_dist_t rows = tsr_dist_block_cyclic(2, 1), cols = tsr_dist_block_cyclic(1, 2);
+        tsr_desc_t *A21 = make(TSR_FLOAT32, 1, 10, 6, 1, 4, 3, &rows);
+        tsr_desc_t *B12 = make(TSR_FLOAT32, 1, 6, 8, 1, 3, 4, &cols);
+        tsr_desc_t *C21 = make(TSR_FLOAT32, 1, 10, 8, 1, 4, 4, &rows);
+        expect_gemm_error(TSR_EDIST, TSR_NOTRANS, TSR_NOTRANS, A21, B12, C21, TSR_ACCUM_ORDERED, "grids 2x1 vs 1x2");
+        tsr_desc_destroy(A21);
+        tsr_desc_destroy(B12);
+        tsr_desc_destroy(C21);
+    }
+    tsr_desc_t *all[] = { A, B, C, Cd, Cshape, Bk, Cbatch, Ctile, Bktile, At };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tsr_desc_destroy(all[i]);
+}
+
+static void check_strerror(void)
+{
+    for (int code = 0; code >= TSR_EALREADY; code--) {
+        const char *s = tsr_strerror(code);
+        CHECK(s && *s && strcmp(s, "unknown error") != 0);
+    }
+    CHECK(strcmp(tsr_strerror(-1000), "unknown error") == 0);
+}
+
+int main(int argc, char **argv)
+{
+    check_before_init();
+    check_strerror();
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = 1;
+    cfg.verbose = 0; /* the expected failures would print errors */
+    CHECK_RC(tsr_init(&cfg, &argc, &argv), TSR_SUCCESS);
+    CHECK_RC(tsr_init(&cfg, &argc, &argv), TSR_EALREADY);
+    check_descriptor_errors();
+    check_gemm_errors();
+    int rc = tsr_checks_failed ? 1 : 0;
+    if (tsr_rank() == 0)
+        rc = tsr_check_report("test_errors");
+    CHECK_RC(tsr_finalize(), TSR_SUCCESS);
+    return rc;
+}

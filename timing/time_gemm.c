@@ -1,0 +1,346 @@
+/* time_gemm: timing of tsr_gemm (C = A B, float descriptors on a P x Q
+ * block-cyclic grid) over the cartesian product of the parameter lists,
+ * against one call of the same BLAS on plain arrays. CSV on stdout (rank 0),
+ * messages on stderr. Exit 2 on bad options, 1 on a Tessera error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tessera.h"
+#include "tsr_compute.h"
+#include "tsr_params.h"
+#if TSR_USE_MPI
+#include <mpi.h>
+#endif
+
+/* P_THREADS, P_NITER and P_WARMUP are outside the cartesian product: the
+ * product runs over params[P_FIRST_CASE .. NP). */
+enum { P_THREADS, P_NITER, P_WARMUP, P_M, P_N, P_K, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
+enum { P_FIRST_CASE = P_M };
+
+static tsr_param_t params[NP] = {
+    [P_THREADS] = { "threads", "CPU workers per rank, a list: StarPU restarts for each (-1: all cores)", 0, 1, { -1 } },
+    [P_NITER] = { "niter", "timed repetitions, the best is reported (one value)", 0, 1, { 3 } },
+    [P_WARMUP] = { "warmup", "untimed repetitions before timing (one value)", 0, 1, { 1 } },
+    [P_M] = { "m", "rows of C and A", 0, 1, { 2048 } },
+    [P_N] = { "n", "columns of C and B", 0, 1, { 2048 } },
+    [P_K] = { "k", "inner dimension", 0, 1, { 2048 } },
+    [P_MB] = { "mb", "tile rows (C, A)", 0, 1, { 512 } },
+    [P_NB] = { "nb", "tile columns (C, B)", 0, 1, { 512 } },
+    [P_KB] = { "kb", "tile size along k", 0, 1, { 512 } },
+    [P_P] = { "P", "process grid rows (Q = ranks / P)", 0, 1, { 1 } },
+    [P_MODE] = { "mode", "k accumulation: ordered or redux", 1, 2, {0}, { "ordered", "redux" } },
+    [P_DTYPE] = { "dtype", "s (float32) or d (float64)", 1, 1, {0}, { "s" } },
+};
+
+enum { F_NO_BASELINE, F_HELP, NF };
+static const char *flag_names[NF] = { "no-baseline", "help" };
+static const char *flag_help[NF] = {
+    "skip the BLAS baseline (ratio_to_blas = nan)",
+    "print this help",
+};
+
+static const char *about =
+    "Time tsr_gemm (C = A B, beta = 0) on block-cyclic descriptors; best of --niter.\n"
+    "Baseline: one call of the same BLAS (single node) on plain column-major arrays with as\n"
+    "many threads as CPU workers, measured on rank 0 alone (with several MPI ranks it is\n"
+    "still a single-node BLAS on one rank's workers). ratio_to_blas = BLAS seconds / Tessera\n"
+    "seconds. CSV columns: m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype";
+
+typedef struct {
+    int m, n, k, mb, nb, kb, P, Q;
+    tsr_dtype_t dtype;
+    tsr_accum_t mode;
+    int niter, warmup;
+} gemm_case_t;
+
+/* ---- options -------------------------------------------------------------- */
+
+static int check_words(const tsr_param_t *p, const char *a, const char *b)
+{
+    for (int i = 0; i < p->count; i++)
+        if (strcmp(p->words[i], a) && strcmp(p->words[i], b)) {
+            fprintf(stderr, "error: bad value '%s' for --%s (%s)\n", p->words[i], p->name, p->help);
+            return -1;
+        }
+    return 0;
+}
+
+static int check_min(const tsr_param_t *p, long min)
+{
+    for (int i = 0; i < p->count; i++)
+        if (p->values[i] < min) {
+            fprintf(stderr, "error: --%s %ld: must be >= %ld\n", p->name, p->values[i], min);
+            return -1;
+        }
+    return 0;
+}
+
+/* Everything that can be checked before StarPU starts. */
+static int validate_params(void)
+{
+    const int positive[] = { P_M, P_N, P_K, P_MB, P_NB, P_KB, P_P, P_NITER };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (check_min(&params[positive[i]], 1))
+            return -1;
+    if (check_min(&params[P_WARMUP], 0) || check_min(&params[P_THREADS], -1) ||
+        check_words(&params[P_MODE], "ordered", "redux") || check_words(&params[P_DTYPE], "s", "d"))
+        return -1;
+    for (int i = 0; i < params[P_THREADS].count; i++)
+        if (params[P_THREADS].values[i] == 0) {
+            fprintf(stderr, "error: --threads 0: need at least one CPU worker (-1: all cores)\n");
+            return -1;
+        }
+    if (params[P_NITER].count > 1 || params[P_WARMUP].count > 1) {
+        fprintf(stderr, "error: --niter and --warmup take a single value\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void make_case(const int *idx, int nranks, gemm_case_t *c)
+{
+#define V(p) (int)params[p].values[idx[p]]
+#define W(p) params[p].words[idx[p]]
+    c->m = V(P_M); c->n = V(P_N); c->k = V(P_K);
+    c->mb = V(P_MB); c->nb = V(P_NB); c->kb = V(P_KB);
+    c->P = V(P_P);
+    c->Q = nranks / c->P;
+    c->dtype = strcmp(W(P_DTYPE), "d") == 0 ? TSR_FLOAT64 : TSR_FLOAT32;
+    c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+    c->niter = (int)params[P_NITER].values[0];
+    c->warmup = (int)params[P_WARMUP].values[0];
+#undef V
+#undef W
+}
+
+/* ---- MPI: initialised here when launched with several ranks, so that
+ * tsr_finalize leaves it alone and tsr_init can run again per worker count. */
+
+#if TSR_USE_MPI
+static int mpi_started;
+#endif
+
+static int mpi_start(int *argc, char ***argv)
+{
+#if TSR_USE_MPI
+    int provided;
+    if (!tsr_mpi_launched())
+        return 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        return -1;
+    mpi_started = 1;
+#endif
+    return 0;
+}
+
+static void mpi_stop(void)
+{
+#if TSR_USE_MPI
+    if (mpi_started)
+        MPI_Finalize();
+#endif
+}
+
+/* ---- BLAS baseline -------------------------------------------------------- */
+
+static void *random_array(tsr_dtype_t t, int m, int n, uint64_t seed)
+{
+    void *X = malloc((size_t)m * n * tsr_dtype_size(t));
+    for (int j = 0; X && j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double v = tsr_random_value(seed, 0, i, j);
+            if (t == TSR_FLOAT64)
+                ((double *)X)[(size_t)j * m + i] = v;
+            else
+                ((float *)X)[(size_t)j * m + i] = (float)v;
+        }
+    return X;
+}
+
+/* Best of niter single BLAS calls (after warmup ones), or a negative code.
+ * Idle StarPU workers poll their cores, which slowed a 2-thread BLAS call down
+ * 2-3x in a test: they are paused (asleep) while BLAS runs. */
+static double measure_blas(const gemm_case_t *c, int nthreads)
+{
+    void *A = random_array(c->dtype, c->m, c->k, 1), *B = random_array(c->dtype, c->k, c->n, 2);
+    void *C = calloc((size_t)c->m * c->n, tsr_dtype_size(c->dtype));
+    double best = TSR_ENOMEM;
+    tsr_pause();
+    for (int it = 0; A && B && C && it < c->warmup + c->niter; it++) {
+        double t0 = tsr_wtime();
+        tsr_cpu_gemm(c->dtype, TSR_NOTRANS, TSR_NOTRANS, c->m, c->n, c->k, 1.0, A, c->m, B, c->k, 0.0, C, c->m,
+                     nthreads);
+        double s = tsr_wtime() - t0;
+        if (it >= c->warmup && (best < 0 || s < best))
+            best = s;
+    }
+    tsr_resume();
+    free(A); free(B); free(C);
+    return best;
+}
+
+typedef struct { int m, n, k, threads; tsr_dtype_t dtype; double seconds; } blas_entry_t;
+static blas_entry_t blas_cache[1024];
+static int blas_cached;
+
+/* BLAS seconds for this shape, dtype and thread count, measured once. */
+static double blas_seconds(const gemm_case_t *c, int nthreads)
+{
+    for (int i = 0; i < blas_cached; i++) {
+        const blas_entry_t *e = &blas_cache[i];
+        if (e->m == c->m && e->n == c->n && e->k == c->k && e->dtype == c->dtype && e->threads == nthreads)
+            return e->seconds;
+    }
+    double s = measure_blas(c, nthreads);
+    if (s >= 0 && blas_cached < (int)(sizeof blas_cache / sizeof blas_cache[0]))
+        blas_cache[blas_cached++] = (blas_entry_t){ c->m, c->n, c->k, nthreads, c->dtype, s };
+    return s;
+}
+
+/* ---- Tessera -------------------------------------------------------------- */
+
+typedef struct { tsr_desc_t *A, *B, *C; } gemm_descs_t;
+
+static int create_descs(const gemm_case_t *c, gemm_descs_t *d)
+{
+    tsr_dist_t dist = tsr_dist_block_cyclic(c->P, c->Q);
+    int rc = tsr_desc_create_2d(&d->A, c->dtype, c->m, c->k, c->mb, c->kb, &dist);
+    if (!rc)
+        rc = tsr_desc_create_2d(&d->B, c->dtype, c->k, c->n, c->kb, c->nb, &dist);
+    if (!rc)
+        rc = tsr_desc_create_2d(&d->C, c->dtype, c->m, c->n, c->mb, c->nb, &dist);
+    if (!rc)
+        rc = tsr_desc_fill_random(d->A, 1);
+    if (!rc)
+        rc = tsr_desc_fill_random(d->B, 2);
+    return rc;
+}
+
+static void destroy_descs(gemm_descs_t *d)
+{
+    if (d->A) tsr_desc_destroy(d->A);
+    if (d->B) tsr_desc_destroy(d->B);
+    if (d->C) tsr_desc_destroy(d->C);
+}
+
+/* One gemm, from a barrier to the end of its tasks; seconds in *s. */
+static int timed_gemm(const gemm_case_t *c, gemm_descs_t *d, double *s)
+{
+    int rc = tsr_barrier();
+    double t0 = tsr_wtime();
+    if (!rc)
+        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, d->A, d->B, 0.0, d->C, c->mode);
+    if (!rc)
+        rc = tsr_wait();
+    *s = tsr_wtime() - t0;
+    return rc;
+}
+
+/* Best of niter timed gemms after warmup untimed ones. */
+static int time_tessera(const gemm_case_t *c, double *best)
+{
+    gemm_descs_t d = { 0 };
+    int rc = create_descs(c, &d);
+    *best = INFINITY;
+    for (int it = 0; !rc && it < c->warmup + c->niter; it++) {
+        double s;
+        rc = timed_gemm(c, &d, &s);
+        if (it >= c->warmup && s < *best)
+            *best = s;
+    }
+    destroy_descs(&d);
+    return rc;
+}
+
+/* ---- one case ------------------------------------------------------------- */
+
+static void print_header_once(void)
+{
+    static int printed;
+    if (printed++)
+        return;
+    printf("m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype\n");
+    fflush(stdout);
+}
+
+static void print_row(const gemm_case_t *c, int workers, double seconds, double blas)
+{
+    double gflops = 2.0 * c->m * c->n * c->k / seconds * 1e-9;
+    printf("%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%.6f,%.2f,%.3f,%s\n", c->m, c->n, c->k, c->mb, c->nb, c->kb, c->P, c->Q,
+           workers, c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered", seconds, gflops, blas / seconds,
+           c->dtype == TSR_FLOAT64 ? "d" : "s");
+    fflush(stdout);
+}
+
+/* The baseline comes first (rank 0 alone, before the descriptors exist), then
+ * Tessera on every rank. */
+static int run_case(const gemm_case_t *c, int baseline)
+{
+    int workers = tsr_ncpu_workers();
+    double blas = NAN, seconds;
+    if (baseline && tsr_rank() == 0) {
+        blas = blas_seconds(c, workers);
+        if (blas < 0)
+            return (int)blas;
+    }
+    int rc = time_tessera(c, &seconds);
+    if (!rc && tsr_rank() == 0)
+        print_row(c, workers, seconds, blas);
+    return rc;
+}
+
+/* Every case of one worker count, between tsr_init and tsr_finalize.
+ * Returns 0, 2 (bad P) or 1 (Tessera error). */
+static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
+{
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = ncpus;
+    int rc = tsr_init(&cfg, argc, argv);
+    if (rc) {
+        fprintf(stderr, "error: tsr_init (%d CPU workers): %s\n", ncpus, tsr_strerror(rc));
+        return 1;
+    }
+    if (tsr_rank() == 0)
+        print_header_once();
+    if (tsr_rank() == 0)
+        fprintf(stderr, "time_gemm: %d CPU worker(s), %d CUDA worker(s), %d rank(s), scheduler %s, BLAS %s\n",
+                tsr_ncpu_workers(), tsr_ncuda_workers(), tsr_size(), tsr_sched_name(), tsr_blas_name());
+    int status = 0, idx[NP] = { 0 };
+    do {
+        gemm_case_t c;
+        make_case(idx, tsr_size(), &c);
+        if (tsr_size() % c.P) {
+            if (tsr_rank() == 0)
+                fprintf(stderr, "error: --P %d does not divide the %d rank(s)\n", c.P, tsr_size());
+            status = 2;
+        } else if ((rc = run_case(&c, baseline)) != 0) {
+            fprintf(stderr, "error: tsr_gemm %dx%dx%d tiles %dx%dx%d: %s\n", c.m, c.n, c.k, c.mb, c.nb, c.kb,
+                    tsr_strerror(rc));
+            status = 1;
+        }
+    } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
+    tsr_finalize();
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    int flags[NF] = { 0 };
+    if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
+        return 2;
+    if (flags[F_HELP]) {
+        tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
+        return 0;
+    }
+    if (mpi_start(&argc, &argv)) {
+        fprintf(stderr, "error: MPI_Init_thread failed\n");
+        return 1;
+    }
+    int status = 0;
+    for (int t = 0; !status && t < params[P_THREADS].count; t++)
+        status = run_worker_count((int)params[P_THREADS].values[t], !flags[F_NO_BASELINE], &argc, &argv);
+    mpi_stop();
+    return status;
+}
