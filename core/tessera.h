@@ -5,4 +5,10 @@
 #include "tsr_core.h"
 #include "tsr_tile.h"
 #include "tsr_algorithms.h"
+#include "tsr_layernorm.h"
+#include "tsr_linear.h"
+#include "tsr_attention.h"
+#include "tsr_encoder.h"
+#include "tsr_crossentropy.h"
+#include "tsr_adamw.h"
 #endif

@@ -26,150 +26,107 @@ typedef struct {
     double alpha, beta;
 } tsr_basic_args_t;
 
-/* A block (3D tile) seen as depth consecutive matrices. */
-typedef struct { char *ptr; int rows, cols, depth, ld; size_t zstride; } tile_view_t;
-
-static tile_view_t view_of(void *iface, size_t elsize)
-{
-    tile_view_t v;
-    v.ptr = (char *)STARPU_BLOCK_GET_PTR(iface);
-    v.rows = (int)STARPU_BLOCK_GET_NX(iface);
-    v.cols = (int)STARPU_BLOCK_GET_NY(iface);
-    v.depth = (int)STARPU_BLOCK_GET_NZ(iface);
-    v.ld = (int)STARPU_BLOCK_GET_LDY(iface);
-    v.zstride = (size_t)STARPU_BLOCK_GET_LDZ(iface) * elsize;
-    return v;
-}
-
-static size_t elsize_of(tsr_dtype_t t) { return t == TSR_FLOAT64 ? sizeof(double) : sizeof(float); }
-
-static int task_threads(void)
-{
-    int n = starpu_combined_worker_get_size();
-    return n > 0 ? n : 1;
-}
-
 static void cpu_gemm(void *buffers[], void *cl_arg)
 {
     const tsr_basic_args_t *a = cl_arg;
-    size_t es = elsize_of(a->dtype);
-    tile_view_t A = view_of(buffers[0], es), B = view_of(buffers[1], es), C = view_of(buffers[2], es);
+    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), C = tsr_view(buffers[2]);
     int k = a->ta == TSR_TRANS ? A.rows : A.cols;
-    int nt = task_threads();
+    int nt = tsr_task_threads();
     for (int z = 0; z < C.depth; z++)
-        tsr_cpu_gemm(a->dtype, a->ta, a->tb, C.rows, C.cols, k, a->alpha, A.ptr + z * A.zstride, A.ld,
-                     B.ptr + z * B.zstride, B.ld, a->beta, C.ptr + z * C.zstride, C.ld, nt);
+        tsr_cpu_gemm(a->dtype, a->ta, a->tb, C.rows, C.cols, k, a->alpha, tsr_view_at(A, z), A.ld,
+                     tsr_view_at(B, z), B.ld, a->beta, tsr_view_at(C, z), C.ld, nt);
 }
 
 static void cpu_scale(void *buffers[], void *cl_arg)
 {
     const tsr_basic_args_t *a = cl_arg;
-    tile_view_t A = view_of(buffers[0], elsize_of(a->dtype));
+    tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
-        tsr_cpu_scale(a->dtype, A.rows, A.cols, a->alpha, A.ptr + z * A.zstride, A.ld);
+        tsr_cpu_scale(a->dtype, A.rows, A.cols, a->alpha, tsr_view_at(A, z), A.ld);
 }
 
 static void cpu_add(void *buffers[], void *cl_arg)
 {
     const tsr_basic_args_t *a = cl_arg;
-    size_t es = elsize_of(a->dtype);
-    tile_view_t A = view_of(buffers[0], es), B = view_of(buffers[1], es);
+    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]);
     for (int z = 0; z < B.depth; z++)
-        tsr_cpu_add(a->dtype, B.rows, B.cols, a->alpha, A.ptr + z * A.zstride, A.ld, a->beta,
-                    B.ptr + z * B.zstride, B.ld);
-}
-
-/* The zero and REDUX codelets carry no argument (StarPU calls the REDUX ones
- * itself), so the element type comes from the interface's element size. */
-static tsr_dtype_t dtype_of(void *iface)
-{
-    return STARPU_BLOCK_GET_ELEMSIZE(iface) == sizeof(double) ? TSR_FLOAT64 : TSR_FLOAT32;
+        tsr_cpu_add(a->dtype, B.rows, B.cols, a->alpha, tsr_view_at(A, z), A.ld, a->beta,
+                    tsr_view_at(B, z), B.ld);
 }
 
 static void cpu_zero(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    tsr_dtype_t t = dtype_of(buffers[0]);
-    tile_view_t A = view_of(buffers[0], elsize_of(t));
+    tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
-        tsr_cpu_zero(t, A.rows, A.cols, A.ptr + z * A.zstride, A.ld);
+        tsr_cpu_zero(A.dtype, A.rows, A.cols, tsr_view_at(A, z), A.ld);
 }
 
 /* dst += src: the reduction codelet (first buffer plain STARPU_RW). */
 static void cpu_redux_add(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    tsr_dtype_t t = dtype_of(buffers[0]);
-    size_t es = elsize_of(t);
-    tile_view_t D = view_of(buffers[0], es), S = view_of(buffers[1], es);
+    tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
     for (int z = 0; z < D.depth; z++)
-        tsr_cpu_add(t, D.rows, D.cols, 1.0, S.ptr + z * S.zstride, S.ld, 1.0, D.ptr + z * D.zstride, D.ld);
+        tsr_cpu_add(D.dtype, D.rows, D.cols, 1.0, tsr_view_at(S, z), S.ld, 1.0, tsr_view_at(D, z), D.ld);
 }
 
 #if TSR_USE_CUDA && STARPU_HAS_CUDA
 static void cuda_gemm(void *buffers[], void *cl_arg)
 {
     const tsr_basic_args_t *a = cl_arg;
-    size_t es = elsize_of(a->dtype);
-    tile_view_t A = view_of(buffers[0], es), B = view_of(buffers[1], es), C = view_of(buffers[2], es);
+    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), C = tsr_view(buffers[2]);
     int k = a->ta == TSR_TRANS ? A.rows : A.cols;
     for (int z = 0; z < C.depth; z++)
         tsr_cuda_gemm(starpu_cublas_get_local_handle(), a->dtype, a->ta, a->tb, C.rows, C.cols, k, a->alpha,
-                      A.ptr + z * A.zstride, A.ld, B.ptr + z * B.zstride, B.ld, a->beta,
-                      C.ptr + z * C.zstride, C.ld);
+                      tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld, a->beta,
+                      tsr_view_at(C, z), C.ld);
 }
 
 static void cuda_scale(void *buffers[], void *cl_arg)
 {
     const tsr_basic_args_t *a = cl_arg;
-    tile_view_t A = view_of(buffers[0], elsize_of(a->dtype));
+    tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
         tsr_cuda_scale(starpu_cuda_get_local_stream(), a->dtype, A.rows, A.cols, a->alpha,
-                       A.ptr + z * A.zstride, A.ld);
+                       tsr_view_at(A, z), A.ld);
 }
 
 static void cuda_add(void *buffers[], void *cl_arg)
 {
     const tsr_basic_args_t *a = cl_arg;
-    size_t es = elsize_of(a->dtype);
-    tile_view_t A = view_of(buffers[0], es), B = view_of(buffers[1], es);
+    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]);
     for (int z = 0; z < B.depth; z++)
         tsr_cuda_add(starpu_cuda_get_local_stream(), a->dtype, B.rows, B.cols, a->alpha,
-                     A.ptr + z * A.zstride, A.ld, a->beta, B.ptr + z * B.zstride, B.ld);
+                     tsr_view_at(A, z), A.ld, a->beta, tsr_view_at(B, z), B.ld);
 }
 
 static void cuda_zero(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    tsr_dtype_t t = dtype_of(buffers[0]);
-    tile_view_t A = view_of(buffers[0], elsize_of(t));
+    tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
-        tsr_cuda_zero(starpu_cuda_get_local_stream(), t, A.rows, A.cols, A.ptr + z * A.zstride, A.ld);
+        tsr_cuda_zero(starpu_cuda_get_local_stream(), A.dtype, A.rows, A.cols, tsr_view_at(A, z), A.ld);
 }
 
 static void cuda_redux_add(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    tsr_dtype_t t = dtype_of(buffers[0]);
-    size_t es = elsize_of(t);
-    tile_view_t D = view_of(buffers[0], es), S = view_of(buffers[1], es);
+    tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
     for (int z = 0; z < D.depth; z++)
-        tsr_cuda_add(starpu_cuda_get_local_stream(), t, D.rows, D.cols, 1.0, S.ptr + z * S.zstride, S.ld,
-                     1.0, D.ptr + z * D.zstride, D.ld);
+        tsr_cuda_add(starpu_cuda_get_local_stream(), D.dtype, D.rows, D.cols, 1.0, tsr_view_at(S, z), S.ld,
+                     1.0, tsr_view_at(D, z), D.ld);
 }
 #endif
 
-static void define_codelet(tsr_dtype_t t, int which, starpu_cpu_func_t cpu, void *cuda,
-                           int nbuffers, const enum starpu_data_access_mode *modes)
+void tsr_codelet_init(struct starpu_codelet *cl, struct starpu_perfmodel *pm, const char *symbol,
+                      starpu_cpu_func_t cpu, void *cuda, int nbuffers, const enum starpu_data_access_mode *modes)
 {
-    struct starpu_codelet *cl = &codelets[t][which];
-    struct starpu_perfmodel *pm = &models[t][which];
-    snprintf(symbols[t][which], sizeof symbols[t][which], "tsr_%s_%s", cl_names[which], tsr_dtype_name(t));
     pm->type = STARPU_HISTORY_BASED;
-    pm->symbol = symbols[t][which];
+    pm->symbol = symbol;
     starpu_codelet_init(cl);
     cl->cpu_funcs[0] = cpu;
-    cl->cpu_funcs_name[0] = symbols[t][which];
+    cl->cpu_funcs_name[0] = symbol;
 #if TSR_USE_CUDA && STARPU_HAS_CUDA
     if (cuda) {
         cl->cuda_funcs[0] = (starpu_cuda_func_t)cuda;
@@ -184,7 +141,15 @@ static void define_codelet(tsr_dtype_t t, int which, starpu_cpu_func_t cpu, void
     for (int b = 0; modes && b < nbuffers; b++)
         cl->modes[b] = modes[b];
     cl->model = pm;
-    cl->name = symbols[t][which];
+    cl->name = symbol;
+}
+
+static void define_codelet(tsr_dtype_t t, int which, starpu_cpu_func_t cpu, void *cuda,
+                           int nbuffers, const enum starpu_data_access_mode *modes)
+{
+    struct starpu_codelet *cl = &codelets[t][which];
+    snprintf(symbols[t][which], sizeof symbols[t][which], "tsr_%s_%s", cl_names[which], tsr_dtype_name(t));
+    tsr_codelet_init(cl, &models[t][which], symbols[t][which], cpu, cuda, nbuffers, modes);
     if (which == CL_GEMM && tsr_parallel_worker_size() > 1) {
         /* tensor parallelism inside a task: multi-threaded BLAS on a combined worker */
         cl->type = STARPU_FORKJOIN;

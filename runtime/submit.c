@@ -8,8 +8,6 @@
 #include <starpu_mpi.h>
 #endif
 
-#define TSR_MAX_TASK_TILES 8
-
 static int first_written_owner(const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes, int n)
 {
     for (int t = 0; t < n; t++)
@@ -18,12 +16,30 @@ static int first_written_owner(const tsr_tile_t *tiles, const enum starpu_data_a
     return tsr_tile_owner(tiles[0].d, tiles[0].bi, tiles[0].i, tiles[0].j);
 }
 
-static int involves_rank(const tsr_tile_t *tiles, int n, int exec_rank, int me)
+/* A rank that keeps a received copy of a tile the task writes must see the
+ * task too, so that StarPU-MPI drops the stale copy. */
+static int holds_stale_copy(const tsr_tile_t *t, enum starpu_data_access_mode mode)
+{
+#if TSR_USE_MPI
+    if (!(mode & (STARPU_W | STARPU_REDUX)))
+        return 0;
+    starpu_data_handle_t h = t->d->handles[(t->bi * t->d->mt + t->i) * t->d->nt + t->j];
+    return h && starpu_mpi_cached_receive(h);
+#else
+    (void)t;
+    (void)mode;
+    return 0;
+#endif
+}
+
+static int involves_rank(const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes, int n,
+                         int exec_rank, int me)
 {
     if (exec_rank == me)
         return 1;
     for (int t = 0; t < n; t++)
-        if (tsr_tile_owner(tiles[t].d, tiles[t].bi, tiles[t].i, tiles[t].j) == me)
+        if (tsr_tile_owner(tiles[t].d, tiles[t].bi, tiles[t].i, tiles[t].j) == me ||
+            holds_stale_copy(&tiles[t], modes[t]))
             return 1;
     return 0;
 }
@@ -47,7 +63,7 @@ int tsr_submit(struct starpu_codelet *cl, const tsr_tile_t *tiles, const enum st
     if (tsr_ctx.mpi_active) {
         if (exec_rank < 0)
             exec_rank = first_written_owner(tiles, modes, ntiles);
-        if (!involves_rank(tiles, ntiles, exec_rank, me))
+        if (!involves_rank(tiles, modes, ntiles, exec_rank, me))
             return TSR_SUCCESS;
     }
     struct starpu_data_descr data[TSR_MAX_TASK_TILES];

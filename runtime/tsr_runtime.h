@@ -6,6 +6,9 @@
 #include <starpu.h>
 #include "tsr_tile.h"
 
+/* at most this many tiles per task (StarPU's STARPU_NMAXBUFS) */
+#define TSR_MAX_TASK_TILES 8
+
 /* One tile of a descriptor. */
 typedef struct { tsr_desc_t *d; int bi, i, j; } tsr_tile_t;
 static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
@@ -14,9 +17,40 @@ static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
     return t;
 }
 
+/* A tile (StarPU block interface) as depth consecutive column-major
+ * matrices: rows x cols with leading dimension ld, zstride bytes apart. */
+typedef struct { char *ptr; int rows, cols, depth, ld; size_t zstride; tsr_dtype_t dtype; } tsr_view_t;
+static inline tsr_view_t tsr_view(void *iface)
+{
+    tsr_view_t v;
+    size_t es = STARPU_BLOCK_GET_ELEMSIZE(iface);
+    v.ptr = (char *)STARPU_BLOCK_GET_PTR(iface);
+    v.rows = (int)STARPU_BLOCK_GET_NX(iface);
+    v.cols = (int)STARPU_BLOCK_GET_NY(iface);
+    v.depth = (int)STARPU_BLOCK_GET_NZ(iface);
+    v.ld = (int)STARPU_BLOCK_GET_LDY(iface);
+    v.zstride = (size_t)STARPU_BLOCK_GET_LDZ(iface) * es;
+    v.dtype = es == sizeof(double) ? TSR_FLOAT64 : TSR_FLOAT32;
+    return v;
+}
+/* Pointer to matrix z of the view. */
+static inline void *tsr_view_at(tsr_view_t v, int z) { return v.ptr + (size_t)z * v.zstride; }
+/* Threads available to the running task (>1 on a combined worker). */
+static inline int tsr_task_threads(void)
+{
+    int n = starpu_combined_worker_get_size();
+    return n > 0 ? n : 1;
+}
+
+/* Fill a codelet with one CPU (and, when StarPU has CUDA, one CUDA)
+ * implementation and a history-based perf model named `symbol` (static
+ * storage). modes NULL: modes are given per task (variable buffer count). */
+void tsr_codelet_init(struct starpu_codelet *cl, struct starpu_perfmodel *pm, const char *symbol,
+                      starpu_cpu_func_t cpu, void *cuda, int nbuffers, const enum starpu_data_access_mode *modes);
+
 /* Submit one task. With MPI the task runs on exec_rank (-1: the owner of the
- * first written tile); a rank that neither executes it nor owns any of its
- * tiles skips the call. arg (argsize bytes) is copied. */
+ * first written tile); a rank that neither executes it, nor owns any of its
+ * tiles, nor holds a received copy of a tile it writes skips the call. arg (argsize bytes) is copied. */
 int tsr_submit(struct starpu_codelet *cl, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
                int ntiles, const void *arg, size_t argsize, int exec_rank, double flops);
 

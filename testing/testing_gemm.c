@@ -194,21 +194,23 @@ int main(int argc, char **argv)
     const char *flag_names[] = { "check", "help" };
     const char *flag_help[] = { "compare against one BLAS call (scaled residual < 10)", "print this help" };
     int flags[2] = { 0, 0 };
-    tsr_param_t threads = { "threads", "CPU workers per rank (-1: all cores)", 0, 1, { -1 } };
-    tsr_param_t all[NP + 1];
+    /* process-wide settings (one value each) after the per-case parameters */
+    tsr_param_t all[NP + 2];
     memcpy(all, params, sizeof params);
-    all[NP] = threads;
-    if (tsr_params_parse(argc, argv, all, NP + 1, flag_names, flags, 2))
+    all[NP] = (tsr_param_t){ "threads", "CPU workers per rank (-1: all cores)", 0, 1, { -1 } };
+    all[NP + 1] = (tsr_param_t){ "pws", "parallel-worker size: GEMM tasks on combined workers of that many cores", 0, 1, { 1 } };
+    if (tsr_params_parse(argc, argv, all, NP + 2, flag_names, flags, 2))
         return 2;
     memcpy(params, all, sizeof params);
     if (flags[1]) {
         tsr_params_usage(argv[0], "Test tsr_gemm (C = alpha op(A) op(B) + beta C) on tiled descriptors.", all,
-                         NP + 1, flag_names, flag_help, 2);
+                         NP + 2, flag_names, flag_help, 2);
         return 0;
     }
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = (int)all[NP].values[0];
+    cfg.parallel_worker_size = (int)all[NP + 1].values[0];
     int rc = tsr_init(&cfg, &argc, &argv);
     if (rc) {
         fprintf(stderr, "error: tsr_init: %s\n", tsr_strerror(rc));

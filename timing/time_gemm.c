@@ -15,7 +15,7 @@
 
 /* P_THREADS, P_NITER and P_WARMUP are outside the cartesian product: the
  * product runs over params[P_FIRST_CASE .. NP). */
-enum { P_THREADS, P_NITER, P_WARMUP, P_M, P_N, P_K, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
+enum { P_THREADS, P_NITER, P_WARMUP, P_M, P_N, P_K, P_TILE, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
 enum { P_FIRST_CASE = P_M };
 
 static tsr_param_t params[NP] = {
@@ -25,6 +25,7 @@ static tsr_param_t params[NP] = {
     [P_M] = { "m", "rows of C and A", 0, 1, { 2048 } },
     [P_N] = { "n", "columns of C and B", 0, 1, { 2048 } },
     [P_K] = { "k", "inner dimension", 0, 1, { 2048 } },
+    [P_TILE] = { "tile", "square tiles: mb = nb = kb = tile (0: use --mb --nb --kb)", 0, 1, { 0 } },
     [P_MB] = { "mb", "tile rows (C, A)", 0, 1, { 512 } },
     [P_NB] = { "nb", "tile columns (C, B)", 0, 1, { 512 } },
     [P_KB] = { "kb", "tile size along k", 0, 1, { 512 } },
@@ -83,7 +84,7 @@ static int validate_params(void)
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
         if (check_min(&params[positive[i]], 1))
             return -1;
-    if (check_min(&params[P_WARMUP], 0) || check_min(&params[P_THREADS], -1) ||
+    if (check_min(&params[P_WARMUP], 0) || check_min(&params[P_TILE], 0) || check_min(&params[P_THREADS], -1) ||
         check_words(&params[P_MODE], "ordered", "redux") || check_words(&params[P_DTYPE], "s", "d"))
         return -1;
     for (int i = 0; i < params[P_THREADS].count; i++)
@@ -104,6 +105,8 @@ static void make_case(const int *idx, int nranks, gemm_case_t *c)
 #define W(p) params[p].words[idx[p]]
     c->m = V(P_M); c->n = V(P_N); c->k = V(P_K);
     c->mb = V(P_MB); c->nb = V(P_NB); c->kb = V(P_KB);
+    if (V(P_TILE) > 0)
+        c->mb = c->nb = c->kb = V(P_TILE);
     c->P = V(P_P);
     c->Q = nranks / c->P;
     c->dtype = strcmp(W(P_DTYPE), "d") == 0 ? TSR_FLOAT64 : TSR_FLOAT32;

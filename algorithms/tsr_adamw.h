@@ -1,0 +1,14 @@
+/* Tessera: adamw algorithms (float32 transformer layers; see README, "Transformer conventions"). */
+#ifndef TSR_ADAMW_H
+#define TSR_ADAMW_H
+#include "tsr_tile.h"
+#include "tsr_algorithms.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,43 @@
+#include <math.h>
+#include <stdlib.h>
+#include "tsr_testutil.h"
+
+float *tsr_test_gather_f32(tsr_desc_t *d)
+{
+    size_t n = (size_t)d->b * d->m * d->n;
+    float *full = tsr_rank() == 0 ? malloc(n * sizeof *full) : NULL;
+    if (tsr_desc_gather(d, full, d->m, 0) != 0) {
+        free(full);
+        return NULL;
+    }
+    return full;
+}
+
+int tsr_test_scatter_f32(tsr_desc_t *d, const float *full)
+{
+    return tsr_desc_scatter(d, full, d->m, 0);
+}
+
+/* max |x - ref| / scale, scale = max(|ref|, floor) or 1 (absolute). */
+static double max_err(const float *x, const float *ref, size_t n, double floor, int relative)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double scale = relative ? fmax(fabs((double)ref[i]), floor) : 1.0;
+        double e = fabs((double)x[i] - ref[i]) / scale;
+        if (isnan(e))
+            return INFINITY;
+        worst = fmax(worst, e);
+    }
+    return worst;
+}
+
+double tsr_test_max_rel_err(const float *x, const float *ref, size_t n, double floor)
+{
+    return max_err(x, ref, n, floor, 1);
+}
+
+double tsr_test_max_abs_err(const float *x, const float *ref, size_t n)
+{
+    return max_err(x, ref, n, 0.0, 0);
+}

@@ -1,0 +1,17 @@
+/* Helpers for tests comparing descriptors with plain reference arrays.
+ * Full arrays are column-major b x (m x n) with leading dimension m. */
+#ifndef TSR_TESTUTIL_H
+#define TSR_TESTUTIL_H
+#include <stddef.h>
+#include "tessera.h"
+
+/* Gather a float32 descriptor on rank 0 (malloc'd, caller frees); NULL on
+ * other ranks. Collective. */
+float *tsr_test_gather_f32(tsr_desc_t *d);
+/* Scatter a full float32 array held by rank 0 into the descriptor. Collective. */
+int tsr_test_scatter_f32(tsr_desc_t *d, const float *full);
+/* max |x - ref| / max(|ref|, floor) over n elements (NaN anywhere -> inf). */
+double tsr_test_max_rel_err(const float *x, const float *ref, size_t n, double floor);
+/* max |x - ref| over n elements (NaN anywhere -> inf). */
+double tsr_test_max_abs_err(const float *x, const float *ref, size_t n);
+#endif
