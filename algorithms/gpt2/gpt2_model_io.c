@@ -1,0 +1,451 @@
+/* GPT-2 configuration, parameter layout, llm.c checkpoints, atomic writes. */
+#define _POSIX_C_SOURCE 200809L
+#include "gpt2_model_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tsr_core.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the llm.c file formats are little-endian; this reader assumes a little-endian host"
+#endif
+
+static const char *const param_names[TSR_GPT2_NUM_PARAM_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+const char *tsr_gpt2_param_name(int tensor)
+{
+    if (tensor < 0 || tensor >= TSR_GPT2_NUM_PARAM_TENSORS)
+        return "?";
+    return param_names[tensor];
+}
+
+/* ---- presets -------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    tsr_gpt2_config_t cfg; /* maxT, V, Vp, L, NH, C */
+} presets[] = {
+    {"124M", {1024, 50257, 50304, 12, 12, 768}},
+    {"d2", {64, 50257, 50304, 2, 4, 128}},
+    {"micro", {32, 500, 512, 2, 4, 64}},
+};
+#define NPRESETS (sizeof presets / sizeof presets[0])
+
+const char *tsr_gpt2_preset_names(void) { return "124M, d2, micro"; }
+
+int tsr_gpt2_config_preset(const char *name, tsr_gpt2_config_t *cfg)
+{
+    if (!name || !cfg) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_config_preset: NULL argument");
+        return TSR_EINVAL;
+    }
+    for (size_t i = 0; i < NPRESETS; i++) {
+        if (strcmp(name, presets[i].name) == 0) {
+            *cfg = presets[i].cfg;
+            return 0;
+        }
+    }
+    tsr_log(TSR_LOG_ERROR, "unknown GPT-2 preset '%s' (known: %s)", name, tsr_gpt2_preset_names());
+    return TSR_EINVAL;
+}
+
+/* ---- sizes ------------------------------------------------------------------ */
+
+/* Upper bound on the parameter count we accept: keeps every size_t product
+ * and the file size far from overflow (2^40 floats = 4 TiB). */
+#define MAX_PARAMS_LOG2 40
+
+int tsr_gpt2_config_validate(const tsr_gpt2_config_t *cfg, const char *what)
+{
+    const char *w = what ? what : "GPT-2 config";
+    if (!cfg) {
+        tsr_log(TSR_LOG_ERROR, "%s: NULL config", w);
+        return TSR_EINVAL;
+    }
+    const struct {
+        const char *name;
+        int v;
+    } dims[] = {{"maxT", cfg->maxT}, {"V", cfg->V}, {"Vp", cfg->Vp},
+                {"L", cfg->L},       {"NH", cfg->NH}, {"C", cfg->C}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].v <= 0) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s = %d must be positive", w, dims[i].name, dims[i].v);
+            return TSR_EINVAL;
+        }
+    }
+    if (cfg->C % cfg->NH != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: channels C = %d is not a multiple of the number of heads NH = %d",
+                w, cfg->C, cfg->NH);
+        return TSR_EINVAL;
+    }
+    if (cfg->Vp < cfg->V) {
+        tsr_log(TSR_LOG_ERROR, "%s: padded vocabulary Vp = %d is smaller than the vocabulary V = %d",
+                w, cfg->Vp, cfg->V);
+        return TSR_EINVAL;
+    }
+    /* estimate in double first: every product below then fits in 64 bits */
+    double C = cfg->C, L = cfg->L;
+    double est = (double)cfg->Vp * C + (double)cfg->maxT * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+    if (est > (double)((uint64_t)1 << MAX_PARAMS_LOG2) || est * 4.0 > (double)SIZE_MAX) {
+        tsr_log(TSR_LOG_ERROR, "%s: implausibly large model (%.3g parameters; maxT %d V %d Vp %d L %d NH %d C %d)",
+                w, est, cfg->maxT, cfg->V, cfg->Vp, cfg->L, cfg->NH, cfg->C);
+        return TSR_EINVAL;
+    }
+    return 0;
+}
+
+void tsr_gpt2_param_sizes(const tsr_gpt2_config_t *cfg, size_t sizes[TSR_GPT2_NUM_PARAM_TENSORS])
+{
+    size_t Vp = (size_t)cfg->Vp, C = (size_t)cfg->C, maxT = (size_t)cfg->maxT, L = (size_t)cfg->L;
+    sizes[TSR_GPT2_WTE] = Vp * C;
+    sizes[TSR_GPT2_WPE] = maxT * C;
+    sizes[TSR_GPT2_LN1W] = L * C;
+    sizes[TSR_GPT2_LN1B] = L * C;
+    sizes[TSR_GPT2_QKVW] = L * 3 * C * C;
+    sizes[TSR_GPT2_QKVB] = L * 3 * C;
+    sizes[TSR_GPT2_ATTPROJW] = L * C * C;
+    sizes[TSR_GPT2_ATTPROJB] = L * C;
+    sizes[TSR_GPT2_LN2W] = L * C;
+    sizes[TSR_GPT2_LN2B] = L * C;
+    sizes[TSR_GPT2_FCW] = L * 4 * C * C;
+    sizes[TSR_GPT2_FCB] = L * 4 * C;
+    sizes[TSR_GPT2_FCPROJW] = L * C * 4 * C;
+    sizes[TSR_GPT2_FCPROJB] = L * C;
+    sizes[TSR_GPT2_LNFW] = C;
+    sizes[TSR_GPT2_LNFB] = C;
+}
+
+void tsr_gpt2_param_offsets(const tsr_gpt2_config_t *cfg, size_t offsets[TSR_GPT2_NUM_PARAM_TENSORS])
+{
+    size_t sizes[TSR_GPT2_NUM_PARAM_TENSORS];
+    tsr_gpt2_param_sizes(cfg, sizes);
+    size_t off = 0;
+    for (int i = 0; i < TSR_GPT2_NUM_PARAM_TENSORS; i++) {
+        offsets[i] = off;
+        off += sizes[i];
+    }
+}
+
+size_t tsr_gpt2_num_params(const tsr_gpt2_config_t *cfg)
+{
+    size_t sizes[TSR_GPT2_NUM_PARAM_TENSORS];
+    tsr_gpt2_param_sizes(cfg, sizes);
+    size_t n = 0;
+    for (int i = 0; i < TSR_GPT2_NUM_PARAM_TENSORS; i++)
+        n += sizes[i];
+    return n;
+}
+
+/* ---- file helpers ------------------------------------------------------------ */
+
+int tsr_gpt2_file_open(const char *path, const char *kind, FILE **f, int64_t *size)
+{
+    *f = NULL;
+    if (!path) {
+        tsr_log(TSR_LOG_ERROR, "%s: no file name given", kind);
+        return TSR_EINVAL;
+    }
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: cannot open: %s", kind, path, strerror(errno));
+        return TSR_EIO;
+    }
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: cannot stat: %s", kind, path, strerror(errno));
+        fclose(fp);
+        return TSR_EIO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: not a regular file", kind, path);
+        fclose(fp);
+        return TSR_EIO;
+    }
+    *f = fp;
+    if (size)
+        *size = (int64_t)st.st_size;
+    return 0;
+}
+
+int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const char *kind,
+                       const char *what)
+{
+    size_t got = fread(buf, 1, bytes, f);
+    if (got == bytes)
+        return 0;
+    if (ferror(f)) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: read error in %s: %s", kind, path, what, strerror(errno));
+        return TSR_EIO;
+    }
+    tsr_log(TSR_LOG_ERROR, "%s %s: truncated: %s needs %zu bytes, only %zu left", kind, path,
+            what, bytes, got);
+    return TSR_EFORMAT;
+}
+
+/* ---- checkpoints -------------------------------------------------------------- */
+
+static const char *const CKPT = "checkpoint";
+
+static int read_header(FILE *f, int64_t fsize, const char *path, tsr_gpt2_config_t *cfg)
+{
+    int32_t h[TSR_GPT2_HEADER_INTS];
+    if (fsize < TSR_GPT2_HEADER_BYTES) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: truncated: %lld bytes, shorter than the %d-byte header",
+                CKPT, path, (long long)fsize, TSR_GPT2_HEADER_BYTES);
+        return TSR_EFORMAT;
+    }
+    int rc = tsr_gpt2_file_read(f, h, sizeof h, path, CKPT, "the header");
+    if (rc)
+        return rc;
+    if (h[0] != TSR_GPT2_CHECKPOINT_MAGIC) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: bad magic %d (expected %d): not an llm.c GPT-2 checkpoint",
+                CKPT, path, h[0], TSR_GPT2_CHECKPOINT_MAGIC);
+        return TSR_EFORMAT;
+    }
+    if (h[1] != TSR_GPT2_CHECKPOINT_VERSION) {
+        if (h[1] == 5)
+            tsr_log(TSR_LOG_ERROR, "%s %s: version 5 (bf16) is not supported, only version 3 (fp32)",
+                    CKPT, path);
+        else
+            tsr_log(TSR_LOG_ERROR, "%s %s: bad version %d (expected %d: fp32, padded vocabulary)",
+                    CKPT, path, h[1], TSR_GPT2_CHECKPOINT_VERSION);
+        return TSR_EFORMAT;
+    }
+    tsr_gpt2_config_t c = {.maxT = h[2], .V = h[3], .L = h[4], .NH = h[5], .C = h[6], .Vp = h[7]};
+    char what[512];
+    snprintf(what, sizeof what, "%s %s: inconsistent header", CKPT, path);
+    if (tsr_gpt2_config_validate(&c, what) != 0)
+        return TSR_EFORMAT;
+    size_t np = tsr_gpt2_num_params(&c);
+    int64_t expect = TSR_GPT2_HEADER_BYTES + (int64_t)np * 4;
+    if (fsize != expect) {
+        tsr_log(TSR_LOG_ERROR,
+                "%s %s: %s: %lld bytes, but the header (maxT %d V %d Vp %d L %d NH %d C %d: %zu "
+                "parameters) needs %lld",
+                CKPT, path, fsize < expect ? "truncated" : "trailing bytes after the parameters",
+                (long long)fsize, c.maxT, c.V, c.Vp, c.L, c.NH, c.C, np, (long long)expect);
+        return TSR_EFORMAT;
+    }
+    *cfg = c;
+    return 0;
+}
+
+int tsr_gpt2_checkpoint_read_config(const char *path, tsr_gpt2_config_t *cfg)
+{
+    if (!cfg) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_checkpoint_read_config: NULL config");
+        return TSR_EINVAL;
+    }
+    FILE *f;
+    int64_t fsize;
+    int rc = tsr_gpt2_file_open(path, CKPT, &f, &fsize);
+    if (rc)
+        return rc;
+    rc = read_header(f, fsize, path, cfg);
+    fclose(f);
+    return rc;
+}
+
+int tsr_gpt2_checkpoint_read(const char *path, tsr_gpt2_config_t *cfg, float **params)
+{
+    if (!cfg || !params) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_checkpoint_read: NULL argument");
+        return TSR_EINVAL;
+    }
+    *params = NULL;
+    FILE *f;
+    int64_t fsize;
+    int rc = tsr_gpt2_file_open(path, CKPT, &f, &fsize);
+    if (rc)
+        return rc;
+    tsr_gpt2_config_t c;
+    rc = read_header(f, fsize, path, &c);
+    if (rc) {
+        fclose(f);
+        return rc;
+    }
+    size_t np = tsr_gpt2_num_params(&c);
+    float *p = malloc(np * sizeof(float));
+    if (!p) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: out of memory for %zu parameters", CKPT, path, np);
+        fclose(f);
+        return TSR_ENOMEM;
+    }
+    rc = tsr_gpt2_file_read(f, p, np * sizeof(float), path, CKPT, "the parameters");
+    fclose(f);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *cfg = c;
+    *params = p;
+    return 0;
+}
+
+int tsr_gpt2_checkpoint_write(const char *path, const tsr_gpt2_config_t *cfg, const float *params)
+{
+    if (!path || !cfg || !params) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_checkpoint_write: NULL argument");
+        return TSR_EINVAL;
+    }
+    char what[512];
+    snprintf(what, sizeof what, "%s %s", CKPT, path);
+    int rc = tsr_gpt2_config_validate(cfg, what);
+    if (rc)
+        return rc;
+    int32_t h[TSR_GPT2_HEADER_INTS];
+    memset(h, 0, sizeof h);
+    h[0] = TSR_GPT2_CHECKPOINT_MAGIC;
+    h[1] = TSR_GPT2_CHECKPOINT_VERSION;
+    h[2] = cfg->maxT;
+    h[3] = cfg->V;
+    h[4] = cfg->L;
+    h[5] = cfg->NH;
+    h[6] = cfg->C;
+    h[7] = cfg->Vp;
+    tsr_gpt2_atomic_file_t af;
+    rc = tsr_gpt2_atomic_begin(&af, path);
+    if (rc)
+        return rc;
+    tsr_gpt2_atomic_write(&af, h, sizeof h);
+    tsr_gpt2_atomic_write(&af, params, tsr_gpt2_num_params(cfg) * sizeof(float));
+    return tsr_gpt2_atomic_commit(&af);
+}
+
+/* ---- atomic files -------------------------------------------------------------- */
+
+int tsr_gpt2_atomic_begin(tsr_gpt2_atomic_file_t *af, const char *path)
+{
+    if (!af || !path || !*path) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_atomic_begin: no file name");
+        return TSR_EINVAL;
+    }
+    memset(af, 0, sizeof *af);
+    size_t n = strlen(path) + 40;
+    af->path = malloc(strlen(path) + 1);
+    af->tmp_path = malloc(n);
+    if (!af->path || !af->tmp_path) {
+        free(af->path);
+        free(af->tmp_path);
+        af->path = af->tmp_path = NULL;
+        tsr_log(TSR_LOG_ERROR, "%s: out of memory", path);
+        return TSR_ENOMEM;
+    }
+    strcpy(af->path, path);
+    snprintf(af->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: cannot create temporary file %s: %s", path, af->tmp_path,
+                strerror(errno));
+        free(af->path);
+        free(af->tmp_path);
+        af->path = af->tmp_path = NULL;
+        return TSR_EIO;
+    }
+    af->f = fdopen(fd, "wb");
+    if (!af->f) {
+        tsr_log(TSR_LOG_ERROR, "%s: fdopen: %s", af->tmp_path, strerror(errno));
+        close(fd);
+        unlink(af->tmp_path);
+        free(af->path);
+        free(af->tmp_path);
+        af->path = af->tmp_path = NULL;
+        return TSR_EIO;
+    }
+    return 0;
+}
+
+int tsr_gpt2_atomic_write(tsr_gpt2_atomic_file_t *af, const void *data, size_t bytes)
+{
+    if (!af || !af->f)
+        return TSR_EINVAL;
+    if (af->failed)
+        return TSR_EIO;
+    if (bytes && fwrite(data, 1, bytes, af->f) != bytes) {
+        tsr_log(TSR_LOG_ERROR, "%s: write failed: %s", af->tmp_path, strerror(errno));
+        af->failed = 1;
+        return TSR_EIO;
+    }
+    return 0;
+}
+
+static void free_af(tsr_gpt2_atomic_file_t *af)
+{
+    free(af->path);
+    free(af->tmp_path);
+    af->path = af->tmp_path = NULL;
+    af->f = NULL;
+}
+
+void tsr_gpt2_atomic_abort(tsr_gpt2_atomic_file_t *af)
+{
+    if (!af)
+        return;
+    if (af->f)
+        fclose(af->f);
+    if (af->tmp_path)
+        unlink(af->tmp_path);
+    free_af(af);
+}
+
+static void fsync_parent_dir(const char *path)
+{
+    char *dir = malloc(strlen(path) + 2);
+    if (!dir)
+        return;
+    strcpy(dir, path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd); /* best effort: some file systems refuse fsync on directories */
+        close(fd);
+    }
+    free(dir);
+}
+
+int tsr_gpt2_atomic_commit(tsr_gpt2_atomic_file_t *af)
+{
+    if (!af || !af->f)
+        return TSR_EINVAL;
+    int ok = !af->failed;
+    if (ok && fflush(af->f) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: write failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && fsync(fileno(af->f)) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: fsync failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    int closed = fclose(af->f);
+    af->f = NULL;
+    if (ok && closed != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: close failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && rename(af->tmp_path, af->path) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: cannot rename %s over it: %s", af->path, af->tmp_path,
+                strerror(errno));
+        ok = 0;
+    }
+    if (!ok) {
+        unlink(af->tmp_path);
+        free_af(af);
+        return TSR_EIO;
+    }
+    fsync_parent_dir(af->path);
+    free_af(af);
+    return 0;
+}
