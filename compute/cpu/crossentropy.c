@@ -1,0 +1,85 @@
+/* Softmax cross-entropy tile kernels. The softmax statistics of a token are
+ * (max, sum exp(x - max)) over the vocabulary rows, reduced across vocabulary
+ * tiles with merge(); a sum of 0 marks an empty statistic. */
+#include <math.h>
+#include "tsr_compute_misc.h"
+
+/* (m, s) = merge((m, s), (m2, s2)), the online-softmax rescaling. */
+static void merge_one(float *m, float *s, float m2, float s2)
+{
+    if (s2 == 0.0f)
+        return;
+    if (*s == 0.0f) {
+        *m = m2;
+        *s = s2;
+        return;
+    }
+    float mx = fmaxf(*m, m2);
+    *s = *s * expf(*m - mx) + s2 * expf(m2 - mx);
+    *m = mx;
+}
+
+void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *stats, int lds, int merge)
+{
+    for (int c = 0; c < cols; c++) {
+        const float *col = x + (size_t)c * ldx;
+        float mx = -INFINITY;
+        for (int r = 0; r < rows; r++)
+            mx = fmaxf(mx, col[r]);
+        /* within a tile the sum is accumulated in double: a vocabulary tile
+         * may hold thousands of rows */
+        double sum = 0.0;
+        for (int r = 0; r < rows; r++)
+            sum += expf(col[r] - mx);
+        float *st = stats + (size_t)c * lds;
+        if (merge) {
+            merge_one(&st[0], &st[1], mx, (float)sum);
+        } else {
+            st[0] = mx;
+            st[1] = (float)sum;
+        }
+    }
+}
+
+void tsr_cpu_softmax_stats_merge(int cols, float *dst, int ldd, const float *src, int lds)
+{
+    for (int c = 0; c < cols; c++) {
+        float *d = dst + (size_t)c * ldd;
+        const float *s = src + (size_t)c * lds;
+        merge_one(&d[0], &d[1], s[0], s[1]);
+    }
+}
+
+float tsr_cpu_crossentropy_loss(const float *stats, float target_logit)
+{
+    /* -log(exp(x_t - max) / sum) */
+    return logf(stats[1]) + stats[0] - target_logit;
+}
+
+void tsr_cpu_crossentropy_backward(int rows, int cols, float *x, int ldx, int row0, int V,
+                                   const float *stats, int lds, const int *target_row, float dloss)
+{
+    int valid = V - row0 < rows ? V - row0 : rows;
+    if (valid < 0)
+        valid = 0;
+    for (int c = 0; c < cols; c++) {
+        float *col = x + (size_t)c * ldx;
+        const float *st = stats + (size_t)c * lds;
+        float mx = st[0], inv_sum = 1.0f / st[1];
+        for (int r = 0; r < valid; r++) {
+            float p = expf(col[r] - mx) * inv_sum;
+            float indicator = r == target_row[c] ? 1.0f : 0.0f;
+            col[r] = (p - indicator) * dloss;
+        }
+        for (int r = valid; r < rows; r++) /* padded vocabulary rows */
+            col[r] = 0.0f;
+    }
+}
+
+double tsr_cpu_crossentropy_sum(size_t n, const float *x)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i];
+    return s;
+}

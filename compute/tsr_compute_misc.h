@@ -1,0 +1,75 @@
+/* Tessera compute layer: per-tile kernels of the encoder (column
+ * gather-add), the softmax cross-entropy and AdamW. float32, column-major
+ * with leading dimensions, no StarPU. */
+#ifndef TSR_COMPUTE_MISC_H
+#define TSR_COMPUTE_MISC_H
+#include <stddef.h>
+#include "tsr_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- encoder: column gather-add ----------------------------------------- */
+
+/* dst column dst_col += column src_col of source src. */
+typedef struct { int dst_col, src, src_col; } tsr_colmap_t;
+
+/* For each entry e of map, in order: dst[:, e.dst_col] += src[e.src][:, e.src_col]
+ * (rows elements per column; lds[k] is the leading dimension of source k).
+ * zero_first: dst (rows x cols) is set to 0 first (dst is then not read). */
+void tsr_cpu_gather_add_columns(int rows, int cols, float *dst, int ldd, int zero_first,
+                                const float *const *src, const int *lds,
+                                const tsr_colmap_t *map, int nmap);
+
+/* ---- softmax cross-entropy ------------------------------------------------
+ * Statistics of a column are (max, sum exp(x - max)) stored as 2 consecutive
+ * floats of a 2 x cols tile. A sum of 0 marks an empty statistic (no row
+ * seen yet), which makes an all-zero tile the identity of the merge. */
+
+/* Statistics of the first `rows` rows of each column of x (rows x cols).
+ * merge 0: stats = those; merge 1: stats = merge(stats, those). */
+void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *stats, int lds, int merge);
+/* dst = merge(dst, src), column by column (cols columns of 2 floats). */
+void tsr_cpu_softmax_stats_merge(int cols, float *dst, int ldd, const float *src, int lds);
+/* loss[c] = log(sum_c) + max_c - x_c, where x_c is the target logit of column c. */
+float tsr_cpu_crossentropy_loss(const float *stats, float target_logit);
+/* In place, columns of x (rows x cols, global row offset row0, softmax over
+ * global rows < V): x = (exp(x - max) / sum - [row == target]) * dloss;
+ * rows >= V are set to 0. target_row[c] is the target's row inside the tile
+ * or -1 when the target is in another tile. */
+void tsr_cpu_crossentropy_backward(int rows, int cols, float *x, int ldx, int row0, int V,
+                                   const float *stats, int lds, const int *target_row, float dloss);
+/* Sum of n floats, accumulated in double. */
+double tsr_cpu_crossentropy_sum(size_t n, const float *x);
+
+/* ---- AdamW (llm.c) --------------------------------------------------------- */
+
+/* Hyper-parameters of one step; corr1 = 1 - beta1^t, corr2 = 1 - beta2^t. */
+typedef struct { float lr, beta1, beta2, eps, weight_decay, corr1, corr2; } tsr_adamw_step_t;
+
+/* One AdamW step on rows x cols tiles:
+ * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= lr * ((m / corr1) / (sqrt(v / corr2) + eps) + wd * p). */
+void tsr_cpu_adamw(int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
+                   float *v, int ldv, const tsr_adamw_step_t *s);
+
+/* ---- CUDA (compute/cuda/misc.cu, built with TSR_USE_CUDA) -----------------
+ * The same kernels on device pointers (every array argument, the map, the
+ * source pointer and leading-dimension arrays and target_row included),
+ * asynchronous on `stream` (a cudaStream_t). Return 0, TSR_EINVAL (bad
+ * sizes) or TSR_ERUNTIME (launch failure). */
+int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, int zero_first,
+                                const float *const *src, const int *lds, const tsr_colmap_t *map, int nmap);
+int tsr_cuda_softmax_stats(void *stream, int rows, int cols, const float *x, int ldx, float *stats, int lds,
+                           int merge);
+int tsr_cuda_softmax_stats_merge(void *stream, int cols, float *dst, int ldd, const float *src, int lds);
+int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, int ldx, int row0, int V,
+                                   const float *stats, int lds, const int *target_row, float dloss);
+int tsr_cuda_adamw(void *stream, int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
+                   float *v, int ldv, tsr_adamw_step_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
