@@ -8,6 +8,69 @@
 extern "C" {
 #endif
 
+/* LayerNorm over the C features of each token (llm.c layernorm_forward):
+ *   mean = sum(x) / C, var = sum((x - mean)^2) / C (biased), rstd = 1 / sqrt(var + 1e-5),
+ *   out = (x - mean) * rstd * weight + bias.
+ * inp, out: C x BT (features x tokens), tiles mb x nb, same tiling;
+ * weight, bias: C x 1, tiles mb along C; mean, rstd: 1 x BT (written), tiles
+ * nb along tokens. Everything float32 (TSR_EDTYPE), 2D (TSR_ESHAPE), tile
+ * sizes as above (TSR_ETILE), block-cyclic descriptors on one P x Q grid
+ * (TSR_EDIST); out must differ from inp (TSR_EINVAL).
+ * When C spans several feature tiles the per-token sums (of x, then of the
+ * squared deviations) are accumulated across feature tiles into mean and
+ * rstd before the normalising tasks: `accum` picks an ordered chain of tasks
+ * or STARPU_REDUX (which, under MPI, makes the call wait for its tasks). */
+int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
+                          tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum);
+
+/* Flags of tsr_layernorm_backward's `accumulate`: a flagged gradient is added
+ * to (+=, as llm.c does), the others are overwritten. */
+enum {
+    TSR_LN_ACCUM_DINP = 1,
+    TSR_LN_ACCUM_DWEIGHT = 2,
+    TSR_LN_ACCUM_DBIAS = 4,
+    TSR_LN_ACCUM_ALL = 7
+};
+
+/* LayerNorm backward (llm.c layernorm_backward), with norm = (x - mean) * rstd,
+ * dnorm = weight * dout:
+ *   dinp    (+)= rstd * (dnorm - mean_C(dnorm) - norm * mean_C(dnorm * norm)),
+ *   dweight (+)= sum over tokens of norm * dout, dbias (+)= sum over tokens of dout.
+ * dout, inp, dinp: C x BT like inp of the forward; weight, dweight, dbias:
+ * C x 1; mean, rstd: what the forward wrote. `accum` chooses how the
+ * contributions of the token tiles to dweight/dbias (and, when C spans several
+ * tiles, of the feature tiles to the per-token sums) are added: ordered
+ * chains or STARPU_REDUX. When C spans several feature tiles, the per-token
+ * sums need a workspace: `work` from tsr_layernorm_workspace_create (reusable);
+ * with work NULL a temporary one is created and destroyed, which makes the
+ * call wait for its tasks. Errors as for the forward; dinp must differ from
+ * dout and inp, dweight from dbias (TSR_EINVAL). */
+int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
+                           tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
+                           int accumulate, tsr_accum_t accum, tsr_desc_t *work);
+
+/* The backward's workspace for the per-token sums: a float32 2 x BT descriptor
+ * tiled and distributed like mean (1 x BT). Free it with tsr_desc_destroy.
+ * Collective under MPI, like every descriptor creation. */
+int tsr_layernorm_workspace_create(tsr_desc_t **work, const tsr_desc_t *mean);
+
+/* Residual connection: out = a + b, tile by tile. a, b, out: same shape
+ * (TSR_ESHAPE), tile sizes (TSR_ETILE) and element type (float32 or float64,
+ * TSR_EDTYPE); out may be a or b (in-place add). */
+int tsr_residual_forward(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out);
+
+/* Flags of tsr_residual_backward's `accumulate`. */
+enum {
+    TSR_RESIDUAL_ACCUM_DA = 1,
+    TSR_RESIDUAL_ACCUM_DB = 2
+};
+
+/* Residual backward: da (+)= dout, db (+)= dout (flagged: +=, otherwise =).
+ * da or db may be NULL (that gradient is not wanted), not both; neither may
+ * be dout, and da must differ from db (TSR_EINVAL). Same requirements on
+ * shapes, tiles and types as the forward. */
+int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, int accumulate);
+
 #ifdef __cplusplus
 }
 #endif

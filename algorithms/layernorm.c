@@ -1,0 +1,513 @@
+/* Tiled LayerNorm (forward, backward) and residual add. Activations are
+ * feature-major: C x BT descriptors, tile (i, j) = feature tile i of token
+ * tile j. Per-token reductions over C run across the feature tiles i of a
+ * token tile j, into a 1 x nb (or 2 x nb) tile, as an ordered chain or with
+ * STARPU_REDUX; parameter gradients reduce across token tiles j. */
+#include "tsr_layernorm.h"
+#include "tsr_runtime_layernorm.h"
+
+#define LN_EPS 1e-5f
+
+/* ---- argument checking ------------------------------------------------ */
+
+/* A descriptor argument and the shape / tile sizes it must have (-1: any tile size). */
+typedef struct {
+    const char *name;
+    const tsr_desc_t *d;
+    int m, n, mb, nb;
+} ln_arg_t;
+
+/* Tile size as it cuts a dimension: a tile larger than the dimension is the dimension. */
+static int effective(int tile, int dim) { return tile < dim ? tile : dim; }
+
+static int same_grid(const tsr_desc_t *X, const tsr_desc_t *Y)
+{
+    if (X->dist.kind != TSR_DIST_BLOCK_CYCLIC || Y->dist.kind != TSR_DIST_BLOCK_CYCLIC)
+        return 1;
+    return X->dist.P == Y->dist.P && X->dist.Q == Y->dist.Q;
+}
+
+static int check_present(const char *fn, const ln_arg_t *a, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (!a[k].d) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s is NULL", fn, a[k].name);
+            return TSR_EINVAL;
+        }
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    return TSR_SUCCESS;
+}
+
+/* Element type (float32), shape, tile sizes and grids of descriptors known to be non-NULL. */
+static int check_layout(const char *fn, const ln_arg_t *a, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (a[k].d->dtype != TSR_FLOAT32) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s is %s; float32 is required", fn, a[k].name, tsr_dtype_name(a[k].d->dtype));
+            return TSR_EDTYPE;
+        }
+    for (int k = 0; k < n; k++) {
+        const tsr_desc_t *d = a[k].d;
+        if (d->b != 1 || d->m != a[k].m || d->n != a[k].n) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, expected 1 x %d x %d", fn, a[k].name, d->b, d->m, d->n,
+                    a[k].m, a[k].n);
+            return TSR_ESHAPE;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        const tsr_desc_t *d = a[k].d;
+        int mb = effective(d->mb, d->m), nb = effective(d->nb, d->n);
+        if ((a[k].mb > 0 && mb != effective(a[k].mb, d->m)) || (a[k].nb > 0 && nb != effective(a[k].nb, d->n))) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s has tiles %d x %d, expected %d x %d", fn, a[k].name, mb, nb,
+                    a[k].mb > 0 ? effective(a[k].mb, d->m) : mb, a[k].nb > 0 ? effective(a[k].nb, d->n) : nb);
+            return TSR_ETILE;
+        }
+    }
+    for (int k = 1; k < n; k++)
+        for (int l = 0; l < k; l++)
+            if (!same_grid(a[k].d, a[l].d)) {
+                tsr_log(TSR_LOG_ERROR, "%s: %s and %s are not on the same process grid", fn, a[k].name, a[l].name);
+                return TSR_EDIST;
+            }
+    return TSR_SUCCESS;
+}
+
+static int check_accum(const char *fn, tsr_accum_t accum)
+{
+    if (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) {
+        tsr_log(TSR_LOG_ERROR, "%s: bad accumulation mode %d", fn, (int)accum);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
+static int check_distinct(const char *fn, const tsr_desc_t *x, const char *xname, const tsr_desc_t *y,
+                          const char *yname)
+{
+    if (x && x == y) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s and %s must be different descriptors", fn, xname, yname);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
+/* inp-like (C x BT), parameter-like (C x 1) and statistics-like (rows x BT) expectations. */
+static ln_arg_t activation(const char *name, const tsr_desc_t *d, const tsr_desc_t *inp)
+{
+    ln_arg_t a = { name, d, inp->m, inp->n, inp->mb, inp->nb };
+    return a;
+}
+static ln_arg_t parameter(const char *name, const tsr_desc_t *d, const tsr_desc_t *inp)
+{
+    ln_arg_t a = { name, d, inp->m, 1, inp->mb, -1 };
+    return a;
+}
+static ln_arg_t statistic(const char *name, const tsr_desc_t *d, int rows, const tsr_desc_t *inp)
+{
+    ln_arg_t a = { name, d, rows, inp->n, rows, inp->nb };
+    return a;
+}
+
+static int check_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
+                         tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum)
+{
+    static const char *fn = "tsr_layernorm_forward";
+    ln_arg_t present[6] = { { "inp", inp, 0, 0, 0, 0 }, { "weight", weight, 0, 0, 0, 0 }, { "bias", bias, 0, 0, 0, 0 },
+                            { "out", out, 0, 0, 0, 0 }, { "mean", mean, 0, 0, 0, 0 }, { "rstd", rstd, 0, 0, 0, 0 } };
+    int rc = check_present(fn, present, 6);
+    if (!rc)
+        rc = check_accum(fn, accum);
+    if (!rc)
+        rc = check_distinct(fn, inp, "inp", out, "out");
+    if (!rc)
+        rc = check_distinct(fn, mean, "mean", rstd, "rstd");
+    if (rc)
+        return rc;
+    ln_arg_t args[6] = { activation("inp", inp, inp), parameter("weight", weight, inp), parameter("bias", bias, inp),
+                         activation("out", out, inp), statistic("mean", mean, 1, inp),
+                         statistic("rstd", rstd, 1, inp) };
+    return check_layout(fn, args, 6);
+}
+
+static int check_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
+                          tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
+                          int accumulate, tsr_accum_t accum, tsr_desc_t *work)
+{
+    static const char *fn = "tsr_layernorm_backward";
+    ln_arg_t present[8] = { { "dout", dout, 0, 0, 0, 0 }, { "inp", inp, 0, 0, 0, 0 }, { "weight", weight, 0, 0, 0, 0 },
+                            { "mean", mean, 0, 0, 0, 0 }, { "rstd", rstd, 0, 0, 0, 0 }, { "dinp", dinp, 0, 0, 0, 0 },
+                            { "dweight", dweight, 0, 0, 0, 0 }, { "dbias", dbias, 0, 0, 0, 0 } };
+    int rc = check_present(fn, present, 8);
+    if (!rc)
+        rc = check_accum(fn, accum);
+    if (!rc && (accumulate & ~TSR_LN_ACCUM_ALL)) {
+        tsr_log(TSR_LOG_ERROR, "%s: bad accumulate flags 0x%x", fn, (unsigned)accumulate);
+        rc = TSR_EINVAL;
+    }
+    if (!rc)
+        rc = check_distinct(fn, dinp, "dinp", dout, "dout");
+    if (!rc)
+        rc = check_distinct(fn, dinp, "dinp", inp, "inp");
+    if (!rc)
+        rc = check_distinct(fn, dweight, "dweight", dbias, "dbias");
+    if (rc)
+        return rc;
+    ln_arg_t args[9] = { activation("dout", dout, inp), activation("inp", inp, inp),
+                         parameter("weight", weight, inp), statistic("mean", mean, 1, inp),
+                         statistic("rstd", rstd, 1, inp), activation("dinp", dinp, inp),
+                         parameter("dweight", dweight, inp), parameter("dbias", dbias, inp),
+                         statistic("work", work, 2, inp) };
+    return check_layout(fn, args, work ? 9 : 8);
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+/* What a feature tile contributes to a per-token accumulator. */
+typedef enum { PART_SUM, PART_SQDEV, PART_BWD_SUMS } ln_part_t;
+
+typedef struct {
+    ln_part_t what;
+    tsr_desc_t *dout, *inp, *weight, *mean, *rstd;
+} ln_partial_t;
+
+/* Under MPI a REDUX contribution runs where its input tiles live (the ranks'
+ * partial sums are combined afterwards); a link of an ordered chain runs on
+ * the accumulator's owner: its inputs are independent transfers that
+ * overlap, while moving the accumulator would put two message latencies on
+ * the chain's critical path at every link. */
+static int exec_rank(const tsr_desc_t *inp, int i, int j, enum starpu_data_access_mode mode)
+{
+    return mode == STARPU_REDUX ? tsr_tile_owner(inp, 0, i, j) : -1;
+}
+
+static int insert_partial(const ln_partial_t *p, int i, int j, tsr_tile_t acc, enum starpu_data_access_mode mode)
+{
+    int exec = exec_rank(p->inp, i, j, mode);
+    tsr_tile_t x = tsr_tile(p->inp, 0, i, j);
+    switch (p->what) {
+    case PART_SUM:
+        return tsr_insert_layernorm_sum(x, acc, mode, exec);
+    case PART_SQDEV:
+        return tsr_insert_layernorm_sqdev(x, tsr_tile(p->mean, 0, 0, j), p->inp->m, acc, mode, exec);
+    case PART_BWD_SUMS:
+    default:
+        return tsr_insert_layernorm_bwd_sums(tsr_tile(p->dout, 0, i, j), x, tsr_tile(p->weight, 0, i, 0),
+                                             tsr_tile(p->mean, 0, 0, j), tsr_tile(p->rstd, 0, 0, j), acc, mode,
+                                             exec);
+    }
+}
+
+/* Prepare a tile for STARPU_REDUX contributions: zeroed first unless `keep`
+ * (then the contributions add to its value); under MPI every other rank
+ * starts its own partial sum at zero. */
+static int redux_start(tsr_tile_t acc, int keep)
+{
+    int rc = tsr_tile_enable_redux(acc);
+    if (!rc && !keep)
+        rc = tsr_insert_zero(acc);
+    if (!rc && tsr_size() > 1 && !tsr_tile_is_local(acc.d, acc.bi, acc.i, acc.j))
+        rc = tsr_insert_local_zero(acc);
+    return rc;
+}
+
+/* Token tile j: acc(0, j) = sum over the feature tiles of their partials. */
+static int reduce_features(const ln_partial_t *p, tsr_desc_t *acc_desc, int j, tsr_accum_t accum)
+{
+    tsr_tile_t acc = tsr_tile(acc_desc, 0, 0, j);
+    int rc = accum == TSR_ACCUM_REDUX ? redux_start(acc, 0) : TSR_SUCCESS;
+    for (int i = 0; i < p->inp->mt && !rc; i++) {
+        enum starpu_data_access_mode mode = accum == TSR_ACCUM_REDUX ? STARPU_REDUX : i == 0 ? STARPU_W : STARPU_RW;
+        rc = insert_partial(p, i, j, acc, mode);
+    }
+    return rc;
+}
+
+/* All token tiles; with REDUX under MPI the ranks' partial sums are combined
+ * (collective) before anyone reads them. */
+static int reduce_features_all(const ln_partial_t *p, tsr_desc_t *acc_desc, tsr_accum_t accum)
+{
+    for (int j = 0; j < p->inp->nt; j++) {
+        int rc = reduce_features(p, acc_desc, j, accum);
+        if (rc)
+            return rc;
+    }
+    if (accum == TSR_ACCUM_REDUX && tsr_size() > 1)
+        for (int j = 0; j < p->inp->nt; j++)
+            tsr_tile_mpi_redux(tsr_tile(acc_desc, 0, 0, j));
+    return TSR_SUCCESS;
+}
+
+/* C in one feature tile: one task per token tile does everything (llm.c numerics). */
+static int forward_single(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
+                          tsr_desc_t *mean, tsr_desc_t *rstd)
+{
+    for (int j = 0; j < inp->nt; j++) {
+        int rc = tsr_insert_layernorm_fwd(tsr_tile(inp, 0, 0, j), tsr_tile(weight, 0, 0, 0), tsr_tile(bias, 0, 0, 0),
+                                          tsr_tile(out, 0, 0, j), tsr_tile(mean, 0, 0, j), tsr_tile(rstd, 0, 0, j),
+                                          LN_EPS);
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
+/* C split over feature tiles: mean holds the sums of x, then rstd the sums of
+ * squared deviations from the complete mean (two passes, as llm.c), then
+ * both are finalised and every tile is normalised. */
+static int forward_split(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
+                         tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum)
+{
+    ln_partial_t sum = { PART_SUM, NULL, inp, NULL, NULL, NULL };
+    ln_partial_t sqdev = { PART_SQDEV, NULL, inp, NULL, mean, NULL };
+    int rc = reduce_features_all(&sum, mean, accum);
+    if (!rc)
+        rc = reduce_features_all(&sqdev, rstd, accum);
+    for (int j = 0; j < inp->nt && !rc; j++)
+        rc = tsr_insert_layernorm_stats(inp->m, LN_EPS, tsr_tile(mean, 0, 0, j), tsr_tile(rstd, 0, 0, j));
+    for (int j = 0; j < inp->nt && !rc; j++)
+        for (int i = 0; i < inp->mt && !rc; i++)
+            rc = tsr_insert_layernorm_normalize(tsr_tile(inp, 0, i, j), tsr_tile(weight, 0, i, 0),
+                                                tsr_tile(bias, 0, i, 0), tsr_tile(mean, 0, 0, j),
+                                                tsr_tile(rstd, 0, 0, j), tsr_tile(out, 0, i, j));
+    return rc;
+}
+
+int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
+                          tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum)
+{
+    int rc = check_forward(inp, weight, bias, out, mean, rstd, accum);
+    if (rc)
+        return rc;
+    rc = inp->mt == 1 ? forward_single(inp, weight, bias, out, mean, rstd)
+                      : forward_split(inp, weight, bias, out, mean, rstd, accum);
+    /* inputs' remote copies are dropped so that no stale copy survives a later write */
+    tsr_desc_flush(inp);
+    tsr_desc_flush(weight);
+    tsr_desc_flush(bias);
+    return rc;
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+static enum starpu_data_access_mode chain_mode(int first, int keep)
+{
+    return first && !keep ? STARPU_W : STARPU_RW;
+}
+
+/* dweight, dbias: feature tile i reduced over the token tiles. */
+static int backward_params(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *mean, tsr_desc_t *rstd,
+                           tsr_desc_t *dweight, tsr_desc_t *dbias, int keep_w, int keep_b, tsr_accum_t accum)
+{
+    for (int i = 0; i < inp->mt; i++) {
+        tsr_tile_t dw = tsr_tile(dweight, 0, i, 0), db = tsr_tile(dbias, 0, i, 0);
+        int rc = TSR_SUCCESS;
+        if (accum == TSR_ACCUM_REDUX) {
+            rc = redux_start(dw, keep_w);
+            if (!rc)
+                rc = redux_start(db, keep_b);
+        }
+        for (int j = 0; j < inp->nt && !rc; j++) {
+            int redux = accum == TSR_ACCUM_REDUX;
+            rc = tsr_insert_layernorm_bwd_params(tsr_tile(dout, 0, i, j), tsr_tile(inp, 0, i, j),
+                                                 tsr_tile(mean, 0, 0, j), tsr_tile(rstd, 0, 0, j), dw,
+                                                 redux ? STARPU_REDUX : chain_mode(j == 0, keep_w), db,
+                                                 redux ? STARPU_REDUX : chain_mode(j == 0, keep_b),
+                                                 exec_rank(inp, i, j, redux ? STARPU_REDUX : STARPU_RW));
+        }
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
+static int backward_dinp(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
+                         tsr_desc_t *rstd, tsr_desc_t *dinp, int keep, tsr_accum_t accum, tsr_desc_t *work)
+{
+    enum starpu_data_access_mode mode = keep ? STARPU_RW : STARPU_W;
+    if (inp->mt == 1) {
+        for (int j = 0; j < inp->nt; j++) {
+            int rc = tsr_insert_layernorm_bwd(tsr_tile(dout, 0, 0, j), tsr_tile(inp, 0, 0, j),
+                                              tsr_tile(weight, 0, 0, 0), tsr_tile(mean, 0, 0, j),
+                                              tsr_tile(rstd, 0, 0, j), tsr_tile(dinp, 0, 0, j), mode);
+            if (rc)
+                return rc;
+        }
+        return TSR_SUCCESS;
+    }
+    ln_partial_t sums = { PART_BWD_SUMS, dout, inp, weight, mean, rstd };
+    int rc = reduce_features_all(&sums, work, accum);
+    for (int j = 0; j < inp->nt && !rc; j++)
+        for (int i = 0; i < inp->mt && !rc; i++)
+            rc = tsr_insert_layernorm_bwd_dinp(tsr_tile(dout, 0, i, j), tsr_tile(inp, 0, i, j),
+                                               tsr_tile(weight, 0, i, 0), tsr_tile(mean, 0, 0, j),
+                                               tsr_tile(rstd, 0, 0, j), tsr_tile(work, 0, 0, j), inp->m,
+                                               tsr_tile(dinp, 0, i, j), mode);
+    return rc;
+}
+
+int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
+                           tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
+                           int accumulate, tsr_accum_t accum, tsr_desc_t *work)
+{
+    int rc = check_backward(dout, inp, weight, mean, rstd, dinp, dweight, dbias, accumulate, accum, work);
+    if (rc)
+        return rc;
+    tsr_desc_t *own_work = NULL;
+    if (inp->mt > 1 && !work) {
+        rc = tsr_layernorm_workspace_create(&own_work, mean);
+        if (rc)
+            return rc;
+        work = own_work;
+    }
+    rc = backward_dinp(dout, inp, weight, mean, rstd, dinp, accumulate & TSR_LN_ACCUM_DINP, accum, work);
+    if (!rc)
+        rc = backward_params(dout, inp, mean, rstd, dweight, dbias, accumulate & TSR_LN_ACCUM_DWEIGHT,
+                             accumulate & TSR_LN_ACCUM_DBIAS, accum);
+    if (!rc && accum == TSR_ACCUM_REDUX && tsr_size() > 1)
+        for (int i = 0; i < inp->mt; i++) {
+            tsr_tile_mpi_redux(tsr_tile(dweight, 0, i, 0));
+            tsr_tile_mpi_redux(tsr_tile(dbias, 0, i, 0));
+        }
+    tsr_desc_flush(dout);
+    tsr_desc_flush(inp);
+    tsr_desc_flush(weight);
+    tsr_desc_flush(mean);
+    tsr_desc_flush(rstd);
+    if (work)
+        tsr_desc_flush(work);
+    tsr_desc_destroy(own_work); /* waits for the tasks that use it */
+    return rc;
+}
+
+int tsr_layernorm_workspace_create(tsr_desc_t **work, const tsr_desc_t *mean)
+{
+    if (!work || !mean) {
+        tsr_log(TSR_LOG_ERROR, "tsr_layernorm_workspace_create: %s is NULL", work ? "mean" : "work");
+        return TSR_EINVAL;
+    }
+    return tsr_desc_create(work, TSR_FLOAT32, 1, 2, mean->n, 1, 2, mean->nb, &mean->dist);
+}
+
+/* ---- residual ------------------------------------------------------------ */
+
+/* Operands of the residual: same type (float32 or float64), shape, tiles and grid as the first. */
+static int check_residual(const char *fn, const ln_arg_t *args, int n)
+{
+    const tsr_desc_t *first = args[0].d;
+    for (int k = 0; k < n; k++) {
+        const tsr_desc_t *d = args[k].d;
+        if ((d->dtype != TSR_FLOAT32 && d->dtype != TSR_FLOAT64) || d->dtype != first->dtype) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s is %s, %s is %s", fn, args[k].name, tsr_dtype_name(d->dtype),
+                    args[0].name, tsr_dtype_name(first->dtype));
+            return TSR_EDTYPE;
+        }
+    }
+    for (int k = 1; k < n; k++) {
+        const tsr_desc_t *d = args[k].d;
+        if (d->b != first->b || d->m != first->m || d->n != first->n) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, %s is %d x %d x %d", fn, args[k].name, d->b, d->m, d->n,
+                    args[0].name, first->b, first->m, first->n);
+            return TSR_ESHAPE;
+        }
+    }
+    for (int k = 1; k < n; k++) {
+        const tsr_desc_t *d = args[k].d;
+        if (effective(d->bb, d->b) != effective(first->bb, first->b) ||
+            effective(d->mb, d->m) != effective(first->mb, first->m) ||
+            effective(d->nb, d->n) != effective(first->nb, first->n)) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s has tiles %d x %d x %d, %s %d x %d x %d", fn, args[k].name, d->bb, d->mb,
+                    d->nb, args[0].name, first->bb, first->mb, first->nb);
+            return TSR_ETILE;
+        }
+    }
+    for (int k = 1; k < n; k++)
+        if (!same_grid(args[k].d, first)) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s and %s are not on the same process grid", fn, args[k].name, args[0].name);
+            return TSR_EDIST;
+        }
+    return TSR_SUCCESS;
+}
+
+/* One output tile of out = a + b, in place when out is a or b. */
+static int residual_tile(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out, int bi, int i, int j)
+{
+    tsr_tile_t ta = tsr_tile(a, bi, i, j), tb = tsr_tile(b, bi, i, j), to = tsr_tile(out, bi, i, j);
+    if (a == b && b == out)
+        return tsr_insert_scale(2.0, to);
+    if (a == b)
+        return tsr_insert_add(2.0, ta, 0.0, to);
+    if (out == a)
+        return tsr_insert_add(1.0, tb, 1.0, to);
+    if (out == b)
+        return tsr_insert_add(1.0, ta, 1.0, to);
+    return tsr_insert_residual_fwd(ta, tb, to);
+}
+
+int tsr_residual_forward(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out)
+{
+    static const char *fn = "tsr_residual_forward";
+    ln_arg_t args[3] = { { "a", a, 0, 0, 0, 0 }, { "b", b, 0, 0, 0, 0 }, { "out", out, 0, 0, 0, 0 } };
+    int rc = check_present(fn, args, 3);
+    if (!rc)
+        rc = check_residual(fn, args, 3);
+    if (rc)
+        return rc;
+    for (int bi = 0; bi < out->bt; bi++)
+        for (int i = 0; i < out->mt; i++)
+            for (int j = 0; j < out->nt; j++) {
+                rc = residual_tile(a, b, out, bi, i, j);
+                if (rc)
+                    return rc;
+            }
+    if (a != out)
+        tsr_desc_flush(a);
+    if (b != out && b != a)
+        tsr_desc_flush(b);
+    return TSR_SUCCESS;
+}
+
+int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, int accumulate)
+{
+    static const char *fn = "tsr_residual_backward";
+    ln_arg_t args[3] = { { "dout", dout, 0, 0, 0, 0 }, { "da", da, 0, 0, 0, 0 }, { "db", db, 0, 0, 0, 0 } };
+    if (!dout || (!da && !db)) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s", fn, dout ? "da and db are both NULL" : "dout is NULL");
+        return TSR_EINVAL;
+    }
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    if (accumulate & ~(TSR_RESIDUAL_ACCUM_DA | TSR_RESIDUAL_ACCUM_DB)) {
+        tsr_log(TSR_LOG_ERROR, "%s: bad accumulate flags 0x%x", fn, (unsigned)accumulate);
+        return TSR_EINVAL;
+    }
+    int rc = check_distinct(fn, da, "da", dout, "dout");
+    if (!rc)
+        rc = check_distinct(fn, db, "db", dout, "dout");
+    if (!rc)
+        rc = check_distinct(fn, da, "da", db, "db");
+    if (rc)
+        return rc;
+    /* the present outputs follow dout in args */
+    int n = 1;
+    if (da)
+        args[n++] = args[1];
+    if (db)
+        args[n++] = args[2];
+    rc = check_residual(fn, args, n);
+    if (rc)
+        return rc;
+    double beta_a = accumulate & TSR_RESIDUAL_ACCUM_DA ? 1.0 : 0.0;
+    double beta_b = accumulate & TSR_RESIDUAL_ACCUM_DB ? 1.0 : 0.0;
+    for (int bi = 0; bi < dout->bt; bi++)
+        for (int i = 0; i < dout->mt; i++)
+            for (int j = 0; j < dout->nt; j++) {
+                tsr_tile_t g = tsr_tile(dout, bi, i, j);
+                if (da && (rc = tsr_insert_add(1.0, g, beta_a, tsr_tile(da, bi, i, j))))
+                    return rc;
+                if (db && (rc = tsr_insert_add(1.0, g, beta_b, tsr_tile(db, bi, i, j))))
+                    return rc;
+            }
+    tsr_desc_flush(dout);
+    return TSR_SUCCESS;
+}
