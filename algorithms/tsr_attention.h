@@ -8,6 +8,48 @@
 extern "C" {
 #endif
 
+/* Flash-style causal self-attention, as llm.c's attention_forward /
+ * attention_backward compute it per head: query t attends to keys t2 <= t
+ * with weights softmax_t2(q_t . k_t2 / sqrt(hd)), out_t = sum_t2 w v_t2.
+ *
+ * Tensors (float32, 3D descriptors, b = B*NH with batch index b*NH + h):
+ *   Q, out, dQ, dout   [B*NH, hd, T], tiles bb x (mb >= hd) x qb  (query tiles)
+ *   K, V, dK, dV       [B*NH, hd, T], tiles bb x (mb >= hd) x kb  (key tiles)
+ *   stats              [B*NH, 2, T],  tiles bb x (mb >= 2) x qb
+ * The query tile qb and key tile kb are independent; the head dimension fits
+ * in one tile; the batch tile bb (heads per task) is the same everywhere.
+ * stats row 0 is the per-query logsumexp of the scaled scores (written by the
+ * forward, read by the backward); row 1 is the backward's D_i = dout_i . out_i.
+ *
+ * One task per (head tile, query tile, key tile) pair with at least one
+ * visible key: key tiles entirely after the query tile are skipped, the
+ * diagonal ones are masked per element. The T x T score matrix is never
+ * formed: a task holds one qb x kb score block per head as scratch.
+ *
+ * Errors (nothing is submitted): TSR_EINVAL (NULL, an output that is also an
+ * input or another output, bad accumulate / accum), TSR_ENOTINIT, TSR_EDTYPE
+ * (not float32), TSR_ESHAPE, TSR_ETILE (tile sizes above not met), TSR_EDIST
+ * (block-cyclic descriptors on different process grids). Asynchronous, like
+ * the other algorithms (except REDUX under MPI, see tsr_accum_t). */
+
+/* Forward: out and stats (row 0) are overwritten. For each query tile the key
+ * tiles are folded in order by an online softmax (an ordered chain of tasks
+ * on the out and stats tiles; out always holds the normalised partial result,
+ * so no final pass is needed). Q, K, V are only read. */
+int tsr_attention_forward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *stats);
+
+/* Backward: from the forward's Q, K, V, out, stats and the output gradient
+ * dout, computes dQ, dK, dV. accumulate = 0 overwrites them, 1 adds to them
+ * (llm.c's +=). One preprocessing task per query tile writes D (stats row 1);
+ * then each tile-pair task recomputes its scores from Q, K and the logsumexp
+ * and contributes to dQ (summed over key tiles) and dK, dV (summed over query
+ * tiles): TSR_ACCUM_ORDERED chains them (RW), TSR_ACCUM_REDUX lets them run
+ * in parallel with STARPU_REDUX (per-worker copies of dQ, dK, dV tiles, so
+ * more temporary memory). */
+int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *dout,
+                           tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, int accumulate,
+                           tsr_accum_t accum);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,78 @@
+/* Tessera compute layer: per-tile kernels of flash-style causal attention
+ * (float32, one head at a time, no StarPU).
+ *
+ * A block of Q, K, V, out or their gradients is hd x n, column-major with a
+ * leading dimension (one token's head vector per column). A block pair is a
+ * query block of nq tokens starting at global position q0 and a key block of
+ * nk tokens starting at k0: query q sees key k when k <= q, so the causal
+ * mask is exact whatever the tiling. Scores are s = scale * q . k.
+ *
+ * Per-query statistics: a 2 x nq block with leading dimension ldl; row 0 is
+ * the logsumexp of the query's visible scores (written by the forward), row 1
+ * is D = dout . out (written by tsr_cpu_attention_bwd_prep for the backward). */
+#ifndef TSR_COMPUTE_ATTENTION_H
+#define TSR_COMPUTE_ATTENTION_H
+#include <stddef.h>
+#include "tsr_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Geometry of one (query block, key block) pair. */
+typedef struct {
+    int hd;      /* head dimension (rows of every block) */
+    int nq, nk;  /* queries / keys in the blocks */
+    int q0, k0;  /* global positions of the first query / key */
+    float scale; /* score scale, 1/sqrt(hd) for GPT-2 */
+} tsr_attn_pair_t;
+
+/* Keys of the key block that query column ii sees (0 .. nk). */
+int tsr_attn_visible_keys(const tsr_attn_pair_t *p, int ii);
+
+/* Scratch floats the kernels below need. */
+size_t tsr_cpu_attention_fwd_scratch(int nq, int nk);
+size_t tsr_cpu_attention_bwd_scratch(int nq, int nk);
+
+/* One online-softmax step: folds the key block into the running output O
+ * (hd x nq) and the running logsumexp (row 0 of L). O always holds the
+ * softmax-weighted sum of the key blocks folded so far, normalised by their
+ * logsumexp, so after the last key block O is the attention output and L
+ * holds the final logsumexp. first != 0: O and L are not read (first key
+ * block of the chain). */
+void tsr_cpu_attention_fwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
+                                const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first,
+                                float *scratch, int nthreads);
+
+/* Row 1 of L: D_i = sum_d dO[d,i] O[d,i] for the nq queries. */
+void tsr_cpu_attention_bwd_prep(int hd, int nq, const float *O, int ldo, const float *dO, int lddo,
+                                float *L, int ldl);
+
+/* Backward of one block pair: recomputes P = exp(s - lse) from Q, K and L
+ * (rows 0 and 1 filled), then
+ *   dV (hd x nk) += dO P^T,  dS = P o (V^T dO - D),
+ *   dQ (hd x nq) += scale K dS,  dK (hd x nk) += scale Q dS^T.
+ * first_q / first_kv != 0: dQ / (dK, dV) are overwritten, not read. */
+void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
+                                const float *V, int ldv, const float *dO, int lddo, const float *L, int ldl,
+                                float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
+                                int first_q, int first_kv, float *scratch, int nthreads);
+
+/* CUDA side (compute/cuda/attention.cu, built when TSR_USE_CUDA is on): the
+ * same steps on device pointers, asynchronous on the stream of the cuBLAS
+ * handle `cublas` (a cublasHandle_t); scratch is device memory of the size
+ * above. Return 0, TSR_EINVAL or TSR_ERUNTIME. */
+int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K,
+                                int ldk, const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first,
+                                float *scratch);
+int tsr_cuda_attention_bwd_prep(void *stream, int hd, int nq, const float *O, int ldo, const float *dO, int lddo,
+                                float *L, int ldl);
+int tsr_cuda_attention_bwd_step(void *cublas, const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K,
+                                int ldk, const float *V, int ldv, const float *dO, int lddo, const float *L, int ldl,
+                                float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv, int first_q,
+                                int first_kv, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

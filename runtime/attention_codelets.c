@@ -1,0 +1,157 @@
+/* StarPU codelets of flash-style causal attention (float32), with history
+ * perf models. Tiles are 3D [heads, hd, tokens]; each task loops over the
+ * heads of its tiles and calls the per-head kernels of compute/. The score
+ * blocks of a task live in per-task scratch, allocated with
+ * starpu_malloc_flags so that StarPU's allocation hooks see it. */
+#include <math.h>
+#include <pthread.h>
+#include "tsr_runtime_attention.h"
+#include "tsr_compute_attention.h"
+
+enum { CL_FWD, CL_BWD_PREP, CL_BWD, CL_COUNT };
+
+static struct starpu_codelet codelets[CL_COUNT];
+static struct starpu_perfmodel models[CL_COUNT];
+static pthread_once_t codelets_once = PTHREAD_ONCE_INIT;
+
+typedef struct {
+    tsr_attn_pos_t pos;
+    int first_o;            /* forward: O and L are written, not read */
+    int first_q, first_kv;  /* backward: dQ / dK, dV overwritten */
+} attn_args_t;
+
+/* Per-task scratch of n floats, or NULL (logged). */
+static float *scratch_alloc(size_t n)
+{
+    void *p = NULL;
+    if (starpu_malloc_flags(&p, n * sizeof(float), 0) != 0 || !p) {
+        tsr_log(TSR_LOG_ERROR, "attention: out of memory for %zu bytes of task scratch", n * sizeof(float));
+        return NULL;
+    }
+    return p;
+}
+
+static void scratch_free(float *p, size_t n)
+{
+    starpu_free_flags(p, n * sizeof(float), 0);
+}
+
+/* A failed task leaves NaN in the tile it writes, so the failure shows. */
+static void fill_nan(tsr_view_t v)
+{
+    for (int z = 0; z < v.depth; z++)
+        for (int c = 0; c < v.cols; c++)
+            for (int r = 0; r < v.rows; r++)
+                ((float *)tsr_view_at(v, z))[(size_t)c * v.ld + r] = NAN;
+}
+
+static tsr_attn_pair_t pair_of(tsr_view_t q, tsr_view_t k, tsr_attn_pos_t pos)
+{
+    tsr_attn_pair_t p = { q.rows, q.cols, k.cols, pos.q0, pos.k0, 1.0f / sqrtf((float)q.rows) };
+    return p;
+}
+
+/* buffers: Q, K, V, O, L */
+static void cpu_fwd(void *buffers[], void *cl_arg)
+{
+    const attn_args_t *a = cl_arg;
+    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
+    tsr_view_t O = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_attn_pair_t p = pair_of(Q, K, a->pos);
+    size_t n = tsr_cpu_attention_fwd_scratch(p.nq, p.nk);
+    float *s = scratch_alloc(n);
+    if (!s) {
+        fill_nan(O);
+        return;
+    }
+    for (int z = 0; z < O.depth; z++)
+        tsr_cpu_attention_fwd_step(&p, tsr_view_at(Q, z), Q.ld, tsr_view_at(K, z), K.ld, tsr_view_at(V, z), V.ld,
+                                   tsr_view_at(O, z), O.ld, tsr_view_at(L, z), L.ld, a->first_o, s,
+                                   tsr_task_threads());
+    scratch_free(s, n);
+}
+
+/* buffers: O, dO, L */
+static void cpu_bwd_prep(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t O = tsr_view(buffers[0]), dO = tsr_view(buffers[1]), L = tsr_view(buffers[2]);
+    for (int z = 0; z < O.depth; z++)
+        tsr_cpu_attention_bwd_prep(O.rows, O.cols, tsr_view_at(O, z), O.ld, tsr_view_at(dO, z), dO.ld,
+                                   tsr_view_at(L, z), L.ld);
+}
+
+/* buffers: Q, K, V, dO, L, dQ, dK, dV */
+static void cpu_bwd(void *buffers[], void *cl_arg)
+{
+    const attn_args_t *a = cl_arg;
+    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
+    tsr_view_t dO = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_view_t dQ = tsr_view(buffers[5]), dK = tsr_view(buffers[6]), dV = tsr_view(buffers[7]);
+    tsr_attn_pair_t p = pair_of(Q, K, a->pos);
+    size_t n = tsr_cpu_attention_bwd_scratch(p.nq, p.nk);
+    float *s = scratch_alloc(n);
+    if (!s) {
+        fill_nan(dQ);
+        fill_nan(dK);
+        fill_nan(dV);
+        return;
+    }
+    for (int z = 0; z < Q.depth; z++)
+        tsr_cpu_attention_bwd_step(&p, tsr_view_at(Q, z), Q.ld, tsr_view_at(K, z), K.ld, tsr_view_at(V, z), V.ld,
+                                   tsr_view_at(dO, z), dO.ld, tsr_view_at(L, z), L.ld, tsr_view_at(dQ, z), dQ.ld,
+                                   tsr_view_at(dK, z), dK.ld, tsr_view_at(dV, z), dV.ld, a->first_q,
+                                   a->first_kv, s, tsr_task_threads());
+    scratch_free(s, n);
+}
+
+static void define_codelets(void)
+{
+    static const enum starpu_data_access_mode prep_modes[] = { STARPU_R, STARPU_R, STARPU_RW };
+    /* the forward and backward tasks choose W, RW or REDUX per task */
+    tsr_codelet_init(&codelets[CL_FWD], &models[CL_FWD], "tsr_attention_fwd_float32", cpu_fwd, NULL, 5, NULL);
+    tsr_codelet_init(&codelets[CL_BWD_PREP], &models[CL_BWD_PREP], "tsr_attention_bwd_prep_float32", cpu_bwd_prep,
+                     NULL, 3, prep_modes);
+    tsr_codelet_init(&codelets[CL_BWD], &models[CL_BWD], "tsr_attention_bwd_float32", cpu_bwd, NULL, 8, NULL);
+}
+
+static struct starpu_codelet *codelet(int which)
+{
+    pthread_once(&codelets_once, define_codelets);
+    return &codelets[which];
+}
+
+/* Flops of the GEMMs of a tile pair (ngemm GEMMs of 2 * hd * nq * nk). */
+static double pair_flops(tsr_tile_t Q, tsr_tile_t K, int ngemm)
+{
+    return 2.0 * ngemm * tsr_tile_depth(Q.d, Q.bi) * tsr_tile_rows(Q.d, Q.i) * tsr_tile_cols(Q.d, Q.j) *
+           tsr_tile_cols(K.d, K.j);
+}
+
+int tsr_insert_attention_fwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_t O, tsr_tile_t L,
+                             tsr_attn_pos_t pos, enum starpu_data_access_mode omode)
+{
+    attn_args_t args = { pos, omode == STARPU_W, 0, 0 };
+    tsr_tile_t tiles[5] = { Q, K, V, O, L };
+    enum starpu_data_access_mode modes[5] = { STARPU_R, STARPU_R, STARPU_R, omode, omode };
+    return tsr_submit(codelet(CL_FWD), tiles, modes, 5, &args, sizeof args, -1, pair_flops(Q, K, 2));
+}
+
+int tsr_insert_attention_bwd_prep(tsr_tile_t O, tsr_tile_t dO, tsr_tile_t L)
+{
+    tsr_tile_t tiles[3] = { O, dO, L };
+    enum starpu_data_access_mode modes[3] = { STARPU_R, STARPU_R, STARPU_RW };
+    double flops = 2.0 * tsr_tile_depth(O.d, O.bi) * tsr_tile_rows(O.d, O.i) * tsr_tile_cols(O.d, O.j);
+    return tsr_submit(codelet(CL_BWD_PREP), tiles, modes, 3, NULL, 0, -1, flops);
+}
+
+int tsr_insert_attention_bwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_t dO, tsr_tile_t L,
+                             tsr_tile_t dQ, tsr_tile_t dK, tsr_tile_t dV, tsr_attn_pos_t pos,
+                             enum starpu_data_access_mode qmode, enum starpu_data_access_mode kvmode,
+                             int exec_rank)
+{
+    attn_args_t args = { pos, 0, qmode == STARPU_W, kvmode == STARPU_W };
+    tsr_tile_t tiles[8] = { Q, K, V, dO, L, dQ, dK, dV };
+    enum starpu_data_access_mode modes[8] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, qmode, kvmode, kvmode };
+    return tsr_submit(codelet(CL_BWD), tiles, modes, 8, &args, sizeof args, exec_rank, pair_flops(Q, K, 5));
+}
