@@ -1,0 +1,1037 @@
+/* Fused linear layers: GEMM + bias (+ GeLU) forward, backward with the bias
+ * gradient and the GeLU derivative fused, and GEMM + attention reshape
+ * (QKV projection, attention output projection). See tsr_linear.h. */
+#include <stdlib.h>
+#include "tsr_linear.h"
+#include "tsr_runtime_linear.h"
+
+/* ---- operands: a 2D feature-major descriptor, or 3D head tensors ---------- */
+
+/* An activation operand as the GEMMs see it: features x tokens. Either a 2D
+ * descriptor, or nparts head tensors [B*NH, hd, T] whose tiles line up with
+ * feature tiles of fb rows (whole heads) and token tiles of nb tokens. */
+typedef struct {
+    tsr_desc_t *d;    /* 2D descriptor, NULL for head tensors */
+    tsr_desc_t *h[3]; /* head tensors: features [p*C, (p+1)*C) are h[p] */
+    int nparts, C, NH, hd, T, B;
+    int fb, nb;
+} lin_op_t;
+
+static lin_op_t op_2d(tsr_desc_t *d)
+{
+    lin_op_t o = { 0 };
+    o.d = d;
+    return o;
+}
+
+/* Head tensors seen as features x tokens with tiles of fb x nb (aligned). */
+static lin_op_t op_heads(tsr_desc_t *const *h, int nparts, int C, int fb)
+{
+    lin_op_t o = { 0 };
+    for (int p = 0; p < nparts; p++)
+        o.h[p] = h[p];
+    o.nparts = nparts;
+    o.C = C;
+    o.hd = h[0]->m;
+    o.NH = C / o.hd;
+    o.T = h[0]->n;
+    o.B = h[0]->b / o.NH;
+    o.fb = fb;
+    o.nb = h[0]->nb;
+    return o;
+}
+
+static int op_is_heads(const lin_op_t *o) { return o->d == NULL; }
+static int op_feature_tiles(const lin_op_t *o) { return o->d ? o->d->mt : o->nparts * o->C / o->fb; }
+static int op_token_tiles(const lin_op_t *o) { return o->d ? o->d->nt : (o->B * o->T + o->nb - 1) / o->nb; }
+
+/* Tile (feature tile fi, token tile j): for head tensors the 3D tile holding
+ * those heads of that batch's tokens. */
+static tsr_tile_t op_tile(const lin_op_t *o, int fi, int j)
+{
+    if (o->d)
+        return tsr_tile(o->d, 0, fi, j);
+    int f0 = fi * o->fb, part = f0 / o->C, h0 = (f0 % o->C) / o->hd;
+    int tok0 = j * o->nb, b = tok0 / o->T, jt = (tok0 % o->T) / o->nb;
+    tsr_desc_t *H = o->h[part];
+    return tsr_tile(H, (b * o->NH + h0) / H->bb, 0, jt);
+}
+
+/* ---- REDUX helpers ------------------------------------------------------------ */
+
+/* Start a REDUX accumulation into tile c: reduction methods; init_bias (or
+ * zero, when init is set) written first on the owner; under MPI every other
+ * rank starts its own partial sum at zero. */
+static int redux_start(tsr_tile_t c, int init, tsr_tile_t init_bias)
+{
+    int rc = tsr_tile_enable_redux(c);
+    if (!rc && init)
+        rc = tsr_insert_bias_fill(init_bias, c);
+    if (!rc && tsr_size() > 1 && !tsr_tile_is_local(c.d, c.bi, c.i, c.j))
+        rc = tsr_insert_local_zero(c);
+    return rc;
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+typedef struct {
+    lin_op_t inp, acc;  /* acc: W^T inp + bias accumulates here (out, or pre with GeLU) */
+    tsr_desc_t *W, *bias;
+    tsr_desc_t *gelu_out; /* NULL, or out = gelu(acc) */
+} fwd_plan_t;
+
+static tsr_lin_task_t fwd_task(const fwd_plan_t *p, int i, int j, int l)
+{
+    tsr_lin_task_t t = { 0 };
+    t.kind = TSR_LIN_FWD;
+    t.ta = TSR_TRANS;
+    t.tb = TSR_NOTRANS;
+    t.alpha = 1.0;
+    t.beta = 1.0;
+    /* at most one side is in heads: the output's rows (QKV) or the k dimension (attproj) */
+    t.chunk = op_is_heads(&p->acc) ? TSR_CHUNK_M : op_is_heads(&p->inp) ? TSR_CHUNK_K : TSR_CHUNK_NONE;
+    t.hd = op_is_heads(&p->acc) ? p->acc.hd : p->inp.hd;
+    t.heads = (op_is_heads(&p->acc) ? TSR_LIN_HEADS_C : 0) | (op_is_heads(&p->inp) ? TSR_LIN_HEADS_B : 0);
+    t.A = tsr_tile(p->W, 0, l, i);
+    t.B = op_tile(&p->inp, l, j);
+    t.C = op_tile(&p->acc, i, j);
+    t.bias = t.out = t.dbias = tsr_no_tile();
+    t.exec_rank = -1;
+    return t;
+}
+
+/* Ordered chain: the first k task starts from the bias (C write-only), the
+ * last one applies the GeLU once the sum is complete and keeps the
+ * pre-activation in C. */
+static int fwd_tile_ordered(const fwd_plan_t *p, int i, int j)
+{
+    int kt = p->W->mt;
+    for (int l = 0; l < kt; l++) {
+        tsr_lin_task_t t = fwd_task(p, i, j, l);
+        if (l == 0) {
+            t.beta = 0.0;
+            t.cmode = STARPU_W;
+            t.bias = p->bias ? tsr_tile(p->bias, 0, i, 0) : tsr_no_tile();
+        } else {
+            t.cmode = STARPU_RW;
+        }
+        if (l == kt - 1 && p->gelu_out)
+            t.out = tsr_tile(p->gelu_out, 0, i, j);
+        int rc = tsr_insert_linear_gemm(&t);
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
+/* REDUX: a bias-fill task starts the tile, the k tasks run in parallel,
+ * each on the owner of its W tile. The GeLU cannot ride on the last
+ * submitted k task here: with REDUX, tasks finish in any order and the
+ * partial sums are only combined when the tile is next read, so it is a
+ * separate task submitted after the reduction (fwd_gelu_epilogue). */
+static int fwd_tile_redux(const fwd_plan_t *p, int i, int j)
+{
+    tsr_tile_t c = op_tile(&p->acc, i, j);
+    int rc = redux_start(c, 1, p->bias ? tsr_tile(p->bias, 0, i, 0) : tsr_no_tile());
+    for (int l = 0; l < p->W->mt && !rc; l++) {
+        tsr_lin_task_t t = fwd_task(p, i, j, l);
+        t.cmode = STARPU_REDUX;
+        t.exec_rank = tsr_tile_owner(p->W, 0, l, i);
+        rc = tsr_insert_linear_gemm(&t);
+    }
+    return rc;
+}
+
+static int fwd_gelu_epilogue(const fwd_plan_t *p)
+{
+    for (int i = 0; i < op_feature_tiles(&p->acc); i++)
+        for (int j = 0; j < op_token_tiles(&p->acc); j++) {
+            int rc = tsr_insert_gelu_forward(op_tile(&p->acc, i, j), tsr_tile(p->gelu_out, 0, i, j));
+            if (rc)
+                return rc;
+        }
+    return TSR_SUCCESS;
+}
+
+static void mpi_redux_op(const lin_op_t *o)
+{
+    for (int i = 0; i < op_feature_tiles(o); i++)
+        for (int j = 0; j < op_token_tiles(o); j++)
+            tsr_tile_mpi_redux(op_tile(o, i, j));
+}
+
+static int fwd_run(const fwd_plan_t *p, tsr_accum_t accum)
+{
+    /* with a single k tile there is nothing to reduce: one fused task per tile */
+    int redux = accum == TSR_ACCUM_REDUX && p->W->mt > 1;
+    int rc = TSR_SUCCESS;
+    for (int i = 0; i < op_feature_tiles(&p->acc) && !rc; i++)
+        for (int j = 0; j < op_token_tiles(&p->acc) && !rc; j++)
+            rc = redux ? fwd_tile_redux(p, i, j) : fwd_tile_ordered(p, i, j);
+    if (rc || !redux)
+        return rc;
+    if (tsr_size() > 1)
+        mpi_redux_op(&p->acc);
+    return p->gelu_out ? fwd_gelu_epilogue(p) : TSR_SUCCESS;
+}
+
+/* ---- backward ---------------------------------------------------------------- */
+
+typedef struct {
+    lin_op_t inp, dout, dinp;
+    int has_dinp; /* 0: no input gradient (dinp unused) */
+    tsr_desc_t *W, *dW, *dbias;
+    double dinp_beta, dparam_beta; /* 0: overwrite, 1: accumulate */
+} bwd_plan_t;
+
+static tsr_chunk_dim_t head_chunk(const lin_op_t *o, tsr_chunk_dim_t dim)
+{
+    return op_is_heads(o) ? dim : TSR_CHUNK_NONE;
+}
+
+/* dinp(l, j) = sum_i W(l, i) dout(i, j) */
+static tsr_lin_task_t dinp_task(const bwd_plan_t *p, int l, int j, int i)
+{
+    tsr_lin_task_t t = { 0 };
+    t.kind = TSR_LIN_BWD_DATA;
+    t.ta = t.tb = TSR_NOTRANS;
+    t.alpha = t.beta = 1.0;
+    t.chunk = op_is_heads(&p->dinp) ? TSR_CHUNK_M : head_chunk(&p->dout, TSR_CHUNK_K);
+    t.hd = op_is_heads(&p->dinp) ? p->dinp.hd : p->dout.hd;
+    t.heads = (op_is_heads(&p->dinp) ? TSR_LIN_HEADS_C : 0) | (op_is_heads(&p->dout) ? TSR_LIN_HEADS_B : 0);
+    t.A = tsr_tile(p->W, 0, l, i);
+    t.B = op_tile(&p->dout, i, j);
+    t.C = op_tile(&p->dinp, l, j);
+    t.bias = t.out = t.dbias = tsr_no_tile();
+    t.exec_rank = -1;
+    return t;
+}
+
+static int dinp_tile(const bwd_plan_t *p, int l, int j, int redux)
+{
+    int it = p->W->nt, rc = TSR_SUCCESS;
+    if (redux)
+        rc = redux_start(op_tile(&p->dinp, l, j), p->dinp_beta == 0.0, tsr_no_tile());
+    for (int i = 0; i < it && !rc; i++) {
+        tsr_lin_task_t t = dinp_task(p, l, j, i);
+        if (redux) {
+            t.cmode = STARPU_REDUX;
+            t.exec_rank = tsr_tile_owner(p->W, 0, l, i);
+        } else {
+            t.beta = i == 0 ? p->dinp_beta : 1.0;
+            t.cmode = t.beta == 0.0 ? STARPU_W : STARPU_RW;
+        }
+        rc = tsr_insert_linear_gemm(&t);
+    }
+    return rc;
+}
+
+/* dW(l, i) = sum_j inp(l, j) dout(i, j)^T; the first IC tile's tasks also
+ * sum dout's rows into dbias(i). */
+static tsr_lin_task_t dw_task(const bwd_plan_t *p, int l, int i, int j)
+{
+    tsr_lin_task_t t = { 0 };
+    t.kind = TSR_LIN_BWD_WEIGHT;
+    t.ta = TSR_NOTRANS;
+    t.tb = TSR_TRANS;
+    t.alpha = t.beta = 1.0;
+    t.chunk = op_is_heads(&p->inp) ? TSR_CHUNK_M : head_chunk(&p->dout, TSR_CHUNK_N);
+    t.hd = op_is_heads(&p->inp) ? p->inp.hd : p->dout.hd;
+    t.heads = (op_is_heads(&p->inp) ? TSR_LIN_HEADS_A : 0) | (op_is_heads(&p->dout) ? TSR_LIN_HEADS_B : 0);
+    t.A = op_tile(&p->inp, l, j);
+    t.B = op_tile(&p->dout, i, j);
+    t.C = tsr_tile(p->dW, 0, l, i);
+    t.bias = t.out = t.dbias = tsr_no_tile();
+    t.dbias_beta = 1.0;
+    t.exec_rank = -1;
+    return t;
+}
+
+static int dw_tile(const bwd_plan_t *p, int l, int i, int redux)
+{
+    int with_dbias = l == 0 && p->dbias;
+    tsr_tile_t db = with_dbias ? tsr_tile(p->dbias, 0, i, 0) : tsr_no_tile();
+    int rc = TSR_SUCCESS;
+    if (redux)
+        rc = redux_start(tsr_tile(p->dW, 0, l, i), p->dparam_beta == 0.0, tsr_no_tile());
+    if (!rc && redux && with_dbias)
+        rc = redux_start(db, p->dparam_beta == 0.0, tsr_no_tile());
+    for (int j = 0; j < op_token_tiles(&p->dout) && !rc; j++) {
+        tsr_lin_task_t t = dw_task(p, l, i, j);
+        t.dbias = db;
+        if (redux) {
+            t.cmode = t.dbias_mode = STARPU_REDUX;
+            t.exec_rank = tsr_tile_owner(t.A.d, t.A.bi, t.A.i, t.A.j);
+        } else {
+            t.beta = t.dbias_beta = j == 0 ? p->dparam_beta : 1.0;
+            t.cmode = t.dbias_mode = t.beta == 0.0 ? STARPU_W : STARPU_RW;
+        }
+        rc = tsr_insert_linear_gemm(&t);
+    }
+    return rc;
+}
+
+/* dbias alone (no dW wanted): row sums of dout's tiles. */
+static int dbias_tile(const bwd_plan_t *p, int i, int redux)
+{
+    tsr_tile_t db = tsr_tile(p->dbias, 0, i, 0);
+    int rc = redux ? redux_start(db, p->dparam_beta == 0.0, tsr_no_tile()) : TSR_SUCCESS;
+    for (int j = 0; j < op_token_tiles(&p->dout) && !rc; j++) {
+        tsr_tile_t x = op_tile(&p->dout, i, j);
+        if (redux)
+            rc = tsr_insert_rowsum(x, 1.0, db, STARPU_REDUX, tsr_tile_owner(x.d, x.bi, x.i, x.j));
+        else {
+            double beta = j == 0 ? p->dparam_beta : 1.0;
+            rc = tsr_insert_rowsum(x, beta, db, beta == 0.0 ? STARPU_W : STARPU_RW, -1);
+        }
+    }
+    return rc;
+}
+
+static void bwd_mpi_redux(const bwd_plan_t *p, int dinp_redux, int param_redux)
+{
+    if (p->has_dinp && dinp_redux)
+        mpi_redux_op(&p->dinp);
+    for (int i = 0; param_redux && i < p->W->nt; i++) {
+        for (int l = 0; p->dW && l < p->W->mt; l++)
+            tsr_tile_mpi_redux(tsr_tile(p->dW, 0, l, i));
+        if (p->dbias)
+            tsr_tile_mpi_redux(tsr_tile(p->dbias, 0, i, 0));
+    }
+}
+
+/* The input gradient first: it is on the critical path of the backward pass. */
+static int bwd_run(const bwd_plan_t *p, tsr_accum_t accum)
+{
+    int dinp_redux = accum == TSR_ACCUM_REDUX && p->W->nt > 1;
+    int param_redux = accum == TSR_ACCUM_REDUX && op_token_tiles(&p->dout) > 1;
+    int rc = TSR_SUCCESS;
+    for (int l = 0; p->has_dinp && l < op_feature_tiles(&p->inp) && !rc; l++)
+        for (int j = 0; j < op_token_tiles(&p->dout) && !rc; j++)
+            rc = dinp_tile(p, l, j, dinp_redux);
+    for (int i = 0; i < p->W->nt && !rc; i++) {
+        for (int l = 0; p->dW && l < p->W->mt && !rc; l++)
+            rc = dw_tile(p, l, i, param_redux);
+        if (!rc && !p->dW && p->dbias)
+            rc = dbias_tile(p, i, param_redux);
+    }
+    if (!rc && tsr_size() > 1)
+        bwd_mpi_redux(p, dinp_redux, param_redux);
+    return rc;
+}
+
+/* dpre = dout * gelu'(pre), one task per tile. */
+static int gelu_backward_tiles(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre)
+{
+    for (int i = 0; i < dout->mt; i++)
+        for (int j = 0; j < dout->nt; j++) {
+            int rc = tsr_insert_gelu_backward(tsr_tile(pre, 0, i, j), tsr_tile(dout, 0, i, j),
+                                              tsr_tile(dpre, 0, i, j));
+            if (rc)
+                return rc;
+        }
+    return TSR_SUCCESS;
+}
+
+/* ---- head reshape (fallback and unfused variants) ------------------------------ */
+
+/* For every (3D tile of part p, 2D tile of X) pair that shares elements,
+ * one copy task into the destination side. */
+typedef struct {
+    tsr_desc_t *X;
+    tsr_desc_t *h[3];
+    int nparts, C, NH, hd, T;
+} heads_map_t;
+
+static heads_map_t heads_map(tsr_desc_t *X, tsr_desc_t *const *h, int nparts)
+{
+    heads_map_t m = { 0 };
+    m.X = X;
+    for (int p = 0; p < nparts; p++)
+        m.h[p] = h[p];
+    m.nparts = nparts;
+    m.C = X->m / nparts;
+    m.hd = h[0]->m;
+    m.NH = m.C / m.hd;
+    m.T = h[0]->n;
+    return m;
+}
+
+/* Mark in `seen` (X->mt x X->nt) the 2D tiles that 3D tile (bi, i3, j3) of
+ * part p touches, listing them once in list; returns how many. */
+static int touched_tiles(const heads_map_t *m, int p, int bi, int i3, int j3, unsigned char *seen, int *list)
+{
+    tsr_desc_t *H = m->h[p], *X = m->X;
+    int n = 0, rows = tsr_tile_rows(H, i3), cols = tsr_tile_cols(H, j3);
+    for (int z = 0; z < tsr_tile_depth(H, bi); z++) {
+        int gz = bi * H->bb + z, b = gz / m->NH, h = gz % m->NH;
+        int f0 = p * m->C + h * m->hd + i3 * H->mb, c0 = b * m->T + j3 * H->nb;
+        for (int i2 = f0 / X->mb; i2 <= (f0 + rows - 1) / X->mb; i2++)
+            for (int j2 = c0 / X->nb; j2 <= (c0 + cols - 1) / X->nb; j2++)
+                if (!seen[i2 * X->nt + j2]) {
+                    seen[i2 * X->nt + j2] = 1;
+                    list[n++] = i2 * X->nt + j2;
+                }
+    }
+    return n;
+}
+
+static int copy_pair(const heads_map_t *m, int p, int bi, int i3, int j3, int i2, int j2, int to_heads, double beta)
+{
+    tsr_desc_t *H = m->h[p], *X = m->X;
+    tsr_heads_geom_t g = { m->C, m->NH, m->hd, m->T, p, i2 * X->mb, j2 * X->nb, bi * H->bb, i3 * H->mb, j3 * H->nb };
+    return tsr_insert_heads_copy(&g, to_heads, beta, tsr_tile(X, 0, i2, j2), tsr_tile(H, bi, i3, j3));
+}
+
+static int heads_reshape(const heads_map_t *m, int to_heads, double beta)
+{
+    size_t nx = (size_t)m->X->mt * m->X->nt;
+    unsigned char *seen = calloc(nx, 1);
+    int *list = malloc(nx * sizeof *list);
+    int rc = seen && list ? TSR_SUCCESS : TSR_ENOMEM;
+    for (int p = 0; p < m->nparts && !rc; p++) {
+        tsr_desc_t *H = m->h[p];
+        for (int bi = 0; bi < H->bt && !rc; bi++)
+            for (int i3 = 0; i3 < H->mt && !rc; i3++)
+                for (int j3 = 0; j3 < H->nt && !rc; j3++) {
+                    int n = touched_tiles(m, p, bi, i3, j3, seen, list);
+                    for (int t = 0; t < n; t++) {
+                        if (!rc)
+                            rc = copy_pair(m, p, bi, i3, j3, list[t] / m->X->nt, list[t] % m->X->nt, to_heads, beta);
+                        seen[list[t]] = 0;
+                    }
+                }
+    }
+    free(seen);
+    free(list);
+    return rc;
+}
+
+/* A temporary 2D descriptor (fallback paths); destroyed by temp_destroy,
+ * which waits for the tasks using it. */
+static int temp_create(tsr_desc_t **d, int m, int n, int mb, int nb, const tsr_desc_t *like)
+{
+    return tsr_desc_create_2d(d, TSR_FLOAT32, m, n, mb, nb, &like->dist);
+}
+
+static void temp_destroy(tsr_desc_t *d)
+{
+    if (!d)
+        return;
+    tsr_desc_flush(d);
+    tsr_desc_destroy(d);
+}
+
+/* ---- validation ------------------------------------------------------------------ */
+
+static int check_common(const char *fn, tsr_accum_t accum)
+{
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    if (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) {
+        tsr_log(TSR_LOG_ERROR, "%s: bad accumulation %d", fn, (int)accum);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
+static int check_mode(const char *fn, const char *name, tsr_linear_write_t mode)
+{
+    if (mode != TSR_LINEAR_OVERWRITE && mode != TSR_LINEAR_ACCUMULATE) {
+        tsr_log(TSR_LOG_ERROR, "%s: bad %s write mode %d", fn, name, (int)mode);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
+static int check_f32(const char *fn, const char *name, const tsr_desc_t *d)
+{
+    if (d->dtype != TSR_FLOAT32) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s is %s, the linear layers need float32", fn, name, tsr_dtype_name(d->dtype));
+        return TSR_EDTYPE;
+    }
+    return TSR_SUCCESS;
+}
+
+/* A 2D float32 descriptor of m x n with tiles mb x nb (nb < 0: any). */
+static int check_2d(const char *fn, const char *name, const tsr_desc_t *d, int m, int n, int mb, int nb)
+{
+    int rc = check_f32(fn, name, d);
+    if (rc)
+        return rc;
+    if (d->b != 1 || d->m != m || d->n != n) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, expected 1 x %d x %d", fn, name, d->b, d->m, d->n, m, n);
+        return TSR_ESHAPE;
+    }
+    if (d->mb != mb || (nb >= 0 && d->nb != nb)) {
+        if (nb >= 0)
+            tsr_log(TSR_LOG_ERROR, "%s: %s has tiles %d x %d, expected %d x %d", fn, name, d->mb, d->nb, mb, nb);
+        else
+            tsr_log(TSR_LOG_ERROR, "%s: %s has row tiles of %d, expected %d", fn, name, d->mb, mb);
+        return TSR_ETILE;
+    }
+    return TSR_SUCCESS;
+}
+
+/* Head tensors: 3D float32 [B*NH, hd, T] with C = NH*hd and B*T = BT, all of
+ * one shape and tiling. */
+static int check_heads(const char *fn, tsr_desc_t *const *h, int nparts, int C, int BT)
+{
+    static const char *names[3] = { "Q", "K", "V" };
+    for (int p = 0; p < nparts; p++) {
+        int rc = check_f32(fn, names[p], h[p]);
+        if (rc)
+            return rc;
+        const tsr_desc_t *a = h[0], *d = h[p];
+        if (d->b != a->b || d->m != a->m || d->n != a->n) {
+            tsr_log(TSR_LOG_ERROR, "%s: head tensors of different shapes", fn);
+            return TSR_ESHAPE;
+        }
+        if (d->bb != a->bb || d->mb != a->mb || d->nb != a->nb) {
+            tsr_log(TSR_LOG_ERROR, "%s: head tensors with different tiles", fn);
+            return TSR_ETILE;
+        }
+    }
+    int hd = h[0]->m, T = h[0]->n;
+    if (C % hd != 0 || h[0]->b % (C / hd) != 0 || (long)(h[0]->b / (C / hd)) * T != BT) {
+        tsr_log(TSR_LOG_ERROR, "%s: head tensors %d x %d x %d are not [B*NH, hd, T] for C = %d and B*T = %d", fn,
+                h[0]->b, hd, T, C, BT);
+        return TSR_ESHAPE;
+    }
+    return TSR_SUCCESS;
+}
+
+static int same_grid(const tsr_desc_t *a, const tsr_desc_t *b)
+{
+    if (a->dist.kind != TSR_DIST_BLOCK_CYCLIC || b->dist.kind != TSR_DIST_BLOCK_CYCLIC)
+        return 1;
+    return a->dist.P == b->dist.P && a->dist.Q == b->dist.Q;
+}
+
+/* Every block-cyclic descriptor in d[0..n) (NULLs skipped) on one grid. */
+static int check_grids(const char *fn, tsr_desc_t *const *d, int n)
+{
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            if (d[a] && d[b] && !same_grid(d[a], d[b])) {
+                tsr_log(TSR_LOG_ERROR, "%s: the descriptors are not on the same process grid", fn);
+                return TSR_EDIST;
+            }
+    return TSR_SUCCESS;
+}
+
+/* Outputs (NULLs skipped) differ from each other and from every input. */
+static int check_distinct(const char *fn, tsr_desc_t *const *outs, int nout, tsr_desc_t *const *ins, int nin)
+{
+    for (int o = 0; o < nout; o++) {
+        if (!outs[o])
+            continue;
+        for (int p = o + 1; p < nout; p++)
+            if (outs[p] == outs[o])
+                goto alias;
+        for (int i = 0; i < nin; i++)
+            if (ins[i] == outs[o])
+                goto alias;
+    }
+    return TSR_SUCCESS;
+alias:
+    tsr_log(TSR_LOG_ERROR, "%s: an output descriptor is also another argument", fn);
+    return TSR_EINVAL;
+}
+
+/* Linear layer arguments: W (m = IC, n = OC, tiles kb x ob); inp IC x BT and
+ * out OC x BT (either may be NULL: head tensors) with token tiles nb; bias
+ * OC x 1 (may be NULL). */
+static int check_layer(const char *fn, const tsr_desc_t *W, const tsr_desc_t *inp, const tsr_desc_t *out,
+                       const tsr_desc_t *bias, int BT, int nb)
+{
+    int rc = check_f32(fn, "W", W);
+    if (!rc && W->b != 1) {
+        tsr_log(TSR_LOG_ERROR, "%s: W must be 2D", fn);
+        rc = TSR_ESHAPE;
+    }
+    if (!rc && inp)
+        rc = check_2d(fn, "inp", inp, W->m, BT, W->mb, nb);
+    if (!rc && out)
+        rc = check_2d(fn, "out", out, W->n, BT, W->nb, nb);
+    if (!rc && bias)
+        rc = check_2d(fn, "bias", bias, W->n, 1, W->nb, -1);
+    return rc;
+}
+
+/* ---- forward API ------------------------------------------------------------------ */
+
+static int linear_forward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *pre,
+                               tsr_desc_t *out, int gelu, tsr_accum_t accum)
+{
+    if (!inp || !W || !out || (gelu && !pre))
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    int rc = check_common(fn, accum);
+    if (!rc)
+        rc = check_layer(fn, W, inp, out, bias, inp->n, inp->nb);
+    if (!rc && gelu)
+        rc = check_2d(fn, "pre", pre, out->m, out->n, out->mb, out->nb);
+    tsr_desc_t *ins[] = { inp, W, bias }, *outs[] = { out, gelu ? pre : NULL };
+    if (!rc)
+        rc = check_distinct(fn, outs, 2, ins, 3);
+    tsr_desc_t *all[] = { inp, W, bias, out, gelu ? pre : NULL };
+    if (!rc)
+        rc = check_grids(fn, all, 5);
+    if (rc)
+        return rc;
+    fwd_plan_t p = { op_2d(inp), op_2d(gelu ? pre : out), W, bias, gelu ? out : NULL };
+    rc = fwd_run(&p, accum);
+    tsr_desc_flush(inp);
+    tsr_desc_flush(W);
+    if (bias)
+        tsr_desc_flush(bias);
+    if (gelu)
+        tsr_desc_flush(pre);
+    return rc;
+}
+
+int tsr_linear_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum)
+{
+    return linear_forward_impl("tsr_linear_forward", inp, W, bias, NULL, out, 0, accum);
+}
+
+int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *pre, tsr_desc_t *out,
+                            tsr_accum_t accum)
+{
+    return linear_forward_impl("tsr_linear_gelu_forward", inp, W, bias, pre, out, 1, accum);
+}
+
+/* ---- backward API ------------------------------------------------------------------ */
+
+/* Backward arguments around W; inp, dout, dinp NULL: head tensors, checked
+ * by the caller (BT tokens in tiles of nb). */
+static int check_backward(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dinp,
+                          tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
+                          tsr_linear_write_t dparam_mode, tsr_accum_t accum, int BT, int nb)
+{
+    int rc = check_common(fn, accum);
+    if (!rc)
+        rc = check_mode(fn, "dinp", dinp_mode);
+    if (!rc)
+        rc = check_mode(fn, "parameter gradient", dparam_mode);
+    if (!rc)
+        rc = check_layer(fn, W, inp, NULL, NULL, BT, nb);
+    if (!rc && dout)
+        rc = check_2d(fn, "dout", dout, W->n, BT, W->nb, nb);
+    if (!rc && dinp)
+        rc = check_2d(fn, "dinp", dinp, W->m, BT, W->mb, nb);
+    if (!rc && dW)
+        rc = check_2d(fn, "dW", dW, W->m, W->n, W->mb, W->nb);
+    if (!rc && dbias)
+        rc = check_2d(fn, "dbias", dbias, W->n, 1, W->nb, -1);
+    return rc;
+}
+
+static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout,
+                                tsr_desc_t *dpre, tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias,
+                                tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode, tsr_accum_t accum,
+                                int gelu)
+{
+    if (!inp || !W || !dout || (gelu && (!pre || !dpre)) || (!dinp && !dW && !dbias))
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    int rc = check_backward(fn, inp, W, dout, dinp, dW, dbias, dinp_mode, dparam_mode, accum, dout->n, dout->nb);
+    if (!rc && gelu)
+        rc = check_2d(fn, "pre", pre, dout->m, dout->n, dout->mb, dout->nb);
+    if (!rc && gelu)
+        rc = check_2d(fn, "dpre", dpre, dout->m, dout->n, dout->mb, dout->nb);
+    /* dpre may be dout (in place), nothing else may alias */
+    tsr_desc_t *ins[] = { inp, W, dout, gelu ? pre : NULL };
+    tsr_desc_t *outs[] = { dinp, dW, dbias, gelu && dpre != dout ? dpre : NULL };
+    if (!rc)
+        rc = check_distinct(fn, outs, 4, ins, 4);
+    tsr_desc_t *all[] = { inp, W, dout, dinp, dW, dbias, gelu ? pre : NULL, gelu ? dpre : NULL };
+    if (!rc)
+        rc = check_grids(fn, all, 8);
+    if (rc)
+        return rc;
+    if (gelu)
+        rc = gelu_backward_tiles(pre, dout, dpre);
+    bwd_plan_t p = { op_2d(inp), op_2d(gelu ? dpre : dout), op_2d(dinp), dinp != NULL, W, dW, dbias,
+                     dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_mode == TSR_LINEAR_ACCUMULATE };
+    if (!rc)
+        rc = bwd_run(&p, accum);
+    tsr_desc_flush(inp);
+    tsr_desc_flush(W);
+    tsr_desc_flush(dout);
+    if (gelu) {
+        tsr_desc_flush(pre);
+        if (dpre != dout)
+            tsr_desc_flush(dpre);
+    }
+    return rc;
+}
+
+int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dinp, tsr_desc_t *dW,
+                        tsr_desc_t *dbias, tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode,
+                        tsr_accum_t accum)
+{
+    return linear_backward_impl("tsr_linear_backward", inp, W, NULL, dout, NULL, dinp, dW, dbias, dinp_mode,
+                                dparam_mode, accum, 0);
+}
+
+int tsr_linear_gelu_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre,
+                             tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
+                             tsr_linear_write_t dparam_mode, tsr_accum_t accum)
+{
+    return linear_backward_impl("tsr_linear_gelu_backward", inp, W, pre, dout, dpre, dinp, dW, dbias, dinp_mode,
+                                dparam_mode, accum, 1);
+}
+
+/* ---- linear layers fused with the attention reshape ------------------------------ */
+
+/* Whether head tensor H lines up with feature tiles of fb rows (C features
+ * per tensor) and token tiles of nb: then one 2D tile is one whole 3D tile.
+ * Token tiles must not cross batches: nb divides T, or there is one batch. */
+static int heads_aligned(const tsr_desc_t *H, int C, int fb, int nb)
+{
+    int hd = H->m, T = H->n;
+    if (hd < 1 || C % hd != 0)
+        return 0;
+    int one_batch = H->b == C / hd;
+    return fb % hd == 0 && C % fb == 0 && H->mt == 1 && H->bb == fb / hd && H->nb == nb &&
+           (T % nb == 0 || one_batch);
+}
+
+int tsr_linear_qkv_fusable(const tsr_desc_t *inp, const tsr_desc_t *W, const tsr_desc_t *Q)
+{
+    return inp && W && Q && heads_aligned(Q, W->m, W->nb, inp->nb);
+}
+
+int tsr_linear_attproj_fusable(const tsr_desc_t *Y, const tsr_desc_t *W, const tsr_desc_t *out)
+{
+    return Y && W && out && heads_aligned(Y, W->m, W->mb, out->nb);
+}
+
+static int check_qkv_weight(const char *fn, const tsr_desc_t *W)
+{
+    if (W->n != 3 * W->m) {
+        tsr_log(TSR_LOG_ERROR, "%s: W is %d x %d, the QKV weight is C x 3C", fn, W->m, W->n);
+        return TSR_ESHAPE;
+    }
+    return TSR_SUCCESS;
+}
+
+int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *Q, tsr_desc_t *K,
+                           tsr_desc_t *V, tsr_accum_t accum)
+{
+    const char *fn = "tsr_linear_qkv_forward";
+    if (!inp || !W || !Q || !K || !V)
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    tsr_desc_t *h[3] = { Q, K, V }, *ins[] = { inp, W, bias }, *all[] = { inp, W, bias, Q, K, V };
+    int rc = check_common(fn, accum);
+    if (!rc)
+        rc = check_layer(fn, W, inp, NULL, bias, inp->n, inp->nb);
+    if (!rc)
+        rc = check_qkv_weight(fn, W);
+    if (!rc)
+        rc = check_heads(fn, h, 3, W->m, inp->n);
+    if (!rc)
+        rc = check_distinct(fn, h, 3, ins, 3);
+    if (!rc)
+        rc = check_grids(fn, all, 6);
+    if (rc)
+        return rc;
+    if (heads_aligned(Q, W->m, W->nb, inp->nb)) {
+        fwd_plan_t p = { op_2d(inp), op_heads(h, 3, W->m, W->nb), W, bias, NULL };
+        rc = fwd_run(&p, accum);
+    } else {
+        /* fallback: the GEMM into a 3C x BT temporary, then reshape tasks */
+        tsr_desc_t *tmp = NULL;
+        rc = temp_create(&tmp, W->n, inp->n, W->nb, inp->nb, inp);
+        fwd_plan_t p = { op_2d(inp), op_2d(tmp), W, bias, NULL };
+        if (!rc)
+            rc = fwd_run(&p, accum);
+        heads_map_t m = tmp ? heads_map(tmp, h, 3) : (heads_map_t){ 0 };
+        if (!rc)
+            rc = heads_reshape(&m, 1, 0.0);
+        temp_destroy(tmp);
+    }
+    tsr_desc_flush(inp);
+    tsr_desc_flush(W);
+    if (bias)
+        tsr_desc_flush(bias);
+    return rc;
+}
+
+int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV,
+                            tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
+                            tsr_linear_write_t dparam_mode, tsr_accum_t accum)
+{
+    const char *fn = "tsr_linear_qkv_backward";
+    if (!inp || !W || !dQ || !dK || !dV || (!dinp && !dW && !dbias))
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    tsr_desc_t *h[3] = { dQ, dK, dV }, *ins[] = { inp, W, dQ, dK, dV }, *outs[] = { dinp, dW, dbias };
+    tsr_desc_t *all[] = { inp, W, dQ, dK, dV, dinp, dW, dbias };
+    int rc = check_backward(fn, inp, W, NULL, dinp, dW, dbias, dinp_mode, dparam_mode, accum, inp->n, inp->nb);
+    if (!rc)
+        rc = check_qkv_weight(fn, W);
+    if (!rc)
+        rc = check_heads(fn, h, 3, W->m, inp->n);
+    if (!rc)
+        rc = check_distinct(fn, outs, 3, ins, 5);
+    if (!rc)
+        rc = check_grids(fn, all, 8);
+    if (rc)
+        return rc;
+    double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
+    if (heads_aligned(dQ, W->m, W->nb, inp->nb)) {
+        bwd_plan_t p = { op_2d(inp), op_heads(h, 3, W->m, W->nb), op_2d(dinp), dinp != NULL, W, dW, dbias,
+                         dinp_beta, dparam_beta };
+        rc = bwd_run(&p, accum);
+    } else {
+        /* fallback: [dQ; dK; dV] reshaped into a 3C x BT temporary first */
+        tsr_desc_t *tmp = NULL;
+        rc = temp_create(&tmp, W->n, inp->n, W->nb, inp->nb, inp);
+        heads_map_t m = tmp ? heads_map(tmp, h, 3) : (heads_map_t){ 0 };
+        if (!rc)
+            rc = heads_reshape(&m, 0, 0.0);
+        bwd_plan_t p = { op_2d(inp), op_2d(tmp), op_2d(dinp), dinp != NULL, W, dW, dbias, dinp_beta, dparam_beta };
+        if (!rc)
+            rc = bwd_run(&p, accum);
+        temp_destroy(tmp);
+    }
+    tsr_desc_flush(inp);
+    tsr_desc_flush(W);
+    for (int p = 0; p < 3; p++)
+        tsr_desc_flush(h[p]);
+    return rc;
+}
+
+int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum)
+{
+    const char *fn = "tsr_linear_attproj_forward";
+    if (!Y || !W || !out)
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    tsr_desc_t *ins[] = { Y, W, bias }, *outs[] = { out }, *all[] = { Y, W, bias, out };
+    int rc = check_common(fn, accum);
+    if (!rc)
+        rc = check_layer(fn, W, NULL, out, bias, out->n, out->nb);
+    if (!rc)
+        rc = check_heads(fn, &Y, 1, W->m, out->n);
+    if (!rc)
+        rc = check_distinct(fn, outs, 1, ins, 3);
+    if (!rc)
+        rc = check_grids(fn, all, 4);
+    if (rc)
+        return rc;
+    if (heads_aligned(Y, W->m, W->mb, out->nb)) {
+        fwd_plan_t p = { op_heads(&Y, 1, W->m, W->mb), op_2d(out), W, bias, NULL };
+        rc = fwd_run(&p, accum);
+    } else {
+        /* fallback: Y reshaped into a C x BT temporary first */
+        tsr_desc_t *tmp = NULL;
+        rc = temp_create(&tmp, W->m, out->n, W->mb, out->nb, out);
+        heads_map_t m = tmp ? heads_map(tmp, &Y, 1) : (heads_map_t){ 0 };
+        if (!rc)
+            rc = heads_reshape(&m, 0, 0.0);
+        fwd_plan_t p = { op_2d(tmp), op_2d(out), W, bias, NULL };
+        if (!rc)
+            rc = fwd_run(&p, accum);
+        temp_destroy(tmp);
+    }
+    tsr_desc_flush(Y);
+    tsr_desc_flush(W);
+    if (bias)
+        tsr_desc_flush(bias);
+    return rc;
+}
+
+/* Fallback of the attention projection backward: Y and dY through C x BT
+ * temporaries. */
+static int attproj_backward_unfused(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
+                                    tsr_desc_t *dbias, double dinp_beta, double dparam_beta, tsr_accum_t accum)
+{
+    tsr_desc_t *tY = NULL, *tD = NULL;
+    int rc = temp_create(&tY, W->m, dout->n, W->mb, dout->nb, dout);
+    if (!rc && dY)
+        rc = temp_create(&tD, W->m, dout->n, W->mb, dout->nb, dout);
+    heads_map_t mY = tY ? heads_map(tY, &Y, 1) : (heads_map_t){ 0 };
+    if (!rc)
+        rc = heads_reshape(&mY, 0, 0.0);
+    bwd_plan_t p = { op_2d(tY), op_2d(dout), op_2d(tD), dY != NULL, W, dW, dbias, 0.0, dparam_beta };
+    if (!rc)
+        rc = bwd_run(&p, accum);
+    heads_map_t mD = tD ? heads_map(tD, &dY, 1) : (heads_map_t){ 0 };
+    if (!rc && dY)
+        rc = heads_reshape(&mD, 1, dinp_beta);
+    temp_destroy(tY);
+    temp_destroy(tD);
+    return rc;
+}
+
+int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
+                                tsr_desc_t *dbias, tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode,
+                                tsr_accum_t accum)
+{
+    const char *fn = "tsr_linear_attproj_backward";
+    if (!Y || !W || !dout || (!dY && !dW && !dbias))
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    tsr_desc_t *ins[] = { Y, W, dout }, *outs[] = { dY, dW, dbias }, *all[] = { Y, W, dout, dY, dW, dbias };
+    tsr_desc_t *pair[2] = { Y, dY };
+    int rc = check_backward(fn, NULL, W, dout, NULL, dW, dbias, dinp_mode, dparam_mode, accum, dout->n, dout->nb);
+    if (!rc)
+        rc = check_heads(fn, pair, dY ? 2 : 1, W->m, dout->n);
+    if (!rc)
+        rc = check_distinct(fn, outs, 3, ins, 3);
+    if (!rc)
+        rc = check_grids(fn, all, 6);
+    if (rc)
+        return rc;
+    double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
+    if (heads_aligned(Y, W->m, W->mb, dout->nb)) {
+        bwd_plan_t p = { op_heads(&Y, 1, W->m, W->mb), op_2d(dout), dY ? op_heads(&dY, 1, W->m, W->mb) : op_2d(NULL),
+                         dY != NULL, W, dW, dbias, dinp_beta, dparam_beta };
+        rc = bwd_run(&p, accum);
+    } else {
+        rc = attproj_backward_unfused(Y, W, dout, dY, dW, dbias, dinp_beta, dparam_beta, accum);
+    }
+    tsr_desc_flush(Y);
+    tsr_desc_flush(W);
+    tsr_desc_flush(dout);
+    return rc;
+}
+
+/* ---- unfused building blocks ------------------------------------------------------- */
+
+int tsr_linear_bias_add(tsr_desc_t *bias, tsr_desc_t *out)
+{
+    const char *fn = "tsr_linear_bias_add";
+    if (!bias || !out)
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    tsr_desc_t *all[] = { bias, out };
+    int rc = check_2d(fn, "out", out, out->m, out->n, out->mb, out->nb);
+    if (!rc)
+        rc = check_2d(fn, "bias", bias, out->m, 1, out->mb, -1);
+    if (!rc)
+        rc = check_distinct(fn, &out, 1, &bias, 1);
+    if (!rc)
+        rc = check_grids(fn, all, 2);
+    for (int i = 0; i < out->mt && !rc; i++)
+        for (int j = 0; j < out->nt && !rc; j++)
+            rc = tsr_insert_bias_add(tsr_tile(bias, 0, i, 0), tsr_tile(out, 0, i, j));
+    if (!rc)
+        tsr_desc_flush(bias);
+    return rc;
+}
+
+/* Element-wise GeLU arguments: 2D float32 descriptors of one shape and tiling. */
+static int check_elementwise(const char *fn, tsr_desc_t *const *d, const char *const *names, int n)
+{
+    int rc = TSR_SUCCESS;
+    for (int k = 0; k < n && !rc; k++)
+        rc = check_2d(fn, names[k], d[k], d[0]->m, d[0]->n, d[0]->mb, d[0]->nb);
+    if (!rc && d[0]->b != 1) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s must be 2D", fn, names[0]);
+        rc = TSR_ESHAPE;
+    }
+    return rc ? rc : check_grids(fn, d, n);
+}
+
+int tsr_gelu_forward(tsr_desc_t *pre, tsr_desc_t *out)
+{
+    static const char *names[] = { "pre", "out" };
+    if (!pre || !out)
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    tsr_desc_t *d[] = { pre, out };
+    int rc = check_elementwise("tsr_gelu_forward", d, names, 2);
+    for (int i = 0; i < out->mt && !rc; i++)
+        for (int j = 0; j < out->nt && !rc; j++)
+            rc = tsr_insert_gelu_forward(tsr_tile(pre, 0, i, j), tsr_tile(out, 0, i, j));
+    if (!rc && pre != out)
+        tsr_desc_flush(pre);
+    return rc;
+}
+
+int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre)
+{
+    static const char *names[] = { "pre", "dout", "dpre" };
+    if (!pre || !dout || !dpre)
+        return TSR_EINVAL;
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    tsr_desc_t *d[] = { pre, dout, dpre };
+    int rc = check_elementwise("tsr_gelu_backward", d, names, 3);
+    if (!rc && (dpre == pre || dout == pre)) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gelu_backward: pre cannot be dout or dpre");
+        rc = TSR_EINVAL;
+    }
+    if (!rc)
+        rc = gelu_backward_tiles(pre, dout, dpre);
+    if (!rc) {
+        tsr_desc_flush(pre);
+        if (dpre != dout)
+            tsr_desc_flush(dout);
+    }
+    return rc;
+}
+
+/* X and nparts head tensors (K and V both given or both NULL). */
+static int check_reshape(const char *fn, tsr_desc_t *X, tsr_desc_t *const *h, int nparts)
+{
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    int rc = check_f32(fn, "X", X);
+    if (!rc && (X->b != 1 || X->m % nparts != 0)) {
+        tsr_log(TSR_LOG_ERROR, "%s: X (%d x %d x %d) is not 2D with %d x C rows", fn, X->b, X->m, X->n, nparts);
+        rc = TSR_ESHAPE;
+    }
+    if (!rc)
+        rc = check_heads(fn, h, nparts, X->m / nparts, X->n);
+    if (!rc)
+        rc = check_distinct(fn, &X, 1, h, nparts);
+    tsr_desc_t *all[] = { X, h[0], h[1], h[2] };
+    return rc ? rc : check_grids(fn, all, 1 + nparts);
+}
+
+static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V,
+                             tsr_linear_write_t mode, int to_heads)
+{
+    if (!X || !Q || (!K) != (!V))
+        return TSR_EINVAL;
+    int nparts = K ? 3 : 1;
+    tsr_desc_t *h[3] = { Q, K, V };
+    int rc = check_reshape(fn, X, h, nparts);
+    if (!rc)
+        rc = check_mode(fn, "destination", mode);
+    if (rc)
+        return rc;
+    heads_map_t m = heads_map(X, h, nparts);
+    rc = heads_reshape(&m, to_heads, mode == TSR_LINEAR_ACCUMULATE ? 1.0 : 0.0);
+    if (to_heads)
+        tsr_desc_flush(X);
+    else
+        for (int p = 0; p < nparts; p++)
+            tsr_desc_flush(h[p]);
+    return rc;
+}
+
+int tsr_heads_split(tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_linear_write_t mode)
+{
+    return heads_reshape_api("tsr_heads_split", X, Q, K, V, mode, 1);
+}
+
+int tsr_heads_merge(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *X, tsr_linear_write_t mode)
+{
+    return heads_reshape_api("tsr_heads_merge", X, Q, K, V, mode, 0);
+}

@@ -1,0 +1,325 @@
+/* StarPU codelets of the fused linear layers (float32 only): the fused GEMM
+ * task (bias, GeLU epilogue, bias gradient, head-split operands) in three
+ * codelets so that forward, backward-data and backward-weight tasks keep
+ * separate perf-model histories, and the small element-wise tasks (bias,
+ * GeLU, row sums, head reshape) used by REDUX epilogues, fallbacks and the
+ * unfused variants. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tsr_runtime_linear.h"
+
+enum { LIN_BIAS = 1, LIN_GELU = 2, LIN_DBIAS = 4 };
+
+typedef struct {
+    tsr_trans_t ta, tb;
+    float alpha, beta, dbias_beta;
+    tsr_chunk_dim_t chunk;
+    int hd, heads, flags;
+} lin_args_t;
+
+typedef struct { float beta; } scalar_arg_t;
+
+/* TSR_LINEAR_PER_HEAD=1 in the environment: head tiles go through one GEMM
+ * per head instead of the workspace (for tests and timing comparisons). */
+static int per_head_gemms;
+typedef struct { tsr_heads_geom_t g; int to_heads; float beta; } heads_arg_t;
+
+/* ---- CPU functions -------------------------------------------------------- */
+
+enum { CUT_NONE, CUT_ROWS, CUT_COLS };
+
+static int logical_rows(tsr_view_t v, int heads) { return heads ? v.depth * v.rows : v.rows; }
+
+/* Where chunk c of an operand starts: a head tile is cut between its
+ * matrices, a 2D tile every hd rows or every hd columns. */
+static tsr_chunked_t chunked(tsr_view_t v, int heads, int cut, int hd)
+{
+    tsr_chunked_t c = { (float *)v.ptr, v.ld, 0 };
+    if (cut == CUT_ROWS)
+        c.cstride = heads ? v.zstride / sizeof(float) : (size_t)hd;
+    else if (cut == CUT_COLS)
+        c.cstride = (size_t)hd * v.ld;
+    return c;
+}
+
+/* Storage dimension of A, B and C that the chunked GEMM dimension runs along. */
+static int cut_of_a(tsr_chunk_dim_t d, tsr_trans_t ta)
+{
+    if (d == TSR_CHUNK_M)
+        return ta == TSR_NOTRANS ? CUT_ROWS : CUT_COLS;
+    if (d == TSR_CHUNK_K)
+        return ta == TSR_NOTRANS ? CUT_COLS : CUT_ROWS;
+    return CUT_NONE;
+}
+
+static int cut_of_b(tsr_chunk_dim_t d, tsr_trans_t tb)
+{
+    if (d == TSR_CHUNK_N)
+        return tb == TSR_NOTRANS ? CUT_COLS : CUT_ROWS;
+    if (d == TSR_CHUNK_K)
+        return tb == TSR_NOTRANS ? CUT_ROWS : CUT_COLS;
+    return CUT_NONE;
+}
+
+static int cut_of_c(tsr_chunk_dim_t d)
+{
+    return d == TSR_CHUNK_M ? CUT_ROWS : d == TSR_CHUNK_N ? CUT_COLS : CUT_NONE;
+}
+
+/* The GEMM with its head operand (A, B or C, depth > 1) seen as one 2D
+ * matrix through a workspace: one BLAS call on the whole tile (see
+ * tsr_compute_linear.h). Returns 0 when the workspace cannot be allocated. */
+static int gemm_through_workspace(const lin_args_t *a, tsr_view_t A, tsr_view_t B, tsr_view_t C, float beta, int m,
+                                  int n, int k)
+{
+    int ha = a->heads & TSR_LIN_HEADS_A, hb = a->heads & TSR_LIN_HEADS_B, hc = a->heads & TSR_LIN_HEADS_C;
+    tsr_view_t H = ha ? A : hb ? B : C;
+    int rows = H.depth * H.rows;
+    size_t hstride = H.zstride / sizeof(float);
+    float *w = malloc(sizeof(float) * (size_t)rows * H.cols);
+    if (!w)
+        return 0;
+    int nt = tsr_task_threads();
+    if (hc) {
+        tsr_cpu_gemm(TSR_FLOAT32, a->ta, a->tb, m, n, k, a->alpha, A.ptr, A.ld, B.ptr, B.ld, 0.0, w, rows, nt);
+        tsr_cpu_heads_unpack(C.depth, C.rows, C.cols, w, rows, beta, (float *)C.ptr, C.ld, hstride);
+    } else {
+        tsr_cpu_heads_pack(H.depth, H.rows, H.cols, (const float *)H.ptr, H.ld, hstride, w, rows);
+        tsr_cpu_gemm(TSR_FLOAT32, a->ta, a->tb, m, n, k, a->alpha, ha ? w : (float *)A.ptr, ha ? rows : A.ld,
+                     hb ? w : (float *)B.ptr, hb ? rows : B.ld, beta, C.ptr, C.ld, nt);
+    }
+    free(w);
+    return 1;
+}
+
+static void cpu_linear_gemm(void *buffers[], void *cl_arg)
+{
+    const lin_args_t *a = cl_arg;
+    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), C = tsr_view(buffers[2]);
+    int ha = a->heads & TSR_LIN_HEADS_A, hb = a->heads & TSR_LIN_HEADS_B, hc = a->heads & TSR_LIN_HEADS_C;
+    int next = 3;
+    float *bias = a->flags & LIN_BIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
+    tsr_view_t out = { 0 };
+    if (a->flags & LIN_GELU)
+        out = tsr_view(buffers[next++]);
+    float *dbias = a->flags & LIN_DBIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
+
+    int m = logical_rows(C, hc), n = C.cols;
+    int k = a->ta == TSR_NOTRANS ? A.cols : logical_rows(A, ha);
+    float beta = a->beta;
+    if (a->flags & LIN_BIAS) {
+        for (int z = 0; z < C.depth; z++)
+            tsr_cpu_bias_fill(C.rows, C.cols, bias + (size_t)z * C.rows, tsr_view_at(C, z), C.ld);
+        beta = 1.0f;
+    }
+    /* a head tile of several heads: one GEMM through a workspace; otherwise
+     * (or without memory) one GEMM per head, straight on the tiles */
+    int depth = ha ? A.depth : hb ? B.depth : hc ? C.depth : 1;
+    if (depth < 2 || per_head_gemms || !gemm_through_workspace(a, A, B, C, beta, m, n, k))
+        tsr_cpu_gemm_chunked(a->ta, a->tb, m, n, k, a->chunk, a->hd, a->alpha,
+                             chunked(A, ha, cut_of_a(a->chunk, a->ta), a->hd),
+                             chunked(B, hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
+                             chunked(C, hc, cut_of_c(a->chunk), a->hd), tsr_task_threads());
+    if (a->flags & LIN_GELU)
+        for (int z = 0; z < C.depth; z++)
+            tsr_cpu_gelu_forward(C.rows, C.cols, tsr_view_at(C, z), C.ld, tsr_view_at(out, z), out.ld);
+    /* B's rows (head z: rows z*B.rows ..) are the bias gradient's rows */
+    if (a->flags & LIN_DBIAS)
+        for (int z = 0; z < B.depth; z++)
+            tsr_cpu_rowsum(B.rows, B.cols, tsr_view_at(B, z), B.ld, a->dbias_beta, dbias + (size_t)z * B.rows);
+}
+
+static void cpu_bias_fill(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t C = tsr_view(buffers[0]);
+    const float *bias = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) > 1
+                            ? (const float *)tsr_view(buffers[1]).ptr : NULL;
+    for (int z = 0; z < C.depth; z++)
+        tsr_cpu_bias_fill(C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
+}
+
+static void cpu_bias_add(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t C = tsr_view(buffers[0]), bias = tsr_view(buffers[1]);
+    for (int z = 0; z < C.depth; z++)
+        tsr_cpu_bias_add(C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z), C.ld);
+}
+
+/* buffers: pre, out; or out alone (in place) */
+static void cpu_gelu_forward(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
+    tsr_view_t pre = tsr_view(buffers[0]), out = nbuf > 1 ? tsr_view(buffers[1]) : pre;
+    for (int z = 0; z < out.depth; z++)
+        tsr_cpu_gelu_forward(out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
+}
+
+/* buffers: pre, dout, dpre; or pre, dout (in place) */
+static void cpu_gelu_backward(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
+    tsr_view_t pre = tsr_view(buffers[0]), dout = tsr_view(buffers[1]);
+    tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2]) : dout;
+    for (int z = 0; z < dpre.depth; z++)
+        tsr_cpu_gelu_backward(dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z), dout.ld,
+                              tsr_view_at(dpre, z), dpre.ld);
+}
+
+static void cpu_rowsum(void *buffers[], void *cl_arg)
+{
+    const scalar_arg_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0]), y = tsr_view(buffers[1]);
+    for (int z = 0; z < X.depth; z++)
+        tsr_cpu_rowsum(X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta, (float *)y.ptr + (size_t)z * X.rows);
+}
+
+/* buffers: source (read), destination (read-write) */
+static void cpu_heads_copy(void *buffers[], void *cl_arg)
+{
+    const heads_arg_t *a = cl_arg;
+    tsr_view_t src = tsr_view(buffers[0]), dst = tsr_view(buffers[1]);
+    tsr_view_t X = a->to_heads ? src : dst, Y = a->to_heads ? dst : src;
+    tsr_cpu_heads_copy(&a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr, Y.depth,
+                       Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
+}
+
+/* ---- codelets ------------------------------------------------------------- */
+
+enum { CL_BIAS_FILL = TSR_LIN_NKINDS, CL_BIAS_ADD, CL_GELU_FWD, CL_GELU_BWD, CL_ROWSUM, CL_HEADS_COPY, CL_COUNT };
+static const char *cl_symbols[CL_COUNT] = {
+    "tsr_linear_fwd_float32", "tsr_linear_bwd_data_float32", "tsr_linear_bwd_weight_float32",
+    "tsr_bias_fill_float32", "tsr_bias_add_float32", "tsr_gelu_fwd_float32", "tsr_gelu_bwd_float32",
+    "tsr_rowsum_float32", "tsr_heads_copy_float32",
+};
+static struct starpu_codelet codelets[CL_COUNT];
+static struct starpu_perfmodel models[CL_COUNT];
+static pthread_once_t codelets_once = PTHREAD_ONCE_INIT;
+
+static void define_codelets(void)
+{
+    const char *env = getenv("TSR_LINEAR_PER_HEAD");
+    per_head_gemms = env && *env && strcmp(env, "0") != 0;
+    static const enum starpu_data_access_mode rw_r[] = { STARPU_RW, STARPU_R };
+    static const enum starpu_data_access_mode r_rw[] = { STARPU_R, STARPU_RW };
+    for (int kind = 0; kind < TSR_LIN_NKINDS; kind++) {
+        /* C's mode (W, RW, REDUX) and the optional tiles vary per task */
+        tsr_codelet_init(&codelets[kind], &models[kind], cl_symbols[kind], cpu_linear_gemm, NULL, 0, NULL);
+        if (tsr_parallel_worker_size() > 1) {
+            /* tensor parallelism inside a task, as for the plain GEMM codelet */
+            codelets[kind].type = STARPU_FORKJOIN;
+            codelets[kind].max_parallelism = tsr_parallel_worker_size();
+        }
+    }
+    tsr_codelet_init(&codelets[CL_BIAS_FILL], &models[CL_BIAS_FILL], cl_symbols[CL_BIAS_FILL], cpu_bias_fill, NULL,
+                     0, NULL);
+    tsr_codelet_init(&codelets[CL_BIAS_ADD], &models[CL_BIAS_ADD], cl_symbols[CL_BIAS_ADD], cpu_bias_add, NULL, 2,
+                     rw_r);
+    tsr_codelet_init(&codelets[CL_GELU_FWD], &models[CL_GELU_FWD], cl_symbols[CL_GELU_FWD], cpu_gelu_forward, NULL,
+                     0, NULL);
+    tsr_codelet_init(&codelets[CL_GELU_BWD], &models[CL_GELU_BWD], cl_symbols[CL_GELU_BWD], cpu_gelu_backward,
+                     NULL, 0, NULL);
+    tsr_codelet_init(&codelets[CL_ROWSUM], &models[CL_ROWSUM], cl_symbols[CL_ROWSUM], cpu_rowsum, NULL, 0, NULL);
+    tsr_codelet_init(&codelets[CL_HEADS_COPY], &models[CL_HEADS_COPY], cl_symbols[CL_HEADS_COPY], cpu_heads_copy,
+                     NULL, 2, r_rw);
+}
+
+static struct starpu_codelet *codelet(int which)
+{
+    pthread_once(&codelets_once, define_codelets);
+    return &codelets[which];
+}
+
+static int same_tile(tsr_tile_t a, tsr_tile_t b)
+{
+    return a.d == b.d && a.bi == b.bi && a.i == b.i && a.j == b.j;
+}
+
+/* Elements of a tile (all its matrices). */
+static double tile_elems(tsr_tile_t t)
+{
+    return (double)tsr_tile_depth(t.d, t.bi) * tsr_tile_rows(t.d, t.i) * tsr_tile_cols(t.d, t.j);
+}
+
+/* ---- insert helpers --------------------------------------------------------- */
+
+int tsr_insert_linear_gemm(const tsr_lin_task_t *t)
+{
+    if (t->kind < 0 || t->kind >= TSR_LIN_NKINDS)
+        return TSR_EINVAL;
+    lin_args_t args = { t->ta, t->tb, (float)t->alpha, (float)t->beta, (float)t->dbias_beta, t->chunk, t->hd,
+                        t->heads, 0 };
+    tsr_tile_t tiles[TSR_MAX_TASK_TILES] = { t->A, t->B, t->C };
+    enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES] = { STARPU_R, STARPU_R, t->cmode };
+    int n = 3;
+    if (t->bias.d) {
+        args.flags |= LIN_BIAS;
+        tiles[n] = t->bias;
+        modes[n++] = STARPU_R;
+    }
+    if (t->out.d) {
+        args.flags |= LIN_GELU;
+        tiles[n] = t->out;
+        modes[n++] = STARPU_W;
+    }
+    if (t->dbias.d) {
+        args.flags |= LIN_DBIAS;
+        tiles[n] = t->dbias;
+        modes[n++] = t->dbias_mode;
+    }
+    /* k: op(A)'s columns, counting every head of a head tile */
+    int a_rows = tsr_tile_rows(t->A.d, t->A.i) * (t->heads & TSR_LIN_HEADS_A ? tsr_tile_depth(t->A.d, t->A.bi) : 1);
+    int k = t->ta == TSR_NOTRANS ? tsr_tile_cols(t->A.d, t->A.j) : a_rows;
+    double flops = 2.0 * tile_elems(t->C) * k;
+    return tsr_submit(codelet(t->kind), tiles, modes, n, &args, sizeof args, t->exec_rank, flops);
+}
+
+int tsr_insert_bias_fill(tsr_tile_t bias, tsr_tile_t C)
+{
+    tsr_tile_t tiles[2] = { C, bias };
+    enum starpu_data_access_mode modes[2] = { STARPU_W, STARPU_R };
+    return tsr_submit(codelet(CL_BIAS_FILL), tiles, modes, bias.d ? 2 : 1, NULL, 0, -1, 0.0);
+}
+
+int tsr_insert_bias_add(tsr_tile_t bias, tsr_tile_t C)
+{
+    tsr_tile_t tiles[2] = { C, bias };
+    enum starpu_data_access_mode modes[2] = { STARPU_RW, STARPU_R };
+    return tsr_submit(codelet(CL_BIAS_ADD), tiles, modes, 2, NULL, 0, -1, tile_elems(C));
+}
+
+int tsr_insert_gelu_forward(tsr_tile_t pre, tsr_tile_t out)
+{
+    int in_place = same_tile(pre, out);
+    tsr_tile_t tiles[2] = { in_place ? out : pre, out };
+    enum starpu_data_access_mode modes[2] = { in_place ? STARPU_RW : STARPU_R, STARPU_W };
+    return tsr_submit(codelet(CL_GELU_FWD), tiles, modes, in_place ? 1 : 2, NULL, 0, -1, 0.0);
+}
+
+int tsr_insert_gelu_backward(tsr_tile_t pre, tsr_tile_t dout, tsr_tile_t dpre)
+{
+    int in_place = same_tile(dout, dpre);
+    tsr_tile_t tiles[3] = { pre, dout, dpre };
+    enum starpu_data_access_mode modes[3] = { STARPU_R, in_place ? STARPU_RW : STARPU_R, STARPU_W };
+    return tsr_submit(codelet(CL_GELU_BWD), tiles, modes, in_place ? 2 : 3, NULL, 0, -1, 0.0);
+}
+
+int tsr_insert_rowsum(tsr_tile_t X, double beta, tsr_tile_t y, enum starpu_data_access_mode ymode, int exec_rank)
+{
+    scalar_arg_t arg = { (float)beta };
+    tsr_tile_t tiles[2] = { X, y };
+    enum starpu_data_access_mode modes[2] = { STARPU_R, ymode };
+    return tsr_submit(codelet(CL_ROWSUM), tiles, modes, 2, &arg, sizeof arg, exec_rank, tile_elems(X));
+}
+
+int tsr_insert_heads_copy(const tsr_heads_geom_t *g, int to_heads, double beta, tsr_tile_t X, tsr_tile_t Y)
+{
+    heads_arg_t arg = { *g, to_heads, (float)beta };
+    tsr_tile_t tiles[2] = { to_heads ? X : Y, to_heads ? Y : X };
+    enum starpu_data_access_mode modes[2] = { STARPU_R, STARPU_RW };
+    return tsr_submit(codelet(CL_HEADS_COPY), tiles, modes, 2, &arg, sizeof arg, -1, 0.0);
+}

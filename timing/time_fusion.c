@@ -1,0 +1,261 @@
+/* time_fusion: fused vs unfused linear layers on GPT-2-like shapes.
+ *   gelu: out = gelu(W^T inp + bias), W: C x (mult*C) (the MLP's fc layer)
+ *         fused   tsr_linear_gelu_forward (GEMM + bias + GeLU in the GEMM tasks)
+ *         unfused tsr_gemm, then tsr_linear_bias_add and tsr_gelu_forward
+ *                 (one bias task and one GeLU task per output tile)
+ *   qkv:  [Q; K; V] = W^T inp + bias, W: C x 3C, Q, K, V [B*NH, hd, T]
+ *         fused   tsr_linear_qkv_forward (the GEMM tasks write the heads; it
+ *                 falls back to reshape tasks when tiles do not line up with
+ *                 heads: column fused_path = 0)
+ *         unfused tsr_gemm into a 3C x BT descriptor, tsr_linear_bias_add,
+ *                 then tsr_heads_split (reshape tasks)
+ * Square tiles kb = ob = tile (nb = tile unless --nb). Each case runs the
+ * two variants alternately, warmup + niter times, and reports the best.
+ * CSV on stdout (header first), messages on stderr. Exit 2 on bad options,
+ * 1 on a Tessera error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tessera.h"
+#include "tsr_params.h"
+
+enum { P_THREADS, P_NITER, P_WARMUP, P_OP, P_C, P_MULT, P_BT, P_T, P_NH, P_TILE, P_NB, P_ACCUM, NP };
+enum { P_FIRST_CASE = P_OP };
+
+static tsr_param_t params[NP] = {
+    [P_THREADS] = { "threads", "CPU workers (-1: all cores), one value", 0, 1, { -1 } },
+    [P_NITER] = { "niter", "timed repetitions of each variant, the best is reported", 0, 1, { 3 } },
+    [P_WARMUP] = { "warmup", "untimed repetitions first", 0, 1, { 1 } },
+    [P_OP] = { "op", "gelu (Linear+bias+GeLU) and/or qkv (Linear+bias+reshape)", 1, 2, {0}, { "gelu", "qkv" } },
+    [P_C] = { "C", "channels (input features)", 0, 1, { 768 } },
+    [P_MULT] = { "mult", "gelu: hidden features = mult * C", 0, 1, { 4 } },
+    [P_BT] = { "BT", "tokens B*T", 0, 3, { 256, 1024, 4096 } },
+    [P_T] = { "T", "qkv: sequence length (0: min(BT, 1024)); B = BT / T", 0, 1, { 0 } },
+    [P_NH] = { "NH", "qkv: heads (hd = C / NH)", 0, 1, { 12 } },
+    [P_TILE] = { "tile", "tile size kb = ob (features)", 0, 5, { 64, 128, 256, 384, 768 } },
+    [P_NB] = { "nb", "token tile (0: = tile)", 0, 1, { 0 } },
+    [P_ACCUM] = { "accum", "k accumulation: ordered or redux", 1, 1, {0}, { "ordered" } },
+};
+
+enum { F_HELP, NF };
+static const char *flag_names[NF] = { "help" };
+static const char *flag_help[NF] = { "print this help" };
+static const char *about =
+    "Time fused vs unfused Linear+bias+GeLU (op gelu) and Linear+bias+reshape into Q, K, V\n"
+    "(op qkv). CSV columns: op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,\n"
+    "seconds,gflops,ratio_fused_unfused (fused seconds / unfused seconds: below 1 fusion pays;\n"
+    "the unfused row has 1). gflops counts the GEMM's 2*C*OC*BT flops.";
+
+typedef struct {
+    int qkv;
+    int C, OC, BT, T, B, NH, hd, kb, ob, nb;
+    tsr_accum_t accum;
+} fusion_case_t;
+
+typedef struct { tsr_desc_t *inp, *W, *bias, *pre, *out, *h[3]; } fusion_descs_t;
+
+/* ---- options -------------------------------------------------------------- */
+
+static int check_min(const tsr_param_t *p, long min)
+{
+    for (int i = 0; i < p->count; i++)
+        if (p->values[i] < min) {
+            fprintf(stderr, "error: --%s %ld: must be >= %ld\n", p->name, p->values[i], min);
+            return -1;
+        }
+    return 0;
+}
+
+static int check_words(const tsr_param_t *p, const char *a, const char *b)
+{
+    for (int i = 0; i < p->count; i++)
+        if (strcmp(p->words[i], a) && strcmp(p->words[i], b)) {
+            fprintf(stderr, "error: bad value '%s' for --%s (%s)\n", p->words[i], p->name, p->help);
+            return -1;
+        }
+    return 0;
+}
+
+static int validate_params(void)
+{
+    const int positive[] = { P_NITER, P_C, P_MULT, P_BT, P_NH, P_TILE };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (check_min(&params[positive[i]], 1))
+            return -1;
+    if (check_min(&params[P_WARMUP], 0) || check_min(&params[P_T], 0) || check_min(&params[P_NB], 0) ||
+        check_words(&params[P_OP], "gelu", "qkv") || check_words(&params[P_ACCUM], "ordered", "redux"))
+        return -1;
+    if (params[P_THREADS].count != 1 || params[P_THREADS].values[0] == 0 || params[P_THREADS].values[0] < -1 ||
+        params[P_NITER].count != 1 || params[P_WARMUP].count != 1) {
+        fprintf(stderr, "error: --threads (-1 or >= 1), --niter and --warmup take one value\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns 0, or prints why the case is skipped and returns -1. */
+static int make_case(const int *idx, fusion_case_t *c)
+{
+#define V(p) (int)params[p].values[idx[p]]
+    c->qkv = strcmp(params[P_OP].words[idx[P_OP]], "qkv") == 0;
+    c->accum = strcmp(params[P_ACCUM].words[idx[P_ACCUM]], "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+    c->C = V(P_C);
+    c->OC = c->qkv ? 3 * c->C : V(P_MULT) * c->C;
+    c->BT = V(P_BT);
+    c->T = V(P_T) ? V(P_T) : (c->BT < 1024 ? c->BT : 1024);
+    c->NH = V(P_NH);
+    c->kb = c->ob = V(P_TILE);
+    c->nb = V(P_NB) ? V(P_NB) : V(P_TILE);
+#undef V
+    if (c->qkv && (c->BT % c->T || c->C % c->NH)) {
+        fprintf(stderr, "skipped: qkv needs T | BT and NH | C (BT %d, T %d, C %d, NH %d)\n", c->BT, c->T, c->C, c->NH);
+        return -1;
+    }
+    c->B = c->BT / c->T;
+    c->hd = c->C / c->NH;
+    return 0;
+}
+
+/* ---- descriptors ------------------------------------------------------------ */
+
+static int create_descs(const fusion_case_t *c, fusion_descs_t *d)
+{
+    int rc = tsr_desc_create_2d(&d->inp, TSR_FLOAT32, c->C, c->BT, c->kb, c->nb, NULL);
+    if (!rc)
+        rc = tsr_desc_create_2d(&d->W, TSR_FLOAT32, c->C, c->OC, c->kb, c->ob, NULL);
+    if (!rc)
+        rc = tsr_desc_create_2d(&d->bias, TSR_FLOAT32, c->OC, 1, c->ob, 1, NULL);
+    /* gelu: pre and out; qkv: the unfused GEMM output and Q, K, V with the
+     * head tiles the fused path wants (ob / hd heads, when that is whole) */
+    if (!rc)
+        rc = tsr_desc_create_2d(&d->pre, TSR_FLOAT32, c->OC, c->BT, c->ob, c->nb, NULL);
+    if (!rc && !c->qkv)
+        rc = tsr_desc_create_2d(&d->out, TSR_FLOAT32, c->OC, c->BT, c->ob, c->nb, NULL);
+    int bb = c->ob % c->hd == 0 ? c->ob / c->hd : 1;
+    for (int p = 0; c->qkv && p < 3 && !rc; p++)
+        rc = tsr_desc_create(&d->h[p], TSR_FLOAT32, c->B * c->NH, c->hd, c->T, bb, c->hd, c->nb, NULL);
+    if (!rc)
+        rc = tsr_desc_fill_random(d->inp, 1);
+    if (!rc)
+        rc = tsr_desc_fill_random(d->W, 2);
+    if (!rc)
+        rc = tsr_desc_fill_random(d->bias, 3);
+    return rc;
+}
+
+static void destroy_descs(fusion_descs_t *d)
+{
+    tsr_desc_t *all[] = { d->inp, d->W, d->bias, d->pre, d->out, d->h[0], d->h[1], d->h[2] };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i])
+            tsr_desc_destroy(all[i]);
+}
+
+/* ---- one run ------------------------------------------------------------------ */
+
+static int submit_fused(const fusion_case_t *c, fusion_descs_t *d)
+{
+    if (c->qkv)
+        return tsr_linear_qkv_forward(d->inp, d->W, d->bias, d->h[0], d->h[1], d->h[2], c->accum);
+    return tsr_linear_gelu_forward(d->inp, d->W, d->bias, d->pre, d->out, c->accum);
+}
+
+static int submit_unfused(const fusion_case_t *c, fusion_descs_t *d)
+{
+    int rc = tsr_gemm(TSR_TRANS, TSR_NOTRANS, 1.0, d->W, d->inp, 0.0, d->pre, c->accum);
+    if (!rc)
+        rc = tsr_linear_bias_add(d->bias, d->pre);
+    if (!rc && c->qkv)
+        rc = tsr_heads_split(d->pre, d->h[0], d->h[1], d->h[2], TSR_LINEAR_OVERWRITE);
+    else if (!rc)
+        rc = tsr_gelu_forward(d->pre, d->out);
+    return rc;
+}
+
+/* One variant from a barrier to the end of its tasks. */
+static int timed_run(const fusion_case_t *c, fusion_descs_t *d, int fused, double *seconds, uint64_t *tasks)
+{
+    int rc = tsr_barrier();
+    uint64_t before = tsr_tasks_submitted();
+    double t0 = tsr_wtime();
+    if (!rc)
+        rc = fused ? submit_fused(c, d) : submit_unfused(c, d);
+    if (!rc)
+        rc = tsr_wait();
+    *seconds = tsr_wtime() - t0;
+    *tasks = tsr_tasks_submitted() - before;
+    return rc;
+}
+
+static void print_row(const fusion_case_t *c, const fusion_descs_t *d, int fused, uint64_t tasks, double s,
+                      double ratio)
+{
+    int path = !c->qkv || tsr_linear_qkv_fusable(d->inp, d->W, d->h[0]);
+    double gflops = 2.0 * c->C * c->OC * c->BT / s * 1e-9;
+    printf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%llu,%.6f,%.2f,%.3f\n", c->qkv ? "qkv" : "gelu", c->C, c->OC, c->BT,
+           c->T, c->kb, c->ob, c->nb, tsr_ncpu_workers(), c->accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
+           fused ? "fused" : "unfused", fused ? path : 0, (unsigned long long)tasks, s, gflops, ratio);
+    fflush(stdout);
+}
+
+/* Both variants alternately, in alternating order (so that machine noise and
+ * cache state hit both alike), best of niter. */
+static int run_case(const fusion_case_t *c, int niter, int warmup)
+{
+    fusion_descs_t d = { 0 };
+    int rc = create_descs(c, &d);
+    double best[2] = { INFINITY, INFINITY };
+    uint64_t tasks[2] = { 0, 0 };
+    for (int it = 0; !rc && it < warmup + niter; it++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            int v = (it + k) % 2; /* 0: fused; which goes first alternates */
+            double s;
+            rc = timed_run(c, &d, v == 0, &s, &tasks[v]);
+            if (it >= warmup && s < best[v])
+                best[v] = s;
+        }
+    if (!rc && tsr_rank() == 0) {
+        print_row(c, &d, 1, tasks[0], best[0], best[0] / best[1]);
+        print_row(c, &d, 0, tasks[1], best[1], 1.0);
+    }
+    destroy_descs(&d);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int flags[NF] = { 0 };
+    if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
+        return 2;
+    if (flags[F_HELP]) {
+        tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
+        return 0;
+    }
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = (int)params[P_THREADS].values[0];
+    int rc = tsr_init(&cfg, &argc, &argv);
+    if (rc) {
+        fprintf(stderr, "error: tsr_init: %s\n", tsr_strerror(rc));
+        return 1;
+    }
+    if (tsr_rank() == 0) {
+        fprintf(stderr, "time_fusion: %d CPU worker(s), %d rank(s), scheduler %s\n", tsr_ncpu_workers(), tsr_size(),
+                tsr_sched_name());
+        printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused\n");
+    }
+    int status = 0, idx[NP] = { 0 };
+    do {
+        fusion_case_t c;
+        if (make_case(idx, &c))
+            continue;
+        if ((rc = run_case(&c, (int)params[P_NITER].values[0], (int)params[P_WARMUP].values[0])) != 0) {
+            fprintf(stderr, "error: %s C %d BT %d tile %d: %s\n", c.qkv ? "qkv" : "gelu", c.C, c.BT, c.kb,
+                    tsr_strerror(rc));
+            status = 1;
+        }
+    } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
+    tsr_finalize();
+    return status;
+}
