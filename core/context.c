@@ -276,6 +276,30 @@ int tsr_barrier(void)
     return TSR_SUCCESS;
 }
 
+int tsr_broadcast(void *buf, size_t bytes, int root)
+{
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active && bytes > 0)
+        return MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS
+                                                                                         : TSR_ERUNTIME;
+#else
+    (void)buf;
+    (void)bytes;
+    (void)root;
+#endif
+    return TSR_SUCCESS;
+}
+
+int tsr_any(int flag)
+{
+    int any = flag != 0;
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active)
+        MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, tsr_ctx.raw_comm);
+#endif
+    return any;
+}
+
 int64_t tsr_tag_alloc(int64_t n)
 {
     int64_t base = tsr_ctx.next_tag;

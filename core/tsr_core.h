@@ -79,6 +79,10 @@ int tsr_pause(void);
 int tsr_resume(void);
 /* Barrier over all ranks (no-op without MPI). */
 int tsr_barrier(void);
+/* Copy `bytes` bytes from root's buf to every rank's buf (collective). */
+int tsr_broadcast(void *buf, size_t bytes, int root);
+/* 1 when flag is non-zero on any rank (collective; the flag itself without MPI). */
+int tsr_any(int flag);
 /* Number of tasks this rank has submitted since tsr_init (for tests/timing). */
 uint64_t tsr_tasks_submitted(void);
 

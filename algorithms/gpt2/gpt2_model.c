@@ -1,0 +1,407 @@
+/* GPT-2 forward, loss, backward and AdamW as Tessera tiled algorithms
+ * (llm.c's train_gpt2.c, feature-major activations: see README). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpt2_model.h"
+
+/* Per-layer parameter slots, in checkpoint order. */
+enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
+/* Global parameter slots. */
+enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
+
+static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
+
+/* Checkpoint tensor of a slot, and the layer (or -1) it belongs to. */
+static int slot_tensor(int s, int *layer)
+{
+    static const int global[NGLOBAL] = { TSR_GPT2_WTE, TSR_GPT2_WPE, TSR_GPT2_LNFW, TSR_GPT2_LNFB };
+    if (s < NGLOBAL) {
+        *layer = -1;
+        return global[s];
+    }
+    *layer = (s - NGLOBAL) / TSR_GPT2_PER_LAYER;
+    return TSR_GPT2_LN1W + (s - NGLOBAL) % TSR_GPT2_PER_LAYER;
+}
+
+void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles)
+{
+    (void)B;
+    tiles->tok = T;
+    tiles->ch = cfg->C;
+    tiles->hid = 4 * cfg->C;
+    tiles->voc = (cfg->Vp + 7) / 8;
+    tiles->heads = cfg->NH;
+    tiles->accum = TSR_ACCUM_ORDERED;
+}
+
+/* Activation tiles live on the rank of their batch sample (contiguous slices
+ * of the batch per rank), so each rank computes its part of the batch. */
+static int owner_2d(int bi, int i, int j, void *arg)
+{
+    const tsr_gpt2_dist_arg_t *a = arg;
+    int sample = (int)((long)j * a->tok / a->T);
+    return sample * a->size / a->B;
+}
+
+static int owner_3d(int bi, int i, int j, void *arg)
+{
+    const tsr_gpt2_dist_arg_t *a = arg;
+    int sample = bi * a->heads / a->NH;
+    return sample * a->size / a->B;
+}
+
+static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_tiles_t *t)
+{
+    if (B < 1 || T < 1 || T > c->maxT) {
+        tsr_log(TSR_LOG_ERROR, "gpt2: batch %d x %d: need B >= 1 and 1 <= T <= maxT = %d", B, T, c->maxT);
+        return TSR_ESHAPE;
+    }
+    if (t->tok < 1 || T % t->tok || t->ch < 1 || t->hid < 1 || t->voc < 1 || t->heads < 1 ||
+        c->NH % t->heads) {
+        tsr_log(TSR_LOG_ERROR,
+                "gpt2: bad tiles (tok %d must divide T = %d, heads %d must divide NH = %d; ch %d, hid %d, voc %d > 0)",
+                t->tok, T, t->heads, c->NH, t->ch, t->hid, t->voc);
+        return TSR_ETILE;
+    }
+    return TSR_SUCCESS;
+}
+
+/* Descriptor creation with one error path: *rc keeps the first failure. */
+static tsr_desc_t *make(int *rc, int b, int m, int n, int bb, int mb, int nb, const tsr_dist_t *dist)
+{
+    tsr_desc_t *d = NULL;
+    if (*rc == 0)
+        *rc = tsr_desc_create(&d, TSR_FLOAT32, b, m, n, bb, mb, nb, dist);
+    return d;
+}
+
+/* Shape and tiles of a parameter slot. */
+static void param_shape(const tsr_gpt2_model_t *m, int s, int *rows, int *cols, int *rtile, int *ctile)
+{
+    const tsr_gpt2_config_t *c = &m->cfg;
+    const tsr_gpt2_tiles_t *t = &m->tiles;
+    int C = c->C, hd = C / c->NH, fb = t->heads * hd, layer;
+    int tensor = slot_tensor(s, &layer);
+    *cols = 1;
+    *ctile = 1;
+    switch (tensor) {
+    case TSR_GPT2_WTE: *rows = C; *rtile = t->ch; *cols = c->Vp; *ctile = t->voc; break;
+    case TSR_GPT2_WPE: *rows = C; *rtile = t->ch; *cols = c->maxT; *ctile = t->tok; break;
+    case TSR_GPT2_QKVW: *rows = C; *rtile = t->ch; *cols = 3 * C; *ctile = fb; break;
+    case TSR_GPT2_QKVB: *rows = 3 * C; *rtile = fb; break;
+    case TSR_GPT2_ATTPROJW: *rows = C; *rtile = fb; *cols = C; *ctile = t->ch; break;
+    case TSR_GPT2_FCW: *rows = C; *rtile = t->ch; *cols = 4 * C; *ctile = t->hid; break;
+    case TSR_GPT2_FCB: *rows = 4 * C; *rtile = t->hid; break;
+    case TSR_GPT2_FCPROJW: *rows = 4 * C; *rtile = t->hid; *cols = C; *ctile = t->ch; break;
+    default: *rows = C; *rtile = t->ch; break; /* LayerNorm weights/biases, C-sized biases */
+    }
+}
+
+static int create_param_sets(tsr_gpt2_model_t *m)
+{
+    tsr_dist_t root = tsr_dist_single(0);
+    tsr_desc_t ***sets[4] = { &m->params, &m->grads, &m->adam_m, &m->adam_v };
+    int rc = 0;
+    for (int k = 0; k < 4; k++) {
+        *sets[k] = calloc(m->ntensors, sizeof(tsr_desc_t *));
+        if (!*sets[k])
+            return TSR_ENOMEM;
+    }
+    for (int s = 0; s < m->ntensors; s++) {
+        int rows, cols, rt, ct;
+        param_shape(m, s, &rows, &cols, &rt, &ct);
+        for (int k = 0; k < 4; k++)
+            (*sets[k])[s] = make(&rc, 1, rows, cols, 1, rt, ct, &root);
+    }
+    return rc;
+}
+
+static int create_activations(tsr_gpt2_model_t *m)
+{
+    const tsr_gpt2_config_t *c = &m->cfg;
+    const tsr_gpt2_tiles_t *t = &m->tiles;
+    int C = c->C, BT = m->B * m->T, hd = C / c->NH, BNH = m->B * c->NH, rc = 0;
+    m->dist2d = (tsr_gpt2_dist_arg_t){ m->B, m->T, c->NH, t->tok, t->heads, tsr_size() };
+    m->dist3d = m->dist2d;
+    tsr_dist_t d2 = tsr_dist_custom(owner_2d, &m->dist2d), d3 = tsr_dist_custom(owner_3d, &m->dist3d);
+#define ACT(rows, rtile) make(&rc, 1, rows, BT, 1, rtile, t->tok, &d2)
+#define HEADS(rows) make(&rc, BNH, rows, m->T, t->heads, rows, t->tok, &d3)
+    m->encoded = ACT(C, t->ch);
+    m->acts = calloc(c->L, sizeof *m->acts);
+    if (!m->acts)
+        return TSR_ENOMEM;
+    for (int l = 0; l < c->L; l++) {
+        tsr_gpt2_layer_acts_t *a = &m->acts[l];
+        a->ln1 = ACT(C, t->ch);
+        a->ln1_mean = ACT(1, 1);
+        a->ln1_rstd = ACT(1, 1);
+        a->q = HEADS(hd);
+        a->k = HEADS(hd);
+        a->v = HEADS(hd);
+        a->atty = HEADS(hd);
+        a->att_stats = HEADS(2);
+        a->res2 = ACT(C, t->ch);
+        a->ln2 = ACT(C, t->ch);
+        a->ln2_mean = ACT(1, 1);
+        a->ln2_rstd = ACT(1, 1);
+        a->fch = ACT(4 * C, t->hid);
+        a->fch_gelu = ACT(4 * C, t->hid);
+        a->res3 = ACT(C, t->ch);
+    }
+    m->lnf = ACT(C, t->ch);
+    m->lnf_mean = ACT(1, 1);
+    m->lnf_rstd = ACT(1, 1);
+    m->logits = ACT(c->Vp, t->voc);
+    m->ce_stats = ACT(2, 2);
+    m->losses = ACT(1, 1);
+    m->dres = ACT(C, t->ch);
+    m->dln = ACT(C, t->ch);
+    m->dfch = ACT(4 * C, t->hid);
+    m->datty = HEADS(hd);
+    m->dq = HEADS(hd);
+    m->dk = HEADS(hd);
+    m->dv = HEADS(hd);
+#undef ACT
+#undef HEADS
+    if (rc == 0)
+        rc = tsr_layernorm_workspace_create(&m->ln_work, m->lnf_mean);
+    return rc;
+}
+
+int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T,
+                          const tsr_gpt2_tiles_t *tiles)
+{
+    memset(m, 0, sizeof *m);
+    int rc = tsr_gpt2_config_validate(cfg, "gpt2 model");
+    if (rc == 0)
+        rc = check_tiles(cfg, B, T, tiles);
+    if (rc)
+        return rc;
+    m->cfg = *cfg;
+    m->B = B;
+    m->T = T;
+    m->tiles = *tiles;
+    m->ntensors = NGLOBAL + TSR_GPT2_PER_LAYER * cfg->L;
+    m->inputs = calloc((size_t)B * T, sizeof(int));
+    m->targets = calloc((size_t)B * T, sizeof(int));
+    if (!m->inputs || !m->targets)
+        rc = TSR_ENOMEM;
+    if (rc == 0)
+        rc = create_param_sets(m);
+    if (rc == 0)
+        rc = create_activations(m);
+    if (rc)
+        tsr_gpt2_model_destroy(m);
+    return rc;
+}
+
+static void destroy_set(tsr_desc_t **set, int n)
+{
+    for (int s = 0; set && s < n; s++)
+        tsr_desc_destroy(set[s]);
+    free(set);
+}
+
+void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
+{
+    destroy_set(m->params, m->ntensors);
+    destroy_set(m->grads, m->ntensors);
+    destroy_set(m->adam_m, m->ntensors);
+    destroy_set(m->adam_v, m->ntensors);
+    for (int l = 0; m->acts && l < m->cfg.L; l++) {
+        tsr_desc_t **a = (tsr_desc_t **)&m->acts[l];
+        for (size_t k = 0; k < sizeof m->acts[l] / sizeof(tsr_desc_t *); k++)
+            tsr_desc_destroy(a[k]);
+    }
+    free(m->acts);
+    tsr_desc_t *rest[] = { m->encoded, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->ce_stats, m->losses,
+                           m->dres, m->dln, m->dfch, m->datty, m->dq, m->dk, m->dv, m->ln_work };
+    for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++)
+        tsr_desc_destroy(rest[k]);
+    free(m->inputs);
+    free(m->targets);
+    memset(m, 0, sizeof *m);
+}
+
+/* Move every parameter-shaped descriptor of a set to/from the flat array. */
+static int flat_transfer(tsr_gpt2_model_t *m, tsr_desc_t **set, float *flat, int to_desc)
+{
+    size_t sizes[TSR_GPT2_NUM_PARAM_TENSORS], offsets[TSR_GPT2_NUM_PARAM_TENSORS];
+    tsr_gpt2_param_sizes(&m->cfg, sizes);
+    tsr_gpt2_param_offsets(&m->cfg, offsets);
+    for (int s = 0; s < m->ntensors; s++) {
+        int layer, tensor = slot_tensor(s, &layer);
+        size_t per_layer = layer < 0 ? 0 : sizes[tensor] / m->cfg.L;
+        float *at = flat ? flat + offsets[tensor] + (layer < 0 ? 0 : layer * per_layer) : NULL;
+        int rc = to_desc ? tsr_desc_scatter(set[s], at, set[s]->m, 0) : tsr_desc_gather(set[s], at, set[s]->m, 0);
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
+int tsr_gpt2_params_scatter(tsr_gpt2_model_t *m, const float *flat)
+{
+    return flat_transfer(m, m->params, (float *)flat, 1);
+}
+
+int tsr_gpt2_params_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->params, flat, 0); }
+int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->grads, flat, 0); }
+
+int tsr_gpt2_adam_scatter(tsr_gpt2_model_t *m, const float *flat_m, const float *flat_v)
+{
+    int rc = flat_transfer(m, m->adam_m, (float *)flat_m, 1);
+    return rc ? rc : flat_transfer(m, m->adam_v, (float *)flat_v, 1);
+}
+
+int tsr_gpt2_adam_gather(tsr_gpt2_model_t *m, float *flat_m, float *flat_v)
+{
+    int rc = flat_transfer(m, m->adam_m, flat_m, 0);
+    return rc ? rc : flat_transfer(m, m->adam_v, flat_v, 0);
+}
+
+static int check_tokens(const tsr_gpt2_model_t *m, const int *ids, int limit, const char *what)
+{
+    for (int i = 0; i < m->B * m->T; i++)
+        if (ids[i] < 0 || ids[i] >= limit) {
+            tsr_log(TSR_LOG_ERROR, "gpt2: %s[%d] = %d is not a token id in [0, %d)", what, i, ids[i], limit);
+            return TSR_EINVAL;
+        }
+    return TSR_SUCCESS;
+}
+
+/* One transformer block, forward: x -> a->res3. */
+static int block_forward(tsr_gpt2_model_t *m, int l, tsr_desc_t *x)
+{
+    tsr_desc_t **p = m->params;
+    tsr_gpt2_layer_acts_t *a = &m->acts[l];
+    tsr_accum_t acc = m->tiles.accum;
+    int rc = tsr_layernorm_forward(x, p[slot(l, LN1W)], p[slot(l, LN1B)], a->ln1, a->ln1_mean, a->ln1_rstd, acc);
+    if (!rc)
+        rc = tsr_linear_qkv_forward(a->ln1, p[slot(l, QKVW)], p[slot(l, QKVB)], a->q, a->k, a->v, acc);
+    if (!rc)
+        rc = tsr_attention_forward(a->q, a->k, a->v, a->atty, a->att_stats);
+    if (!rc)
+        rc = tsr_linear_attproj_forward(a->atty, p[slot(l, ATTPROJW)], p[slot(l, ATTPROJB)], a->res2, acc);
+    if (!rc)
+        rc = tsr_residual_forward(x, a->res2, a->res2);
+    if (!rc)
+        rc = tsr_layernorm_forward(a->res2, p[slot(l, LN2W)], p[slot(l, LN2B)], a->ln2, a->ln2_mean, a->ln2_rstd,
+                                   acc);
+    if (!rc)
+        rc = tsr_linear_gelu_forward(a->ln2, p[slot(l, FCW)], p[slot(l, FCB)], a->fch, a->fch_gelu, acc);
+    if (!rc)
+        rc = tsr_linear_forward(a->fch_gelu, p[slot(l, FCPROJW)], p[slot(l, FCPROJB)], a->res3, acc);
+    if (!rc)
+        rc = tsr_residual_forward(a->res2, a->res3, a->res3);
+    return rc;
+}
+
+static tsr_desc_t *block_input(tsr_gpt2_model_t *m, int l) { return l == 0 ? m->encoded : m->acts[l - 1].res3; }
+
+int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets, float *loss)
+{
+    int n = m->B * m->T, rc = check_tokens(m, inputs, m->cfg.Vp, "inputs");
+    if (!rc && targets)
+        rc = check_tokens(m, targets, m->cfg.V, "targets");
+    if (rc)
+        return rc;
+    memcpy(m->inputs, inputs, n * sizeof(int));
+    if (targets)
+        memcpy(m->targets, targets, n * sizeof(int));
+    tsr_desc_t **p = m->params;
+    tsr_accum_t acc = m->tiles.accum;
+    rc = tsr_encoder_forward(m->encoded, p[WTE], p[WPE], m->inputs, m->B, m->T);
+    for (int l = 0; l < m->cfg.L && !rc; l++)
+        rc = block_forward(m, l, block_input(m, l));
+    if (!rc)
+        rc = tsr_layernorm_forward(block_input(m, m->cfg.L), p[LNFW], p[LNFB], m->lnf, m->lnf_mean, m->lnf_rstd,
+                                   acc);
+    if (!rc)
+        rc = tsr_linear_forward(m->lnf, p[WTE], NULL, m->logits, acc); /* tied LM head */
+    if (!rc && targets)
+        rc = tsr_crossentropy_forward(m->logits, m->ce_stats, m->losses, m->targets, m->cfg.V, acc);
+    if (!rc && targets)
+        rc = tsr_crossentropy_mean(m->losses, loss);
+    if (!rc && targets && !isfinite(*loss)) {
+        tsr_log(TSR_LOG_ERROR, "gpt2: the loss is %f (NaN or Inf)", *loss);
+        rc = TSR_ENAN;
+    }
+    return rc;
+}
+
+/* One transformer block, backward; m->dres holds d(res3) on entry and
+ * d(x) on exit (the residual stream's gradient is accumulated in place). */
+static int block_backward(tsr_gpt2_model_t *m, int l, tsr_desc_t *x)
+{
+    tsr_desc_t **p = m->params, **g = m->grads;
+    tsr_gpt2_layer_acts_t *a = &m->acts[l];
+    tsr_accum_t acc = m->tiles.accum;
+    const tsr_linear_write_t set = TSR_LINEAR_OVERWRITE;
+    int rc = tsr_linear_backward(a->fch_gelu, p[slot(l, FCPROJW)], m->dres, m->dfch, g[slot(l, FCPROJW)],
+                                 g[slot(l, FCPROJB)], set, set, acc);
+    if (!rc)
+        rc = tsr_linear_gelu_backward(a->ln2, p[slot(l, FCW)], a->fch, m->dfch, m->dfch, m->dln, g[slot(l, FCW)],
+                                      g[slot(l, FCB)], set, set, acc);
+    if (!rc)
+        rc = tsr_layernorm_backward(m->dln, a->res2, p[slot(l, LN2W)], a->ln2_mean, a->ln2_rstd, m->dres,
+                                    g[slot(l, LN2W)], g[slot(l, LN2B)], TSR_LN_ACCUM_DINP, acc, m->ln_work);
+    if (!rc)
+        rc = tsr_linear_attproj_backward(a->atty, p[slot(l, ATTPROJW)], m->dres, m->datty, g[slot(l, ATTPROJW)],
+                                         g[slot(l, ATTPROJB)], set, set, acc);
+    if (!rc)
+        rc = tsr_attention_backward(a->q, a->k, a->v, a->atty, m->datty, a->att_stats, m->dq, m->dk, m->dv, 0, acc);
+    if (!rc)
+        rc = tsr_linear_qkv_backward(a->ln1, p[slot(l, QKVW)], m->dq, m->dk, m->dv, m->dln, g[slot(l, QKVW)],
+                                     g[slot(l, QKVB)], set, set, acc);
+    if (!rc)
+        rc = tsr_layernorm_backward(m->dln, x, p[slot(l, LN1W)], a->ln1_mean, a->ln1_rstd, m->dres,
+                                    g[slot(l, LN1W)], g[slot(l, LN1B)], TSR_LN_ACCUM_DINP, acc, m->ln_work);
+    return rc;
+}
+
+int tsr_gpt2_backward(tsr_gpt2_model_t *m)
+{
+    tsr_desc_t **p = m->params, **g = m->grads;
+    tsr_accum_t acc = m->tiles.accum;
+    int rc = tsr_crossentropy_backward(m->logits, m->ce_stats, m->targets, m->cfg.V, 0.0f); /* dlogits in place */
+    if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */
+        rc = tsr_linear_backward(m->lnf, p[WTE], m->logits, m->dln, g[WTE], NULL, TSR_LINEAR_OVERWRITE,
+                                 TSR_LINEAR_OVERWRITE, acc);
+    if (!rc)
+        rc = tsr_layernorm_backward(m->dln, block_input(m, m->cfg.L), p[LNFW], m->lnf_mean, m->lnf_rstd, m->dres,
+                                    g[LNFW], g[LNFB], 0, acc, m->ln_work);
+    for (int l = m->cfg.L - 1; l >= 0 && !rc; l--)
+        rc = block_backward(m, l, block_input(m, l));
+    if (!rc) /* wte already holds the LM head's gradient: add to it */
+        rc = tsr_encoder_backward(g[WTE], NULL, m->dres, m->inputs, m->B, m->T, 1, acc);
+    if (!rc)
+        rc = tsr_encoder_backward(NULL, g[WPE], m->dres, m->inputs, m->B, m->T, 0, acc);
+    return rc;
+}
+
+int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                    int step)
+{
+    for (int s = 0; s < m->ntensors; s++) {
+        int rc = tsr_adamw(m->params[s], m->grads[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
+                           weight_decay, step);
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
+int tsr_gpt2_logits_column(tsr_gpt2_model_t *m, int bt, float *out)
+{
+    size_t Vp = m->cfg.Vp, n = Vp * m->B * m->T;
+    float *all = tsr_rank() == 0 ? malloc(n * sizeof(float)) : NULL;
+    if (tsr_rank() == 0 && !all)
+        return TSR_ENOMEM;
+    int rc = tsr_desc_gather(m->logits, all, (int)Vp, 0);
+    if (!rc && all)
+        memcpy(out, all + (size_t)bt * Vp, m->cfg.V * sizeof(float));
+    free(all);
+    return rc;
+}

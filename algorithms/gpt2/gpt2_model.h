@@ -1,0 +1,87 @@
+/* GPT-2 as Tessera tiled algorithms: parameters, gradients and AdamW state
+ * as descriptors (owned by rank 0), activations as descriptors distributed
+ * by batch sample over the ranks (data parallelism), forward, loss,
+ * backward and update submitted as one task flow per step. Descriptors are
+ * created once and reused every step, so memory stays bounded. */
+#ifndef GPT2_MODEL_H
+#define GPT2_MODEL_H
+
+#include "tessera.h"
+#include "gpt2_model_io.h"
+
+/* Tile sizes per dimension (the parallelism vs task-granularity knobs). */
+typedef struct {
+    int tok;   /* token tile: columns of every activation; must divide T */
+    int ch;    /* channel tile: rows of C-sized activations and weights */
+    int hid;   /* hidden tile: rows of the 4C activations */
+    int voc;   /* vocabulary tile: rows of the logits, columns of wte */
+    int heads; /* heads per attention tile (divides NH); the QKV/attproj
+                * feature tile is heads * hd */
+    tsr_accum_t accum; /* accumulation of the sums over tiles */
+} tsr_gpt2_tiles_t;
+
+/* Defaults for a model and batch: whole-C channel tiles, token tile T,
+ * vocabulary tile ~ Vp/8, all heads in one attention tile. */
+void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
+
+/* Activations and scratch of one layer. */
+typedef struct {
+    tsr_desc_t *ln1, *ln1_mean, *ln1_rstd;
+    tsr_desc_t *q, *k, *v, *atty, *att_stats;
+    tsr_desc_t *res2; /* residual after attention */
+    tsr_desc_t *ln2, *ln2_mean, *ln2_rstd;
+    tsr_desc_t *fch, *fch_gelu;
+    tsr_desc_t *res3; /* residual after the MLP = the next layer's input */
+} tsr_gpt2_layer_acts_t;
+
+/* Owner of an activation tile: the rank of its batch sample. */
+typedef struct {
+    int B, T, NH, tok, heads, size;
+} tsr_gpt2_dist_arg_t;
+
+#define TSR_GPT2_PER_LAYER 12 /* ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb */
+
+typedef struct {
+    tsr_gpt2_config_t cfg;
+    int B, T;
+    tsr_gpt2_tiles_t tiles;
+    int ntensors;            /* 4 + 12 L parameter descriptors */
+    tsr_desc_t **params, **grads, **adam_m, **adam_v;
+    tsr_gpt2_dist_arg_t dist2d, dist3d;
+    tsr_desc_t *encoded;     /* layer 0 input */
+    tsr_gpt2_layer_acts_t *acts;
+    tsr_desc_t *lnf, *lnf_mean, *lnf_rstd, *logits, *ce_stats, *losses;
+    /* backward scratch, shared by the layers */
+    tsr_desc_t *dres, *dln, *dfch, *datty, *dq, *dk, *dv, *ln_work;
+    int *inputs, *targets;   /* B*T, the same on every rank */
+} tsr_gpt2_model_t;
+
+/* Create every descriptor (collective). Checks the tiles against the model. */
+int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T,
+                          const tsr_gpt2_tiles_t *tiles);
+void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
+
+/* Flat parameter array in checkpoint order <-> descriptors. The array lives
+ * on rank 0 (other ranks pass NULL). Collective. */
+int tsr_gpt2_params_scatter(tsr_gpt2_model_t *m, const float *flat);
+int tsr_gpt2_params_gather(tsr_gpt2_model_t *m, float *flat);
+/* The same for the AdamW moments (for checkpoints with optimizer state). */
+int tsr_gpt2_adam_scatter(tsr_gpt2_model_t *m, const float *flat_m, const float *flat_v);
+int tsr_gpt2_adam_gather(tsr_gpt2_model_t *m, float *flat_m, float *flat_v);
+/* Gradients in checkpoint order (for the oracle check). */
+int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat);
+
+/* Forward on inputs (B*T token ids); with targets also the loss: *loss is the
+ * mean over B*T (every rank gets it). targets NULL: logits only. */
+int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets, float *loss);
+/* Backward of the last forward with targets (gradients overwritten, no
+ * zero-grad pass needed). */
+int tsr_gpt2_backward(tsr_gpt2_model_t *m);
+/* AdamW on every parameter, t = step + 1. */
+int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                    int step);
+/* Logits column of token position bt (first V entries) on rank 0 (out has V
+ * floats); collective. */
+int tsr_gpt2_logits_column(tsr_gpt2_model_t *m, int bt, float *out);
+
+#endif

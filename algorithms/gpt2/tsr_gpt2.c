@@ -1,0 +1,654 @@
+/* tsr_gpt2: train GPT-2 with Tessera (llm.c's train_gpt2.c, tiled on StarPU).
+ * See --help. Under mpirun every rank runs this program; each computes its
+ * slice of the batch and rank 0 prints. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "tessera.h"
+#include "gpt2_model.h"
+#include "gpt2_data.h"
+#include "gpt2_init.h"
+#include "gpt2_tokenizer.h"
+
+typedef struct {
+    const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched;
+    int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
+    int threads, pws, no_shuffle, quiet;
+    unsigned seed;
+    float lr, beta1, beta2, eps, wd;
+    tsr_gpt2_tiles_t tiles; /* 0 = default */
+} options_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"usage: tsr_gpt2 [options]\n"
+"Train GPT-2 (llm.c's model, loss and AdamW, bit-compatible checkpoints) with Tessera.\n\n"
+"Model\n"
+"  --model NAME        preset initialised from --seed: %s (default d2)\n"
+"  --load FILE         start from an llm.c checkpoint (version 3) instead\n"
+"  --seed N            initialisation seed, llm.c's MT19937 init (default 42)\n"
+"Data (defaults: the bundled tiny Shakespeare)\n"
+"  --train FILE --val FILE --tokenizer FILE\n"
+"  --no-shuffle        sequential batches (default: llm.c's shuffled order, seed 42)\n"
+"Training\n"
+"  -B, --batch N       sequences per step (default 4)\n"
+"  -T, --seq N         sequence length (default 64)\n"
+"  --steps N           training steps (default 20)\n"
+"  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0)\n"
+"Tiles (parallelism vs task size; default: whole C, token tile T, Vp/8, all heads)\n"
+"  --tile-tok N        token tile (divides T)      --tile-ch N   channel tile\n"
+"  --tile-hid N        hidden (4C) tile            --tile-voc N  vocabulary tile\n"
+"  --tile-heads N      heads per attention tile (divides NH)\n"
+"  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
+"Runtime\n"
+"  --threads N         CPU workers (default: all cores)\n"
+"  --pws N             parallel-worker size: tasks on combined workers of N cores\n"
+"  --sched NAME        StarPU scheduler\n"
+"Output\n"
+"  --val-every N       validation loss every N steps (default 10, 0: never)\n"
+"  --val-batches N     validation batches (default 5)\n"
+"  --sample-every N    generate a sample every N steps (default 20, 0: never)\n"
+"  --sample-len N      generated tokens (default min(64, T))\n"
+"  --csv FILE          per-step records (step,loss,step_ms,tokens_per_ms,val_loss)\n"
+"  --quiet             no per-step lines (summary only)\n"
+"Checkpoints\n"
+"  --save FILE         training state (model, AdamW, step, data position) at the end,\n"
+"                      every --save-every steps and on Ctrl-C (atomic)\n"
+"  --resume FILE       continue from such a state (same losses as without stopping)\n"
+"  --write-checkpoint FILE   the final model as an llm.c checkpoint\n"
+"  -h, --help\n", tsr_gpt2_preset_names());
+}
+
+static void default_options(options_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "d2";
+    o->B = 4;
+    o->T = 64;
+    o->steps = 20;
+    o->val_every = 10;
+    o->val_batches = 5;
+    o->sample_every = 20;
+    o->seed = 42;
+    o->lr = 1e-4f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    o->threads = -1;
+    o->pws = 1;
+    o->train = TSR_GPT2_DATA_DIR "/tiny_shakespeare_train.bin";
+    o->val = TSR_GPT2_DATA_DIR "/tiny_shakespeare_val.bin";
+    o->tokenizer = TSR_GPT2_DATA_DIR "/gpt2_tokenizer.bin";
+}
+
+static int parse_int(const char *s, const char *name, int min, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end || v < min || v > 1000000000) {
+        fprintf(stderr, "error: --%s %s: expected an integer >= %d\n", name, s, min);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *s, const char *name, float *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end || !isfinite(v) || v < 0) {
+        fprintf(stderr, "error: --%s %s: expected a non-negative number\n", name, s);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
+       O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
+       O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT };
+
+static const struct option long_options[] = {
+    { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
+    { "val", 1, 0, O_VAL }, { "tokenizer", 1, 0, O_TOKENIZER }, { "no-shuffle", 0, 0, O_NOSHUFFLE },
+    { "batch", 1, 0, 'B' }, { "seq", 1, 0, 'T' }, { "steps", 1, 0, O_STEPS }, { "lr", 1, 0, O_LR },
+    { "beta1", 1, 0, O_BETA1 }, { "beta2", 1, 0, O_BETA2 }, { "eps", 1, 0, O_EPS }, { "wd", 1, 0, O_WD },
+    { "tile-tok", 1, 0, O_TTOK }, { "tile-ch", 1, 0, O_TCH }, { "tile-hid", 1, 0, O_THID },
+    { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "redux", 0, 0, O_REDUX },
+    { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sched", 1, 0, O_SCHED },
+    { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
+    { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
+    { "quiet", 0, 0, O_QUIET }, { "save", 1, 0, O_SAVE }, { "save-every", 1, 0, O_SAVEEVERY },
+    { "resume", 1, 0, O_RESUME }, { "write-checkpoint", 1, 0, O_WRITECKPT }, { "help", 0, 0, 'h' },
+    { 0, 0, 0, 0 } };
+
+/* Returns 0, 1 for --help, -1 on a bad option (message printed). */
+static int parse_options(int argc, char **argv, options_t *o)
+{
+    int c, seed = 42, bad = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "B:T:h", long_options, NULL)) != -1 && !bad) {
+        const char *name = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        switch (c) {
+        case 'h': return 1;
+        case O_MODEL: o->model = optarg; break;
+        case O_LOAD: o->load = optarg; break;
+        case O_SEED: bad = parse_int(optarg, "seed", 0, &seed); o->seed = (unsigned)seed; break;
+        case O_TRAIN: o->train = optarg; break;
+        case O_VAL: o->val = optarg; break;
+        case O_TOKENIZER: o->tokenizer = optarg; break;
+        case O_NOSHUFFLE: o->no_shuffle = 1; break;
+        case 'B': bad = parse_int(optarg, "batch", 1, &o->B); break;
+        case 'T': bad = parse_int(optarg, "seq", 1, &o->T); break;
+        case O_STEPS: bad = parse_int(optarg, "steps", 0, &o->steps); break;
+        case O_LR: bad = parse_float(optarg, "lr", &o->lr); break;
+        case O_BETA1: bad = parse_float(optarg, "beta1", &o->beta1); break;
+        case O_BETA2: bad = parse_float(optarg, "beta2", &o->beta2); break;
+        case O_EPS: bad = parse_float(optarg, "eps", &o->eps); break;
+        case O_WD: bad = parse_float(optarg, "wd", &o->wd); break;
+        case O_TTOK: bad = parse_int(optarg, "tile-tok", 1, &o->tiles.tok); break;
+        case O_TCH: bad = parse_int(optarg, "tile-ch", 1, &o->tiles.ch); break;
+        case O_THID: bad = parse_int(optarg, "tile-hid", 1, &o->tiles.hid); break;
+        case O_TVOC: bad = parse_int(optarg, "tile-voc", 1, &o->tiles.voc); break;
+        case O_THEADS: bad = parse_int(optarg, "tile-heads", 1, &o->tiles.heads); break;
+        case O_REDUX: o->tiles.accum = TSR_ACCUM_REDUX; break;
+        case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
+        case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
+        case O_SCHED: o->sched = optarg; break;
+        case O_VALEVERY: bad = parse_int(optarg, "val-every", 0, &o->val_every); break;
+        case O_VALBATCHES: bad = parse_int(optarg, "val-batches", 1, &o->val_batches); break;
+        case O_SAMPLEEVERY: bad = parse_int(optarg, "sample-every", 0, &o->sample_every); break;
+        case O_SAMPLELEN: bad = parse_int(optarg, "sample-len", 1, &o->sample_len); break;
+        case O_CSV: o->csv = optarg; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_SAVE: o->save = optarg; break;
+        case O_SAVEEVERY: bad = parse_int(optarg, "save-every", 0, &o->save_every); break;
+        case O_RESUME: o->resume = optarg; break;
+        case O_WRITECKPT: o->write_ckpt = optarg; break;
+        default:
+            fprintf(stderr, "error: unknown or incomplete option '%s' (see --help)\n", name);
+            return -1;
+        }
+    }
+    if (bad)
+        return -1;
+    if (optind < argc) {
+        fprintf(stderr, "error: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return -1;
+    }
+    if (o->beta1 >= 1 || o->beta2 >= 1) {
+        fprintf(stderr, "error: --beta1 and --beta2 must be < 1\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- training state files (--save / --resume) ----------------------------- */
+
+#define STATE_MAGIC 0x31525354 /* "TSR1" */
+
+typedef struct {
+    int32_t magic, version;
+    int32_t cfg[6];     /* maxT V Vp L NH C */
+    int32_t B, T, step; /* next step to run */
+    int32_t pad;
+    uint64_t loader_bytes, num_params, gen_rng;
+} state_header_t;
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+typedef struct {
+    options_t opt;
+    tsr_gpt2_config_t cfg;
+    tsr_gpt2_model_t model;
+    tsr_gpt2_loader_t train, val;
+    tsr_gpt2_tokenizer_t tok;
+    int *inputs, *targets;
+    int step;              /* next step */
+    uint64_t gen_rng;      /* sampling RNG (llm.c's xorshift) */
+    FILE *csv;
+    double *step_ms;       /* per step, for the summary */
+} trainer_t;
+
+static int save_state(trainer_t *t, const char *path)
+{
+    size_t np = tsr_gpt2_num_params(&t->cfg), lb = tsr_gpt2_loader_state_bytes(&t->train);
+    int root = tsr_rank() == 0, rc = 0;
+    float *p = root ? malloc(np * sizeof(float)) : NULL, *m = root ? malloc(np * sizeof(float)) : NULL,
+          *v = root ? malloc(np * sizeof(float)) : NULL;
+    void *ls = root ? malloc(lb) : NULL;
+    if (root && (!p || !m || !v || !ls))
+        rc = TSR_ENOMEM;
+    rc = tsr_any(rc) ? TSR_ENOMEM : 0;
+    if (!rc)
+        rc = tsr_gpt2_params_gather(&t->model, p);
+    if (!rc)
+        rc = tsr_gpt2_adam_gather(&t->model, m, v);
+    if (!rc && root) {
+        state_header_t h = { STATE_MAGIC, 1, { t->cfg.maxT, t->cfg.V, t->cfg.Vp, t->cfg.L, t->cfg.NH, t->cfg.C },
+                             t->opt.B, t->opt.T, t->step, 0, lb, np, t->gen_rng };
+        tsr_gpt2_atomic_file_t af;
+        rc = tsr_gpt2_loader_save_state(&t->train, ls, lb);
+        if (!rc)
+            rc = tsr_gpt2_atomic_begin(&af, path);
+        if (!rc) {
+            rc = tsr_gpt2_atomic_write(&af, &h, sizeof h);
+            if (!rc) rc = tsr_gpt2_atomic_write(&af, p, np * sizeof(float));
+            if (!rc) rc = tsr_gpt2_atomic_write(&af, m, np * sizeof(float));
+            if (!rc) rc = tsr_gpt2_atomic_write(&af, v, np * sizeof(float));
+            if (!rc) rc = tsr_gpt2_atomic_write(&af, ls, lb);
+            if (!rc) rc = tsr_gpt2_atomic_commit(&af);
+            else tsr_gpt2_atomic_abort(&af);
+        }
+        if (!rc)
+            tsr_log(TSR_LOG_INFO, "saved training state (step %d) to %s", t->step, path);
+    }
+    free(p); free(m); free(v); free(ls);
+    return tsr_any(rc) ? (rc ? rc : TSR_EIO) : 0;
+}
+
+/* Reads a state file on rank 0 into the model (collective). */
+static int load_state(trainer_t *t, const char *path)
+{
+    int root = tsr_rank() == 0, rc = 0;
+    size_t np = tsr_gpt2_num_params(&t->cfg);
+    float *p = NULL, *m = NULL, *v = NULL;
+    state_header_t h = { 0 };
+    if (root) {
+        FILE *f = NULL;
+        int64_t size = 0;
+        rc = tsr_gpt2_file_open(path, "training state", &f, &size);
+        if (!rc)
+            rc = tsr_gpt2_file_read(f, &h, sizeof h, path, "training state", "header");
+        int32_t want[6] = { t->cfg.maxT, t->cfg.V, t->cfg.Vp, t->cfg.L, t->cfg.NH, t->cfg.C };
+        if (!rc && (h.magic != STATE_MAGIC || h.version != 1)) {
+            tsr_log(TSR_LOG_ERROR, "%s: not a tsr_gpt2 training state (bad magic or version)", path);
+            rc = TSR_EFORMAT;
+        } else if (!rc && (memcmp(h.cfg, want, sizeof want) || h.B != t->opt.B || h.T != t->opt.T ||
+                           h.num_params != np || h.loader_bytes != tsr_gpt2_loader_state_bytes(&t->train))) {
+            tsr_log(TSR_LOG_ERROR, "%s: saved for another model or batch shape (B=%d T=%d, C=%d, L=%d)", path, h.B,
+                    h.T, h.cfg[5], h.cfg[3]);
+            rc = TSR_EFORMAT;
+        }
+        void *ls = NULL;
+        if (!rc) {
+            p = malloc(np * sizeof(float));
+            m = malloc(np * sizeof(float));
+            v = malloc(np * sizeof(float));
+            ls = malloc(h.loader_bytes);
+            rc = p && m && v && ls ? 0 : TSR_ENOMEM;
+        }
+        if (!rc) rc = tsr_gpt2_file_read(f, p, np * sizeof(float), path, "training state", "parameters");
+        if (!rc) rc = tsr_gpt2_file_read(f, m, np * sizeof(float), path, "training state", "AdamW m");
+        if (!rc) rc = tsr_gpt2_file_read(f, v, np * sizeof(float), path, "training state", "AdamW v");
+        if (!rc) rc = tsr_gpt2_file_read(f, ls, h.loader_bytes, path, "training state", "data position");
+        if (!rc) rc = tsr_gpt2_loader_restore_state(&t->train, ls, h.loader_bytes);
+        free(ls);
+        if (f)
+            fclose(f);
+    }
+    if (tsr_any(rc)) {
+        free(p); free(m); free(v);
+        return rc ? rc : TSR_EFORMAT;
+    }
+    rc = tsr_gpt2_params_scatter(&t->model, p);
+    if (!rc)
+        rc = tsr_gpt2_adam_scatter(&t->model, m, v);
+    free(p); free(m); free(v);
+    /* every rank continues from the same step, data position and sampler */
+    int32_t shared[2] = { h.step, 0 };
+    uint64_t rng = h.gen_rng;
+    if (!rc && tsr_size() > 1) {
+        /* rank 0 read the file: the others replay the loader to the same place */
+        size_t lb = tsr_gpt2_loader_state_bytes(&t->train);
+        void *ls = malloc(lb);
+        if (root)
+            tsr_gpt2_loader_save_state(&t->train, ls, lb);
+        rc = tsr_broadcast(ls, lb, 0);
+        if (!rc && !root)
+            rc = tsr_gpt2_loader_restore_state(&t->train, ls, lb);
+        free(ls);
+        if (!rc)
+            rc = tsr_broadcast(shared, sizeof shared, 0);
+        if (!rc)
+            rc = tsr_broadcast(&rng, sizeof rng, 0);
+    }
+    t->step = shared[0];
+    t->gen_rng = rng;
+    if (!rc)
+        tsr_log(TSR_LOG_INFO, "resumed from %s at step %d", path, t->step);
+    return rc;
+}
+
+/* ---- evaluation and sampling ---------------------------------------------- */
+
+static int val_loss(trainer_t *t, float *out)
+{
+    double sum = 0;
+    int rc = tsr_gpt2_loader_reset(&t->val);
+    for (int i = 0; i < t->opt.val_batches && !rc; i++) {
+        float loss;
+        size_t sample;
+        rc = tsr_gpt2_loader_next(&t->val, t->inputs, t->targets, &sample);
+        if (!rc)
+            rc = tsr_gpt2_forward(&t->model, t->inputs, t->targets, &loss);
+        sum += loss;
+    }
+    *out = (float)(sum / t->opt.val_batches);
+    return rc;
+}
+
+static unsigned random_u32(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (unsigned)((*s * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float random_f32(uint64_t *s) { return (random_u32(s) >> 8) / 16777216.0f; }
+
+/* llm.c's sampler: softmax over the first V logits, inverse CDF at coin. */
+static int sample_token(float *logits, int V, float coin)
+{
+    float maxv = logits[0], sum = 0, cdf = 0;
+    for (int i = 1; i < V; i++)
+        maxv = fmaxf(maxv, logits[i]);
+    for (int i = 0; i < V; i++)
+        sum += (logits[i] = expf(logits[i] - maxv));
+    for (int i = 0; i < V; i++) {
+        cdf += logits[i] / sum;
+        if (coin < cdf)
+            return i;
+    }
+    return V - 1;
+}
+
+/* Generates from <|endoftext|> with a full B x T forward per token (as llm.c). */
+static int generate(trainer_t *t)
+{
+    int n = t->opt.sample_len ? t->opt.sample_len : t->opt.T, BT = t->opt.B * t->opt.T, rc = 0;
+    int eot = t->tok.eot >= 0 && t->tok.eot < t->cfg.V ? t->tok.eot : 0;
+    if (n > t->opt.T)
+        n = t->opt.T;
+    float *col = malloc(t->cfg.V * sizeof(float));
+    for (int i = 0; i < BT; i++)
+        t->inputs[i] = eot;
+    if (tsr_rank() == 0)
+        printf("generating:\n---\n");
+    for (int pos = 1; pos < n && !rc; pos++) {
+        rc = tsr_gpt2_forward(&t->model, t->inputs, NULL, NULL);
+        if (!rc)
+            rc = tsr_gpt2_logits_column(&t->model, pos - 1, col);
+        int next = 0;
+        if (!rc && tsr_rank() == 0)
+            next = sample_token(col, t->cfg.V, random_f32(&t->gen_rng));
+        if (!rc)
+            rc = tsr_broadcast(&next, sizeof next, 0);
+        t->inputs[pos] = next;
+        if (!rc && tsr_rank() == 0) {
+            tsr_gpt2_print_token(&t->tok, next, stdout);
+            fflush(stdout);
+        }
+    }
+    if (tsr_rank() == 0)
+        printf("\n---\n");
+    free(col);
+    return rc;
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+static void progress(const trainer_t *t, int step, double elapsed_ms)
+{
+    if (tsr_rank() != 0 || !isatty(STDERR_FILENO))
+        return;
+    int total = t->opt.steps, done = step + 1, width = 30, filled = width * done / (total ? total : 1);
+    double eta = done ? elapsed_ms / done * (total - done) / 1000 : 0;
+    fprintf(stderr, "\r[%.*s%*s] %d/%d ETA %.0fs ", filled, "##############################", width - filled, "",
+            done, total, eta);
+    if (done == total)
+        fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int train_step(trainer_t *t, float *loss, double *ms)
+{
+    size_t sample;
+    double t0 = tsr_wtime();
+    int rc = tsr_gpt2_loader_next(&t->train, t->inputs, t->targets, &sample);
+    if (!rc)
+        rc = tsr_gpt2_forward(&t->model, t->inputs, t->targets, loss);
+    if (!rc)
+        rc = tsr_gpt2_backward(&t->model);
+    if (!rc)
+        rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
+    if (!rc)
+        rc = tsr_wait();
+    *ms = (tsr_wtime() - t0) * 1e3;
+    return rc;
+}
+
+static int train(trainer_t *t)
+{
+    int rc = 0, first = t->step, BT = t->opt.B * t->opt.T;
+    double start = tsr_wtime();
+    for (; t->step < t->opt.steps && !rc; t->step++) {
+        int s = t->step;
+        float vl = NAN, loss = NAN;
+        double ms = 0;
+        if (t->opt.val_every && s % t->opt.val_every == 0) {
+            rc = val_loss(t, &vl);
+            if (!rc && tsr_rank() == 0 && !t->opt.quiet)
+                printf("val loss %f\n", vl);
+        }
+        if (!rc && t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0)
+            rc = generate(t);
+        if (!rc)
+            rc = train_step(t, &loss, &ms);
+        if (rc)
+            break;
+        t->step_ms[s] = ms;
+        if (tsr_rank() == 0) {
+            if (!t->opt.quiet)
+                printf("step %d: train loss %f (took %.1f ms, %.4f tokens/ms)\n", s, loss, ms, BT / ms);
+            if (t->csv) {
+                fprintf(t->csv, "%d,%.6f,%.3f,%.5f,", s, loss, ms, BT / ms);
+                fprintf(t->csv, isnan(vl) ? "\n" : "%.6f\n", vl);
+                fflush(t->csv);
+            }
+            fflush(stdout);
+        }
+        progress(t, s, (tsr_wtime() - start) * 1e3);
+        if (t->opt.save && t->opt.save_every && (s + 1) % t->opt.save_every == 0 && s + 1 < t->opt.steps) {
+            t->step = s + 1;
+            rc = save_state(t, t->opt.save);
+            t->step = s;
+        }
+        if (tsr_any(interrupted)) {
+            t->step = s + 1;
+            if (tsr_rank() == 0)
+                fprintf(stderr, "\ninterrupted after step %d\n", s);
+            if (t->opt.save)
+                rc = save_state(t, t->opt.save);
+            return rc ? rc : 130;
+        }
+    }
+    if (!rc && t->opt.val_every && t->step % t->opt.val_every == 0 && t->step > first) {
+        float vl;
+        rc = val_loss(t, &vl);
+        if (!rc && tsr_rank() == 0 && !t->opt.quiet)
+            printf("val loss %f\n", vl);
+    }
+    return rc;
+}
+
+static void summary(const trainer_t *t, int first)
+{
+    int n = t->opt.steps - first - (first == 0); /* step 0 allocates: left out, as llm.c's baseline does */
+    const double *from = t->step_ms + first + (first == 0);
+    if (tsr_rank() != 0)
+        return;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double median = NAN;
+    if (n > 0) {
+        double *sorted = malloc(n * sizeof(double));
+        memcpy(sorted, from, n * sizeof(double));
+        qsort(sorted, n, sizeof(double), cmp_double);
+        median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        free(sorted);
+    }
+    printf("summary: %d steps, median step %.1f ms, %.4f tokens/ms (median, steps after the first), "
+           "peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU workers, BLAS %s\n",
+           t->opt.steps - first, median, t->opt.B * t->opt.T / median, ru.ru_maxrss / 1024.0, tsr_size(),
+           tsr_ncpu_workers(), TSR_BLAS_NAME);
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static int load_model_params(trainer_t *t, float **params)
+{
+    int rc;
+    if (t->opt.load)
+        rc = tsr_gpt2_checkpoint_read(t->opt.load, &t->cfg, params);
+    else if ((rc = tsr_gpt2_config_preset(t->opt.model, &t->cfg)) == 0)
+        rc = tsr_gpt2_init_alloc(&t->cfg, t->opt.seed, params);
+    return rc;
+}
+
+static void fill_tiles(trainer_t *t)
+{
+    tsr_gpt2_tiles_t def, *o = &t->opt.tiles;
+    tsr_gpt2_tiles_default(&t->cfg, t->opt.B, t->opt.T, &def);
+    if (!o->tok) o->tok = def.tok;
+    if (!o->ch) o->ch = def.ch;
+    if (!o->hid) o->hid = def.hid;
+    if (!o->voc) o->voc = def.voc;
+    if (!o->heads) o->heads = def.heads;
+}
+
+static int setup(trainer_t *t)
+{
+    const options_t *o = &t->opt;
+    float *params = NULL;
+    /* every rank reads the (small) config; rank 0's copy of the weights is scattered */
+    int rc = load_model_params(t, &params);
+    if (!rc)
+        rc = tsr_gpt2_loader_open(&t->train, o->train, t->cfg.V, o->B, o->T, !o->no_shuffle, 42);
+    if (!rc)
+        rc = tsr_gpt2_loader_open(&t->val, o->val, t->cfg.V, o->B, o->T, 0, 42);
+    if (!rc)
+        rc = tsr_gpt2_tokenizer_read(o->tokenizer, &t->tok);
+    if (rc) {
+        free(params);
+        return rc;
+    }
+    fill_tiles(t);
+    if (tsr_rank() == 0)
+        printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
+               "hid %d voc %d heads %d (%s)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
+               tsr_gpt2_num_params(&t->cfg), o->B, o->T, o->tiles.tok, o->tiles.ch, o->tiles.hid, o->tiles.voc,
+               o->tiles.heads, o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered");
+    rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, &o->tiles);
+    if (!rc)
+        rc = tsr_gpt2_params_scatter(&t->model, tsr_rank() == 0 ? params : NULL);
+    free(params);
+    t->inputs = malloc((size_t)o->B * o->T * sizeof(int));
+    t->targets = malloc((size_t)o->B * o->T * sizeof(int));
+    t->step_ms = calloc(o->steps + 1, sizeof(double));
+    if (!t->inputs || !t->targets || !t->step_ms)
+        rc = rc ? rc : TSR_ENOMEM;
+    t->gen_rng = 1337;
+    if (!rc && o->resume)
+        rc = load_state(t, o->resume);
+    if (!rc && o->csv && tsr_rank() == 0) {
+        /* a resumed run appends to its CSV */
+        t->csv = fopen(o->csv, t->step ? "a" : "w");
+        if (!t->csv) {
+            tsr_log(TSR_LOG_ERROR, "cannot write %s", o->csv);
+            rc = TSR_EIO;
+        } else if (ftell(t->csv) == 0) {
+            fprintf(t->csv, "step,loss,step_ms,tokens_per_ms,val_loss\n");
+        }
+    }
+    return tsr_any(rc) ? (rc ? rc : TSR_EIO) : 0;
+}
+
+static int finish(trainer_t *t)
+{
+    int rc = 0;
+    if (t->opt.save)
+        rc = save_state(t, t->opt.save);
+    if (!rc && t->opt.write_ckpt) {
+        size_t np = tsr_gpt2_num_params(&t->cfg);
+        float *p = tsr_rank() == 0 ? malloc(np * sizeof(float)) : NULL;
+        rc = tsr_gpt2_params_gather(&t->model, p);
+        if (!rc && tsr_rank() == 0 && (rc = tsr_gpt2_checkpoint_write(t->opt.write_ckpt, &t->cfg, p)) == 0)
+            tsr_log(TSR_LOG_INFO, "wrote llm.c checkpoint %s", t->opt.write_ckpt);
+        free(p);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    trainer_t t;
+    memset(&t, 0, sizeof t);
+    default_options(&t.opt);
+    int p = parse_options(argc, argv, &t.opt);
+    if (p) {
+        usage(p > 0 ? stdout : stderr);
+        return p > 0 ? 0 : 2;
+    }
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = t.opt.threads;
+    cfg.parallel_worker_size = t.opt.pws;
+    cfg.sched = t.opt.sched;
+    int rc = tsr_init(&cfg, &argc, &argv);
+    if (rc) {
+        fprintf(stderr, "error: %s\n", tsr_strerror(rc));
+        return 1;
+    }
+    signal(SIGINT, on_sigint);
+    rc = setup(&t);
+    int first = t.step;
+    if (!rc)
+        rc = train(&t);
+    if (rc == 0 || rc == 130) {
+        int frc = rc == 0 ? finish(&t) : 0;
+        if (rc == 0 && !frc)
+            summary(&t, first);
+        rc = rc ? rc : frc;
+    }
+    if (rc && rc != 130 && tsr_rank() == 0)
+        fprintf(stderr, "tsr_gpt2: stopped: %s\n", tsr_strerror(rc));
+    if (t.csv)
+        fclose(t.csv);
+    if (t.model.params)
+        tsr_gpt2_model_destroy(&t.model);
+    tsr_gpt2_loader_free(&t.train);
+    tsr_gpt2_loader_free(&t.val);
+    tsr_gpt2_tokenizer_free(&t.tok);
+    free(t.inputs);
+    free(t.targets);
+    free(t.step_ms);
+    tsr_finalize();
+    return rc == 130 ? 130 : rc ? 1 : 0;
+}

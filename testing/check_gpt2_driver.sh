@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# End-to-end checks of tsr_gpt2 on the bundled tiny Shakespeare:
+#  1. the d2 model's first 10 training losses and val losses equal llm.c's
+#     (shared/data/llmc_baseline.md) to 1e-5 relative;
+#  2. --save / --resume continues with the identical loss trajectory;
+#  3. bad inputs give a clear message and a non-zero exit, no crash.
+# usage: check_gpt2_driver.sh TSR_GPT2 WORKDIR [launcher...]
+set -u
+exe=$1; work=$2; shift 2
+launch=("$@")
+rm -rf "$work" && mkdir -p "$work"
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAILED: $*"; }
+run() { "${launch[@]}" "$exe" --val-every 0 --sample-every 0 "$@"; }
+
+# 1. llm.c's losses (train_gpt2.c, d2 init seed 42, B=4, T=64, shuffled)
+want="10.828328 10.824232 10.778888 10.782754 10.747942 10.703804 10.674804 10.652796 10.651034 10.629862"
+run --steps 10 --csv "$work/a.csv" --quiet > "$work/a.log" 2>&1 || bad "10-step run exited $?"
+got=$(tail -n +2 "$work/a.csv" | cut -d, -f2 | tr '\n' ' ')
+if awk -v w="$want" -v g="$got" 'BEGIN { n = split(w, a, " "); m = split(g, b, " "); if (n != m) exit 1;
+      for (i = 1; i <= n; i++) { d = (b[i] - a[i]) / a[i]; if (d < 0) d = -d; if (d > 1e-5) exit 1 } }'; then ok
+else bad "losses differ from llm.c: got [$got] want [$want]"; fi
+"${launch[@]}" "$exe" --steps 1 --val-every 1 --val-batches 5 --sample-every 0 > "$work/v.log" 2>&1
+grep -q "val loss 10.843508" "$work/v.log" && ok || bad "val loss at step 0 is not llm.c's 10.843508: $(grep val "$work/v.log")"
+
+# 2. resume: 3 steps + save, then resume to 6 == 6 straight steps
+run --steps 6 --csv "$work/full.csv" --quiet > /dev/null 2>&1
+run --steps 3 --save "$work/state.bin" --quiet > /dev/null 2>&1
+run --steps 6 --resume "$work/state.bin" --csv "$work/resumed.csv" --quiet > "$work/r.log" 2>&1 || bad "resume exited $?"
+a=$(tail -n 3 "$work/full.csv" | cut -d, -f1,2); b=$(tail -n +2 "$work/resumed.csv" | cut -d, -f1,2)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "resumed trajectory [$b] differs from [$a]"
+
+# 3. bad inputs: message + non-zero exit (not a crash: exit codes 1 or 2)
+printf 'not a checkpoint' > "$work/bad.bin"
+expect_error() { # expect_error PATTERN args...
+    local pattern=$1; shift
+    run --steps 1 "$@" > "$work/e.log" 2>&1; local rc=$?
+    if [ $rc -ne 1 ] && [ $rc -ne 2 ]; then bad "'$*' exited $rc"; return; fi
+    grep -qi -- "$pattern" "$work/e.log" && ok || bad "'$*': no message matching '$pattern': $(cat "$work/e.log")"
+}
+expect_error "no such file\|cannot open\|missing" --train "$work/does_not_exist.bin"
+expect_error "magic\|truncated\|format" --load "$work/bad.bin"
+head -c 2000 "$(dirname "$exe")/../../../algorithms/gpt2/data/tiny_shakespeare_val.bin" > "$work/trunc.bin" 2>/dev/null ||
+    printf 'x' > "$work/trunc.bin"
+expect_error "truncated\|size\|format\|magic" --val "$work/trunc.bin"
+expect_error "unknown" --bogus-option
+expect_error "tok" --tile-tok 5
+expect_error "batch\|maxT" -T 100
+echo "check_gpt2_driver: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,9 @@
+# tsr_gpt2 end to end: llm.c's first 10 d2 losses and val loss, save/resume,
+# error messages on bad inputs; the same under mpirun -np 2 (data parallel).
+set(GPT2_DRIVER_CHECK bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_driver.sh $<TARGET_FILE:tsr_gpt2>)
+tsr_add_test(gpt2_driver ${GPT2_DRIVER_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_driver_work)
+if(TSR_USE_MPI)
+  tsr_add_test(gpt2_driver_mpi2 ${GPT2_DRIVER_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_driver_mpi2_work
+               ${TSR_MPIRUN} 2)
+  set_tests_properties(gpt2_driver_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
+endif()

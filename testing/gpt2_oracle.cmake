@@ -1,0 +1,14 @@
+# GPT-2 against llm.c's micro reference (shared/reference, bundled in
+# algorithms/gpt2/data): logits, loss, every gradient, 10-step trajectory.
+tsr_add_test_program(test_gpt2_oracle)
+target_link_libraries(test_gpt2_oracle PRIVATE tsr_gpt2model)
+set(GPT2_ORACLE $<TARGET_FILE:test_gpt2_oracle> ${PROJECT_SOURCE_DIR}/algorithms/gpt2/data/micro_init.bin
+    ${PROJECT_SOURCE_DIR}/algorithms/gpt2/data/micro_debug_state.bin
+    ${PROJECT_SOURCE_DIR}/algorithms/gpt2/data/micro_losses.txt)
+# micro: C 64, NH 4 (hd 16), 4C 256, Vp 512, B 4, T 32
+#                                      tok ch hid voc heads redux
+tsr_add_test(gpt2_oracle_default   ${GPT2_ORACLE})
+tsr_add_test(gpt2_oracle_tiled     ${GPT2_ORACLE} 16 32 96 200 2 0)
+tsr_add_test(gpt2_oracle_redux     ${GPT2_ORACLE} 8 24 100 128 1 1)
+tsr_add_test(gpt2_oracle_one_tile  ${GPT2_ORACLE} 32 64 256 512 4 0)
+tsr_add_mpi_test(gpt2_oracle_mpi2 2 ${GPT2_ORACLE} 16 32 64 256 2 0)
