@@ -168,6 +168,9 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         snprintf(s, sizeof s, "%d", cfg.parallel_worker_size);
         setenv("STARPU_MIN_WORKERSIZE", s, 1);
         setenv("STARPU_MAX_WORKERSIZE", s, 1);
+        /* the BLAS threads a parallel task starts inherit its worker's CPU
+         * binding: with bound workers they would all share one core */
+        setenv("STARPU_WORKERS_NOBIND", "1", 0);
     }
 
     struct starpu_conf conf;

@@ -113,6 +113,8 @@ static void define_codelets(void)
     tsr_codelet_init(&codelets[CL_BWD_PREP], &models[CL_BWD_PREP], "tsr_attention_bwd_prep_float32", cpu_bwd_prep,
                      NULL, 3, prep_modes);
     tsr_codelet_init(&codelets[CL_BWD], &models[CL_BWD], "tsr_attention_bwd_float32", cpu_bwd, NULL, 8, NULL);
+    tsr_codelet_allow_parallel(&codelets[CL_FWD]);
+    tsr_codelet_allow_parallel(&codelets[CL_BWD]);
 }
 
 static struct starpu_codelet *codelet(int which)

@@ -144,17 +144,22 @@ void tsr_codelet_init(struct starpu_codelet *cl, struct starpu_perfmodel *pm, co
     cl->name = symbol;
 }
 
+void tsr_codelet_allow_parallel(struct starpu_codelet *cl)
+{
+    if (tsr_parallel_worker_size() > 1) {
+        cl->type = STARPU_FORKJOIN;
+        cl->max_parallelism = tsr_parallel_worker_size();
+    }
+}
+
 static void define_codelet(tsr_dtype_t t, int which, starpu_cpu_func_t cpu, void *cuda,
                            int nbuffers, const enum starpu_data_access_mode *modes)
 {
     struct starpu_codelet *cl = &codelets[t][which];
     snprintf(symbols[t][which], sizeof symbols[t][which], "tsr_%s_%s", cl_names[which], tsr_dtype_name(t));
     tsr_codelet_init(cl, &models[t][which], symbols[t][which], cpu, cuda, nbuffers, modes);
-    if (which == CL_GEMM && tsr_parallel_worker_size() > 1) {
-        /* tensor parallelism inside a task: multi-threaded BLAS on a combined worker */
-        cl->type = STARPU_FORKJOIN;
-        cl->max_parallelism = tsr_parallel_worker_size();
-    }
+    if (which == CL_GEMM)
+        tsr_codelet_allow_parallel(cl);
 }
 
 #if TSR_USE_CUDA && STARPU_HAS_CUDA

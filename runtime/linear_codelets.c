@@ -209,11 +209,7 @@ static void define_codelets(void)
     for (int kind = 0; kind < TSR_LIN_NKINDS; kind++) {
         /* C's mode (W, RW, REDUX) and the optional tiles vary per task */
         tsr_codelet_init(&codelets[kind], &models[kind], cl_symbols[kind], cpu_linear_gemm, NULL, 0, NULL);
-        if (tsr_parallel_worker_size() > 1) {
-            /* tensor parallelism inside a task, as for the plain GEMM codelet */
-            codelets[kind].type = STARPU_FORKJOIN;
-            codelets[kind].max_parallelism = tsr_parallel_worker_size();
-        }
+        tsr_codelet_allow_parallel(&codelets[kind]); /* tensor parallelism inside the task */
     }
     tsr_codelet_init(&codelets[CL_BIAS_FILL], &models[CL_BIAS_FILL], cl_symbols[CL_BIAS_FILL], cpu_bias_fill, NULL,
                      0, NULL);

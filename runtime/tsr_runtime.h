@@ -48,6 +48,11 @@ static inline int tsr_task_threads(void)
 void tsr_codelet_init(struct starpu_codelet *cl, struct starpu_perfmodel *pm, const char *symbol,
                       starpu_cpu_func_t cpu, void *cuda, int nbuffers, const enum starpu_data_access_mode *modes);
 
+/* Let a BLAS-heavy codelet run on combined workers of the configured
+ * parallel-worker size (tensor parallelism inside a task: its kernels pass
+ * tsr_task_threads() to the BLAS). No effect when that size is 1. */
+void tsr_codelet_allow_parallel(struct starpu_codelet *cl);
+
 /* Submit one task. With MPI the task runs on exec_rank (-1: the owner of the
  * first written tile); a rank that neither executes it, nor owns any of its
  * tiles, nor holds a received copy of a tile it writes skips the call. arg (argsize bytes) is copied. */

@@ -4,7 +4,7 @@
  * Tessera's logits, loss, every gradient tensor and the trajectory, for the
  * tile configuration given on the command line.
  *
- *   test_gpt2_oracle CHECKPOINT DEBUG_STATE LOSSES [tok ch hid voc heads accum(0|1)]
+ *   test_gpt2_oracle CHECKPOINT DEBUG_STATE LOSSES [tok ch hid voc heads accum(0|1) [sub-batches]]
  *
  * Tolerances: llm.c computed in float32 in another summation order; its
  * README asks 1e-2 against PyTorch and "much better" here. Logits: 1e-4
@@ -67,8 +67,9 @@ static void check_grads(tsr_gpt2_model_t *m, const tsr_gpt2_debug_state_t *st)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 && argc != 10) {
-        fprintf(stderr, "usage: %s CHECKPOINT DEBUG_STATE LOSSES [tok ch hid voc heads accum]\n", argv[0]);
+    if (argc != 4 && argc != 10 && argc != 11) {
+        fprintf(stderr, "usage: %s CHECKPOINT DEBUG_STATE LOSSES [tok ch hid voc heads accum [sub-batches]]\n",
+                argv[0]);
         return 2;
     }
     tsr_config_t tc;
@@ -89,7 +90,8 @@ int main(int argc, char **argv)
     }
     tsr_gpt2_tiles_t tiles;
     tsr_gpt2_tiles_default(&cfg, st.B, st.T, &tiles);
-    if (argc == 10) {
+    int nsub = argc == 11 ? atoi(argv[10]) : 1;
+    if (argc >= 10) {
         tiles.tok = atoi(argv[4]);
         tiles.ch = atoi(argv[5]);
         tiles.hid = atoi(argv[6]);
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
         tiles.accum = atoi(argv[9]) ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
     }
     tsr_gpt2_model_t m;
-    int rc = tsr_gpt2_model_create(&m, &cfg, st.B, st.T, &tiles);
+    int rc = tsr_gpt2_model_create(&m, &cfg, st.B, st.T, nsub, &tiles);
     CHECK_RC(rc, TSR_SUCCESS);
     if (rc == 0) {
         CHECK_RC(tsr_gpt2_params_scatter(&m, tsr_rank() == 0 ? params : NULL), TSR_SUCCESS);

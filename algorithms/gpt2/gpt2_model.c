@@ -40,14 +40,14 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
 static int owner_2d(int bi, int i, int j, void *arg)
 {
     const tsr_gpt2_dist_arg_t *a = arg;
-    int sample = (int)((long)j * a->tok / a->T);
+    int sample = a->first + (int)((long)j * a->tok / a->T);
     return sample * a->size / a->B;
 }
 
 static int owner_3d(int bi, int i, int j, void *arg)
 {
     const tsr_gpt2_dist_arg_t *a = arg;
-    int sample = bi * a->heads / a->NH;
+    int sample = a->first + bi * a->heads / a->NH;
     return sample * a->size / a->B;
 }
 
@@ -101,9 +101,9 @@ static void param_shape(const tsr_gpt2_model_t *m, int s, int *rows, int *cols, 
 static int create_param_sets(tsr_gpt2_model_t *m)
 {
     tsr_dist_t root = tsr_dist_single(0);
-    tsr_desc_t ***sets[4] = { &m->params, &m->grads, &m->adam_m, &m->adam_v };
+    tsr_desc_t ***sets[3] = { &m->params, &m->adam_m, &m->adam_v };
     int rc = 0;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 3; k++) {
         *sets[k] = calloc(m->ntensors, sizeof(tsr_desc_t *));
         if (!*sets[k])
             return TSR_ENOMEM;
@@ -111,28 +111,43 @@ static int create_param_sets(tsr_gpt2_model_t *m)
     for (int s = 0; s < m->ntensors; s++) {
         int rows, cols, rt, ct;
         param_shape(m, s, &rows, &cols, &rt, &ct);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 3; k++)
             (*sets[k])[s] = make(&rc, 1, rows, cols, 1, rt, ct, &root);
     }
     return rc;
 }
 
-static int create_activations(tsr_gpt2_model_t *m)
+/* Gradients like the parameters (on rank 0). */
+static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+{
+    tsr_dist_t root = tsr_dist_single(0);
+    int rc = 0;
+    if (!(b->grads = calloc(m->ntensors, sizeof(tsr_desc_t *))))
+        return TSR_ENOMEM;
+    for (int s = 0; s < m->ntensors; s++) {
+        int rows, cols, rt, ct;
+        param_shape(m, s, &rows, &cols, &rt, &ct);
+        b->grads[s] = make(&rc, 1, rows, cols, 1, rt, ct, &root);
+    }
+    return rc;
+}
+
+static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
     const tsr_gpt2_tiles_t *t = &m->tiles;
-    int C = c->C, BT = m->B * m->T, hd = C / c->NH, BNH = m->B * c->NH, rc = 0;
-    m->dist2d = (tsr_gpt2_dist_arg_t){ m->B, m->T, c->NH, t->tok, t->heads, tsr_size() };
-    m->dist3d = m->dist2d;
-    tsr_dist_t d2 = tsr_dist_custom(owner_2d, &m->dist2d), d3 = tsr_dist_custom(owner_3d, &m->dist3d);
+    int C = c->C, BT = b->B * m->T, hd = C / c->NH, BNH = b->B * c->NH, rc = 0;
+    b->dist2d = (tsr_gpt2_dist_arg_t){ m->B, m->T, c->NH, t->tok, t->heads, tsr_size(), first };
+    b->dist3d = b->dist2d;
+    tsr_dist_t d2 = tsr_dist_custom(owner_2d, &b->dist2d), d3 = tsr_dist_custom(owner_3d, &b->dist3d);
 #define ACT(rows, rtile) make(&rc, 1, rows, BT, 1, rtile, t->tok, &d2)
 #define HEADS(rows) make(&rc, BNH, rows, m->T, t->heads, rows, t->tok, &d3)
-    m->encoded = ACT(C, t->ch);
-    m->acts = calloc(c->L, sizeof *m->acts);
-    if (!m->acts)
+    b->encoded = ACT(C, t->ch);
+    b->acts = calloc(c->L, sizeof *b->acts);
+    if (!b->acts)
         return TSR_ENOMEM;
     for (int l = 0; l < c->L; l++) {
-        tsr_gpt2_layer_acts_t *a = &m->acts[l];
+        tsr_gpt2_layer_acts_t *a = &b->acts[l];
         a->ln1 = ACT(C, t->ch);
         a->ln1_mean = ACT(1, 1);
         a->ln1_rstd = ACT(1, 1);
@@ -149,48 +164,58 @@ static int create_activations(tsr_gpt2_model_t *m)
         a->fch_gelu = ACT(4 * C, t->hid);
         a->res3 = ACT(C, t->ch);
     }
-    m->lnf = ACT(C, t->ch);
-    m->lnf_mean = ACT(1, 1);
-    m->lnf_rstd = ACT(1, 1);
-    m->logits = ACT(c->Vp, t->voc);
-    m->ce_stats = ACT(2, 2);
-    m->losses = ACT(1, 1);
-    m->dres = ACT(C, t->ch);
-    m->dln = ACT(C, t->ch);
-    m->dfch = ACT(4 * C, t->hid);
-    m->datty = HEADS(hd);
-    m->dq = HEADS(hd);
-    m->dk = HEADS(hd);
-    m->dv = HEADS(hd);
+    b->lnf = ACT(C, t->ch);
+    b->lnf_mean = ACT(1, 1);
+    b->lnf_rstd = ACT(1, 1);
+    b->logits = ACT(c->Vp, t->voc);
+    b->ce_stats = ACT(2, 2);
+    b->losses = ACT(1, 1);
+    b->dres = ACT(C, t->ch);
+    b->dln = ACT(C, t->ch);
+    b->dfch = ACT(4 * C, t->hid);
+    b->datty = HEADS(hd);
+    b->dq = HEADS(hd);
+    b->dk = HEADS(hd);
+    b->dv = HEADS(hd);
 #undef ACT
 #undef HEADS
     if (rc == 0)
-        rc = tsr_layernorm_workspace_create(&m->ln_work, m->lnf_mean);
+        rc = tsr_layernorm_workspace_create(&b->ln_work, b->lnf_mean);
+    b->inputs = calloc((size_t)b->B * m->T, sizeof(int));
+    b->targets = calloc((size_t)b->B * m->T, sizeof(int));
+    if (rc == 0 && (!b->inputs || !b->targets))
+        rc = TSR_ENOMEM;
     return rc;
 }
 
-int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T,
+int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles)
 {
     memset(m, 0, sizeof *m);
     int rc = tsr_gpt2_config_validate(cfg, "gpt2 model");
     if (rc == 0)
         rc = check_tiles(cfg, B, T, tiles);
+    if (rc == 0 && (nsub < 1 || B % nsub)) {
+        tsr_log(TSR_LOG_ERROR, "gpt2: %d sub-batches do not divide the batch of %d sequences", nsub, B);
+        rc = TSR_EINVAL;
+    }
     if (rc)
         return rc;
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
+    m->nsub = nsub;
     m->tiles = *tiles;
     m->ntensors = NGLOBAL + TSR_GPT2_PER_LAYER * cfg->L;
-    m->inputs = calloc((size_t)B * T, sizeof(int));
-    m->targets = calloc((size_t)B * T, sizeof(int));
-    if (!m->inputs || !m->targets)
-        rc = TSR_ENOMEM;
-    if (rc == 0)
-        rc = create_param_sets(m);
-    if (rc == 0)
-        rc = create_activations(m);
+    if (!(m->sub = calloc(nsub, sizeof *m->sub)))
+        return TSR_ENOMEM;
+    rc = create_param_sets(m);
+    for (int r = 0; r < nsub && rc == 0; r++) {
+        m->sub[r].B = B / nsub;
+        rc = create_batch(m, &m->sub[r], r * (B / nsub));
+        if (rc == 0)
+            rc = create_grads(m, &m->sub[r]);
+    }
     if (rc)
         tsr_gpt2_model_destroy(m);
     return rc;
@@ -203,24 +228,31 @@ static void destroy_set(tsr_desc_t **set, int n)
     free(set);
 }
 
+static void destroy_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+{
+    destroy_set(b->grads, m->ntensors);
+    for (int l = 0; b->acts && l < m->cfg.L; l++) {
+        tsr_desc_t **a = (tsr_desc_t **)&b->acts[l];
+        for (size_t k = 0; k < sizeof b->acts[l] / sizeof(tsr_desc_t *); k++)
+            tsr_desc_destroy(a[k]);
+    }
+    free(b->acts);
+    tsr_desc_t *rest[] = { b->encoded, b->lnf, b->lnf_mean, b->lnf_rstd, b->logits, b->ce_stats, b->losses,
+                           b->dres, b->dln, b->dfch, b->datty, b->dq, b->dk, b->dv, b->ln_work };
+    for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++)
+        tsr_desc_destroy(rest[k]);
+    free(b->inputs);
+    free(b->targets);
+}
+
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
 {
     destroy_set(m->params, m->ntensors);
-    destroy_set(m->grads, m->ntensors);
     destroy_set(m->adam_m, m->ntensors);
     destroy_set(m->adam_v, m->ntensors);
-    for (int l = 0; m->acts && l < m->cfg.L; l++) {
-        tsr_desc_t **a = (tsr_desc_t **)&m->acts[l];
-        for (size_t k = 0; k < sizeof m->acts[l] / sizeof(tsr_desc_t *); k++)
-            tsr_desc_destroy(a[k]);
-    }
-    free(m->acts);
-    tsr_desc_t *rest[] = { m->encoded, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->ce_stats, m->losses,
-                           m->dres, m->dln, m->dfch, m->datty, m->dq, m->dk, m->dv, m->ln_work };
-    for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++)
-        tsr_desc_destroy(rest[k]);
-    free(m->inputs);
-    free(m->targets);
+    for (int r = 0; m->sub && r < m->nsub; r++)
+        destroy_batch(m, &m->sub[r]);
+    free(m->sub);
     memset(m, 0, sizeof *m);
 }
 
@@ -247,7 +279,7 @@ int tsr_gpt2_params_scatter(tsr_gpt2_model_t *m, const float *flat)
 }
 
 int tsr_gpt2_params_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->params, flat, 0); }
-int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->grads, flat, 0); }
+int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->sub[0].grads, flat, 0); }
 
 int tsr_gpt2_adam_scatter(tsr_gpt2_model_t *m, const float *flat_m, const float *flat_v)
 {
@@ -272,10 +304,10 @@ static int check_tokens(const tsr_gpt2_model_t *m, const int *ids, int limit, co
 }
 
 /* One transformer block, forward: x -> a->res3. */
-static int block_forward(tsr_gpt2_model_t *m, int l, tsr_desc_t *x)
+static int block_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_desc_t *x)
 {
     tsr_desc_t **p = m->params;
-    tsr_gpt2_layer_acts_t *a = &m->acts[l];
+    tsr_gpt2_layer_acts_t *a = &b->acts[l];
     tsr_accum_t acc = m->tiles.accum;
     int rc = tsr_layernorm_forward(x, p[slot(l, LN1W)], p[slot(l, LN1B)], a->ln1, a->ln1_mean, a->ln1_rstd, acc);
     if (!rc)
@@ -298,86 +330,116 @@ static int block_forward(tsr_gpt2_model_t *m, int l, tsr_desc_t *x)
     return rc;
 }
 
-static tsr_desc_t *block_input(tsr_gpt2_model_t *m, int l) { return l == 0 ? m->encoded : m->acts[l - 1].res3; }
+static tsr_desc_t *block_input(tsr_gpt2_batch_t *b, int l) { return l == 0 ? b->encoded : b->acts[l - 1].res3; }
+
+/* Submit one sub-batch's forward (and loss tasks when it has targets). */
+static int batch_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss)
+{
+    tsr_desc_t **p = m->params;
+    tsr_accum_t acc = m->tiles.accum;
+    int rc = tsr_encoder_forward(b->encoded, p[WTE], p[WPE], b->inputs, b->B, m->T);
+    for (int l = 0; l < m->cfg.L && !rc; l++)
+        rc = block_forward(m, b, l, block_input(b, l));
+    if (!rc)
+        rc = tsr_layernorm_forward(block_input(b, m->cfg.L), p[LNFW], p[LNFB], b->lnf, b->lnf_mean, b->lnf_rstd,
+                                   acc);
+    if (!rc)
+        rc = tsr_linear_forward(b->lnf, p[WTE], NULL, b->logits, acc); /* tied LM head */
+    if (!rc && with_loss)
+        rc = tsr_crossentropy_forward(b->logits, b->ce_stats, b->losses, b->targets, m->cfg.V, acc);
+    return rc;
+}
 
 int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets, float *loss)
 {
-    int n = m->B * m->T, rc = check_tokens(m, inputs, m->cfg.Vp, "inputs");
+    int rc = check_tokens(m, inputs, m->cfg.Vp, "inputs");
     if (!rc && targets)
         rc = check_tokens(m, targets, m->cfg.V, "targets");
-    if (rc)
-        return rc;
-    memcpy(m->inputs, inputs, n * sizeof(int));
-    if (targets)
-        memcpy(m->targets, targets, n * sizeof(int));
-    tsr_desc_t **p = m->params;
-    tsr_accum_t acc = m->tiles.accum;
-    rc = tsr_encoder_forward(m->encoded, p[WTE], p[WPE], m->inputs, m->B, m->T);
-    for (int l = 0; l < m->cfg.L && !rc; l++)
-        rc = block_forward(m, l, block_input(m, l));
-    if (!rc)
-        rc = tsr_layernorm_forward(block_input(m, m->cfg.L), p[LNFW], p[LNFB], m->lnf, m->lnf_mean, m->lnf_rstd,
-                                   acc);
-    if (!rc)
-        rc = tsr_linear_forward(m->lnf, p[WTE], NULL, m->logits, acc); /* tied LM head */
-    if (!rc && targets)
-        rc = tsr_crossentropy_forward(m->logits, m->ce_stats, m->losses, m->targets, m->cfg.V, acc);
-    if (!rc && targets)
-        rc = tsr_crossentropy_mean(m->losses, loss);
-    if (!rc && targets && !isfinite(*loss)) {
-        tsr_log(TSR_LOG_ERROR, "gpt2: the loss is %f (NaN or Inf)", *loss);
-        rc = TSR_ENAN;
+    /* every sub-batch's task flow is submitted before waiting for any loss */
+    for (int r = 0; r < m->nsub && !rc; r++) {
+        tsr_gpt2_batch_t *b = &m->sub[r];
+        size_t n = (size_t)b->B * m->T, first = (size_t)r * n;
+        memcpy(b->inputs, inputs + first, n * sizeof(int));
+        if (targets)
+            memcpy(b->targets, targets + first, n * sizeof(int));
+        rc = batch_forward(m, b, targets != NULL);
+    }
+    double sum = 0;
+    for (int r = 0; r < m->nsub && !rc && targets; r++) {
+        float mean;
+        rc = tsr_crossentropy_mean(m->sub[r].losses, &mean);
+        sum += mean;
+    }
+    if (!rc && targets) {
+        *loss = (float)(sum / m->nsub); /* equal sub-batches: the mean of means is the batch mean */
+        if (!isfinite(*loss)) {
+            tsr_log(TSR_LOG_ERROR, "gpt2: the loss is %f (NaN or Inf)", *loss);
+            rc = TSR_ENAN;
+        }
     }
     return rc;
 }
 
-/* One transformer block, backward; m->dres holds d(res3) on entry and
+/* One transformer block, backward; b->dres holds d(res3) on entry and
  * d(x) on exit (the residual stream's gradient is accumulated in place). */
-static int block_backward(tsr_gpt2_model_t *m, int l, tsr_desc_t *x)
+static int block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_desc_t *x)
 {
-    tsr_desc_t **p = m->params, **g = m->grads;
-    tsr_gpt2_layer_acts_t *a = &m->acts[l];
+    tsr_desc_t **p = m->params, **g = b->grads;
+    tsr_gpt2_layer_acts_t *a = &b->acts[l];
     tsr_accum_t acc = m->tiles.accum;
     const tsr_linear_write_t set = TSR_LINEAR_OVERWRITE;
-    int rc = tsr_linear_backward(a->fch_gelu, p[slot(l, FCPROJW)], m->dres, m->dfch, g[slot(l, FCPROJW)],
+    int rc = tsr_linear_backward(a->fch_gelu, p[slot(l, FCPROJW)], b->dres, b->dfch, g[slot(l, FCPROJW)],
                                  g[slot(l, FCPROJB)], set, set, acc);
     if (!rc)
-        rc = tsr_linear_gelu_backward(a->ln2, p[slot(l, FCW)], a->fch, m->dfch, m->dfch, m->dln, g[slot(l, FCW)],
+        rc = tsr_linear_gelu_backward(a->ln2, p[slot(l, FCW)], a->fch, b->dfch, b->dfch, b->dln, g[slot(l, FCW)],
                                       g[slot(l, FCB)], set, set, acc);
     if (!rc)
-        rc = tsr_layernorm_backward(m->dln, a->res2, p[slot(l, LN2W)], a->ln2_mean, a->ln2_rstd, m->dres,
-                                    g[slot(l, LN2W)], g[slot(l, LN2B)], TSR_LN_ACCUM_DINP, acc, m->ln_work);
+        rc = tsr_layernorm_backward(b->dln, a->res2, p[slot(l, LN2W)], a->ln2_mean, a->ln2_rstd, b->dres,
+                                    g[slot(l, LN2W)], g[slot(l, LN2B)], TSR_LN_ACCUM_DINP, acc, b->ln_work);
     if (!rc)
-        rc = tsr_linear_attproj_backward(a->atty, p[slot(l, ATTPROJW)], m->dres, m->datty, g[slot(l, ATTPROJW)],
+        rc = tsr_linear_attproj_backward(a->atty, p[slot(l, ATTPROJW)], b->dres, b->datty, g[slot(l, ATTPROJW)],
                                          g[slot(l, ATTPROJB)], set, set, acc);
     if (!rc)
-        rc = tsr_attention_backward(a->q, a->k, a->v, a->atty, m->datty, a->att_stats, m->dq, m->dk, m->dv, 0, acc);
+        rc = tsr_attention_backward(a->q, a->k, a->v, a->atty, b->datty, a->att_stats, b->dq, b->dk, b->dv, 0, acc);
     if (!rc)
-        rc = tsr_linear_qkv_backward(a->ln1, p[slot(l, QKVW)], m->dq, m->dk, m->dv, m->dln, g[slot(l, QKVW)],
+        rc = tsr_linear_qkv_backward(a->ln1, p[slot(l, QKVW)], b->dq, b->dk, b->dv, b->dln, g[slot(l, QKVW)],
                                      g[slot(l, QKVB)], set, set, acc);
     if (!rc)
-        rc = tsr_layernorm_backward(m->dln, x, p[slot(l, LN1W)], a->ln1_mean, a->ln1_rstd, m->dres,
-                                    g[slot(l, LN1W)], g[slot(l, LN1B)], TSR_LN_ACCUM_DINP, acc, m->ln_work);
+        rc = tsr_layernorm_backward(b->dln, x, p[slot(l, LN1W)], a->ln1_mean, a->ln1_rstd, b->dres,
+                                    g[slot(l, LN1W)], g[slot(l, LN1B)], TSR_LN_ACCUM_DINP, acc, b->ln_work);
+    return rc;
+}
+
+static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+{
+    tsr_desc_t **p = m->params, **g = b->grads;
+    tsr_accum_t acc = m->tiles.accum;
+    float dloss = 1.0f / ((float)m->B * m->T); /* the whole batch's mean loss */
+    int rc = tsr_crossentropy_backward(b->logits, b->ce_stats, b->targets, m->cfg.V, dloss); /* in place */
+    if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */
+        rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, b->dln, g[WTE], NULL, TSR_LINEAR_OVERWRITE,
+                                 TSR_LINEAR_OVERWRITE, acc);
+    if (!rc)
+        rc = tsr_layernorm_backward(b->dln, block_input(b, m->cfg.L), p[LNFW], b->lnf_mean, b->lnf_rstd, b->dres,
+                                    g[LNFW], g[LNFB], 0, acc, b->ln_work);
+    for (int l = m->cfg.L - 1; l >= 0 && !rc; l--)
+        rc = block_backward(m, b, l, block_input(b, l));
+    if (!rc) /* wte already holds the LM head's gradient: add to it */
+        rc = tsr_encoder_backward(g[WTE], NULL, b->dres, b->inputs, b->B, m->T, 1, acc);
+    if (!rc)
+        rc = tsr_encoder_backward(NULL, g[WPE], b->dres, b->inputs, b->B, m->T, 0, acc);
     return rc;
 }
 
 int tsr_gpt2_backward(tsr_gpt2_model_t *m)
 {
-    tsr_desc_t **p = m->params, **g = m->grads;
-    tsr_accum_t acc = m->tiles.accum;
-    int rc = tsr_crossentropy_backward(m->logits, m->ce_stats, m->targets, m->cfg.V, 0.0f); /* dlogits in place */
-    if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */
-        rc = tsr_linear_backward(m->lnf, p[WTE], m->logits, m->dln, g[WTE], NULL, TSR_LINEAR_OVERWRITE,
-                                 TSR_LINEAR_OVERWRITE, acc);
-    if (!rc)
-        rc = tsr_layernorm_backward(m->dln, block_input(m, m->cfg.L), p[LNFW], m->lnf_mean, m->lnf_rstd, m->dres,
-                                    g[LNFW], g[LNFB], 0, acc, m->ln_work);
-    for (int l = m->cfg.L - 1; l >= 0 && !rc; l--)
-        rc = block_backward(m, l, block_input(m, l));
-    if (!rc) /* wte already holds the LM head's gradient: add to it */
-        rc = tsr_encoder_backward(g[WTE], NULL, m->dres, m->inputs, m->B, m->T, 1, acc);
-    if (!rc)
-        rc = tsr_encoder_backward(NULL, g[WPE], m->dres, m->inputs, m->B, m->T, 0, acc);
+    int rc = 0;
+    for (int r = 0; r < m->nsub && !rc; r++)
+        rc = batch_backward(m, &m->sub[r]);
+    /* the sub-batches' gradients are added into sub-batch 0's, in order */
+    for (int r = 1; r < m->nsub && !rc; r++)
+        for (int s = 0; s < m->ntensors && !rc; s++)
+            rc = tsr_residual_forward(m->sub[0].grads[s], m->sub[r].grads[s], m->sub[0].grads[s]);
     return rc;
 }
 
@@ -385,7 +447,7 @@ int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, flo
                     int step)
 {
     for (int s = 0; s < m->ntensors; s++) {
-        int rc = tsr_adamw(m->params[s], m->grads[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
+        int rc = tsr_adamw(m->params[s], m->sub[0].grads[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
                            weight_decay, step);
         if (rc)
             return rc;
@@ -395,13 +457,15 @@ int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, flo
 
 int tsr_gpt2_logits_column(tsr_gpt2_model_t *m, int bt, float *out)
 {
-    size_t Vp = m->cfg.Vp, n = Vp * m->B * m->T;
+    int per_sub = m->sub[0].B * m->T;
+    tsr_gpt2_batch_t *b = &m->sub[bt / per_sub];
+    size_t Vp = m->cfg.Vp, n = Vp * per_sub;
     float *all = tsr_rank() == 0 ? malloc(n * sizeof(float)) : NULL;
     if (tsr_rank() == 0 && !all)
         return TSR_ENOMEM;
-    int rc = tsr_desc_gather(m->logits, all, (int)Vp, 0);
+    int rc = tsr_desc_gather(b->logits, all, (int)Vp, 0);
     if (!rc && all)
-        memcpy(out, all + (size_t)bt * Vp, m->cfg.V * sizeof(float));
+        memcpy(out, all + (size_t)(bt % per_sub) * Vp, m->cfg.V * sizeof(float));
     free(all);
     return rc;
 }

@@ -37,27 +37,38 @@ typedef struct {
 /* Owner of an activation tile: the rank of its batch sample. */
 typedef struct {
     int B, T, NH, tok, heads, size;
+    int first; /* the sub-batch's first sample in the batch */
 } tsr_gpt2_dist_arg_t;
 
 #define TSR_GPT2_PER_LAYER 12 /* ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb */
 
+/* One sub-batch: its rows of the batch, its own activations, scratch and
+ * gradients (sub-batch 0's gradients are the model's), so the sub-batches
+ * run as independent task flows until their gradients are added. */
 typedef struct {
-    tsr_gpt2_config_t cfg;
-    int B, T;
-    tsr_gpt2_tiles_t tiles;
-    int ntensors;            /* 4 + 12 L parameter descriptors */
-    tsr_desc_t **params, **grads, **adam_m, **adam_v;
+    int B;                   /* sequences of this sub-batch */
     tsr_gpt2_dist_arg_t dist2d, dist3d;
     tsr_desc_t *encoded;     /* layer 0 input */
     tsr_gpt2_layer_acts_t *acts;
     tsr_desc_t *lnf, *lnf_mean, *lnf_rstd, *logits, *ce_stats, *losses;
     /* backward scratch, shared by the layers */
     tsr_desc_t *dres, *dln, *dfch, *datty, *dq, *dk, *dv, *ln_work;
+    tsr_desc_t **grads;      /* one per parameter tensor */
     int *inputs, *targets;   /* B*T, the same on every rank */
+} tsr_gpt2_batch_t;
+
+typedef struct {
+    tsr_gpt2_config_t cfg;
+    int B, T, nsub;          /* batch, sequence, sub-batches */
+    tsr_gpt2_tiles_t tiles;
+    int ntensors;            /* 4 + 12 L parameter descriptors */
+    tsr_desc_t **params, **adam_m, **adam_v;
+    tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
 } tsr_gpt2_model_t;
 
-/* Create every descriptor (collective). Checks the tiles against the model. */
-int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T,
+/* Create every descriptor (collective). Checks the tiles against the model;
+ * nsub sub-batches (data parallelism inside the process) must divide B. */
+int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles);
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
 
@@ -75,13 +86,13 @@ int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat);
  * mean over B*T (every rank gets it). targets NULL: logits only. */
 int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets, float *loss);
 /* Backward of the last forward with targets (gradients overwritten, no
- * zero-grad pass needed). */
+ * zero-grad pass needed; with sub-batches their gradients are then added). */
 int tsr_gpt2_backward(tsr_gpt2_model_t *m);
 /* AdamW on every parameter, t = step + 1. */
 int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,
                     int step);
-/* Logits column of token position bt (first V entries) on rank 0 (out has V
- * floats); collective. */
+/* Logits column of token position bt (< B*T, first V entries) on rank 0
+ * (out has V floats); collective. */
 int tsr_gpt2_logits_column(tsr_gpt2_model_t *m, int bt, float *out);
 
 #endif

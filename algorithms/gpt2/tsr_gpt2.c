@@ -19,7 +19,7 @@
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched;
     int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
-    int threads, pws, no_shuffle, quiet;
+    int threads, pws, nsub, no_shuffle, quiet;
     unsigned seed;
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
@@ -49,7 +49,10 @@ static void usage(FILE *out)
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
 "  --threads N         CPU workers (default: all cores)\n"
-"  --pws N             parallel-worker size: tasks on combined workers of N cores\n"
+"  --sub-batches N     data parallelism inside the process: N sub-batches with their\n"
+"                      own activations and gradients, added before the update (divides B)\n"
+"  --pws N             parallel-worker size: GEMM tasks on combined workers of N cores\n"
+"                      with multi-threaded BLAS inside (tensor parallelism)\n"
 "  --sched NAME        StarPU scheduler\n"
 "Output\n"
 "  --val-every N       validation loss every N steps (default 10, 0: never)\n"
@@ -83,6 +86,7 @@ static void default_options(options_t *o)
     o->eps = 1e-8f;
     o->threads = -1;
     o->pws = 1;
+    o->nsub = 1;
     o->train = TSR_GPT2_DATA_DIR "/tiny_shakespeare_train.bin";
     o->val = TSR_GPT2_DATA_DIR "/tiny_shakespeare_val.bin";
     o->tokenizer = TSR_GPT2_DATA_DIR "/gpt2_tokenizer.bin";
@@ -114,7 +118,8 @@ static int parse_float(const char *s, const char *name, float *out)
 
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
-       O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT };
+       O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
+       O_NSUB };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -123,7 +128,7 @@ static const struct option long_options[] = {
     { "beta1", 1, 0, O_BETA1 }, { "beta2", 1, 0, O_BETA2 }, { "eps", 1, 0, O_EPS }, { "wd", 1, 0, O_WD },
     { "tile-tok", 1, 0, O_TTOK }, { "tile-ch", 1, 0, O_TCH }, { "tile-hid", 1, 0, O_THID },
     { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "redux", 0, 0, O_REDUX },
-    { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sched", 1, 0, O_SCHED },
+    { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
     { "quiet", 0, 0, O_QUIET }, { "save", 1, 0, O_SAVE }, { "save-every", 1, 0, O_SAVEEVERY },
@@ -162,6 +167,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_REDUX: o->tiles.accum = TSR_ACCUM_REDUX; break;
         case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
+        case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
         case O_SCHED: o->sched = optarg; break;
         case O_VALEVERY: bad = parse_int(optarg, "val-every", 0, &o->val_every); break;
         case O_VALBATCHES: bad = parse_int(optarg, "val-batches", 1, &o->val_batches); break;
@@ -562,10 +568,10 @@ static int setup(trainer_t *t)
     fill_tiles(t);
     if (tsr_rank() == 0)
         printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
-               "hid %d voc %d heads %d (%s)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
+               "hid %d voc %d heads %d (%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
                tsr_gpt2_num_params(&t->cfg), o->B, o->T, o->tiles.tok, o->tiles.ch, o->tiles.hid, o->tiles.voc,
-               o->tiles.heads, o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered");
-    rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, &o->tiles);
+               o->tiles.heads, o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered", o->nsub);
+    rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
     if (!rc)
         rc = tsr_gpt2_params_scatter(&t->model, tsr_rank() == 0 ? params : NULL);
     free(params);
@@ -641,7 +647,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tsr_gpt2: stopped: %s\n", tsr_strerror(rc));
     if (t.csv)
         fclose(t.csv);
-    if (t.model.params)
+    if (t.model.sub)
         tsr_gpt2_model_destroy(&t.model);
     tsr_gpt2_loader_free(&t.train);
     tsr_gpt2_loader_free(&t.val);
