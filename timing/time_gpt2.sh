@@ -6,33 +6,36 @@
 #   timing/time_gpt2.sh [options]
 #     --exe PATH        tsr_gpt2 (default build/algorithms/gpt2/tsr_gpt2)
 #     --model NAME      preset (default d2)
-#     --bt "B:T ..."    batch shapes (default "4:64 8:64 16:64 16:128 32:128", B*T 256..4096)
+#     --bt "B:T ..."    batch shapes (default "4:64 8:64 16:64 32:64 64:64", B*T 256..4096)
 #     --tok "N ..."     token tiles (default: T)      --voc "N ..."  vocab tiles (default: driver's)
 #     --ch "N ..."      channel tiles (default: C)    --hid "N ..."  hidden tiles (default: 4C)
-#     --split "R:W:P ..."  ranks:workers-per-rank:pws (default "1:2:1 1:2:2 2:1:1")
+#     --split "R:W:P:S ..."  ranks:workers-per-rank:pws:sub-batches
+#                       (default "1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:1": task parallelism,
+#                       2 sub-batches, 2-core parallel workers, 2 MPI ranks)
 #     --accum "ordered redux"   --steps N (default 6)
 # Plot: timing/plot_csv.sh out.csv out.png B_T tokens_per_ms split
 set -euo pipefail
-exe=build/algorithms/gpt2/tsr_gpt2; model=d2; bts="4:64 8:64 16:64 16:128 32:128"
-toks=""; vocs=""; chs=""; hids=""; splits="1:2:1 1:2:2 2:1:1"; accums="ordered"; steps=6
+exe=build/algorithms/gpt2/tsr_gpt2; model=d2; bts="4:64 8:64 16:64 32:64 64:64"
+toks=""; vocs=""; chs=""; hids=""; splits="1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:1"; accums="ordered"; steps=6
 while [ $# -gt 0 ]; do
   case $1 in
     --exe) exe=$2 ;; --model) model=$2 ;; --bt) bts=$2 ;; --tok) toks=$2 ;; --voc) vocs=$2 ;;
     --ch) chs=$2 ;; --hid) hids=$2 ;; --split) splits=$2 ;; --accum) accums=$2 ;; --steps) steps=$2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift 2
 done
 [ -x "$exe" ] || { echo "error: $exe not found (build first)" >&2; exit 1; }
-echo "model,B,T,B_T,tok,ch,hid,voc,accum,split,ranks,workers,pws,median_ms,tokens_per_ms,peak_rss_mb"
+echo "model,B,T,B_T,tok,ch,hid,voc,accum,split,ranks,workers,pws,subbatches,median_ms,tokens_per_ms,mean_tokens_per_ms,peak_rss_mb"
 for bt in $bts; do
   B=${bt%%:*}; T=${bt##*:}
   for tok in ${toks:-$T}; do for voc in ${vocs:-0}; do for ch in ${chs:-0}; do for hid in ${hids:-0}; do
   for accum in $accums; do for split in $splits; do
-    IFS=: read -r ranks workers pws <<< "$split"
+    IFS=: read -r ranks workers pws nsub <<< "$split"
+    nsub=${nsub:-1}
     args=(--model "$model" -B "$B" -T "$T" --steps "$steps" --val-every 0 --sample-every 0 --quiet
-          --tile-tok "$tok" --threads "$workers" --pws "$pws")
+          --tile-tok "$tok" --threads "$workers" --pws "$pws" --sub-batches "$nsub")
     [ "$voc" != 0 ] && args+=(--tile-voc "$voc")
     [ "$ch" != 0 ] && args+=(--tile-ch "$ch")
     [ "$hid" != 0 ] && args+=(--tile-hid "$hid")
@@ -42,8 +45,9 @@ for bt in $bts; do
     line=$("${launch[@]}" "$exe" "${args[@]}" 2>/dev/null | grep '^summary:' || true)
     ms=$(sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p' <<< "$line")
     tpm=$(sed -n 's/.*ms, \([0-9.]*\) tokens\/ms.*/\1/p' <<< "$line")
+    mean=$(sed -n 's/.*; mean \([0-9.]*\)).*/\1/p' <<< "$line")
     rss=$(sed -n 's/.*peak RSS \([0-9.]*\) MB.*/\1/p' <<< "$line")
-    [ -n "$ms" ] || { ms=nan; tpm=nan; rss=nan; }
-    echo "$model,$B,$T,$((B * T)),$tok,$ch,$hid,$voc,$accum,$ranks:$workers:$pws,$ranks,$workers,$pws,$ms,$tpm,$rss"
+    [ -n "$ms" ] || { ms=nan; tpm=nan; mean=nan; rss=nan; }
+    echo "$model,$B,$T,$((B * T)),$tok,$ch,$hid,$voc,$accum,$split,$ranks,$workers,$pws,$nsub,$ms,$tpm,$mean,$rss"
   done; done; done; done; done; done
 done

@@ -433,6 +433,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One training step. The AdamW tasks are left running when the step returns:
+ * they overlap with the next step's forward (which waits for the parameters it
+ * reads), so a step's time includes the previous step's unfinished update;
+ * the last step waits for its own. */
 static int train_step(trainer_t *t, float *loss, double *ms)
 {
     size_t sample;
@@ -444,7 +448,7 @@ static int train_step(trainer_t *t, float *loss, double *ms)
         rc = tsr_gpt2_backward(&t->model);
     if (!rc)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
-    if (!rc)
+    if (!rc && t->step + 1 == t->opt.steps)
         rc = tsr_wait();
     *ms = (tsr_wtime() - t0) * 1e3;
     return rc;
@@ -512,17 +516,22 @@ static void summary(const trainer_t *t, int first)
         return;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double median = NAN;
+    double median = NAN, total = 0;
     if (n > 0) {
         double *sorted = malloc(n * sizeof(double));
         memcpy(sorted, from, n * sizeof(double));
         qsort(sorted, n, sizeof(double), cmp_double);
         median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        for (int i = 0; i < n; i++)
+            total += sorted[i];
         free(sorted);
     }
-    printf("summary: %d steps, median step %.1f ms, %.4f tokens/ms (median, steps after the first), "
-           "peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU workers, BLAS %s\n",
-           t->opt.steps - first, median, t->opt.B * t->opt.T / median, ru.ru_maxrss / 1024.0, tsr_size(),
+    int BT = t->opt.B * t->opt.T;
+    /* a step's AdamW overlaps the next forward, so the mean over the steps is
+     * the throughput; the median is the per-step figure llm.c reports */
+    printf("summary: %d steps, median step %.1f ms, %.4f tokens/ms (median of the steps after the first; "
+           "mean %.4f), peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU workers, BLAS %s\n",
+           t->opt.steps - first, median, BT / median, n * BT / total, ru.ru_maxrss / 1024.0, tsr_size(),
            tsr_ncpu_workers(), TSR_BLAS_NAME);
 }
 
