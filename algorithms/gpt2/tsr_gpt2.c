@@ -69,6 +69,27 @@ static void usage(FILE *out)
 "  -h, --help\n", tsr_gpt2_preset_names());
 }
 
+/* A bundled data file: the source tree's copy, else the installed one
+ * (<bin>/../share/tessera/gpt2). */
+static const char *bundled_data(const char *name)
+{
+    static char paths[3][4096];
+    static int next;
+    char *path = paths[next++ % 3], exe[2048];
+    snprintf(path, sizeof paths[0], "%s/%s", TSR_GPT2_DATA_DIR, name);
+    if (access(path, R_OK) == 0)
+        return path;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(path, sizeof paths[0], "%s/../share/tessera/gpt2/%s", exe, name);
+    }
+    return path;
+}
+
 static void default_options(options_t *o)
 {
     memset(o, 0, sizeof *o);
@@ -87,9 +108,9 @@ static void default_options(options_t *o)
     o->threads = -1;
     o->pws = 1;
     o->nsub = 1;
-    o->train = TSR_GPT2_DATA_DIR "/tiny_shakespeare_train.bin";
-    o->val = TSR_GPT2_DATA_DIR "/tiny_shakespeare_val.bin";
-    o->tokenizer = TSR_GPT2_DATA_DIR "/gpt2_tokenizer.bin";
+    o->train = bundled_data("tiny_shakespeare_train.bin");
+    o->val = bundled_data("tiny_shakespeare_val.bin");
+    o->tokenizer = bundled_data("gpt2_tokenizer.bin");
 }
 
 static int parse_int(const char *s, const char *name, int min, int *out)
@@ -514,6 +535,10 @@ static void summary(const trainer_t *t, int first)
     const double *from = t->step_ms + first + (first == 0);
     if (tsr_rank() != 0)
         return;
+    if (first >= t->opt.steps) {
+        printf("summary: nothing to do (the state is at step %d, --steps is %d)\n", first, t->opt.steps);
+        return;
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double median = NAN, total = 0;
