@@ -134,3 +134,23 @@ int tsr_params_next(const tsr_param_t *params, int nparams, int *idx)
     }
     return 0;
 }
+
+int tsr_param_check_words(const tsr_param_t *p, const char *a, const char *b)
+{
+    for (int i = 0; i < p->count; i++)
+        if (strcmp(p->words[i], a) && strcmp(p->words[i], b)) {
+            fprintf(stderr, "error: bad value '%s' for --%s (%s)\n", p->words[i], p->name, p->help);
+            return -1;
+        }
+    return 0;
+}
+
+int tsr_param_check_min(const tsr_param_t *p, long min)
+{
+    for (int i = 0; i < p->count; i++)
+        if (p->values[i] < min) {
+            fprintf(stderr, "error: --%s %ld: must be >= %ld\n", p->name, p->values[i], min);
+            return -1;
+        }
+    return 0;
+}

@@ -25,6 +25,10 @@ int tsr_params_parse(int argc, char **argv, tsr_param_t *params, int nparams,
 int tsr_param_set(tsr_param_t *p, const char *text);
 void tsr_params_usage(const char *prog, const char *what, const tsr_param_t *params, int nparams,
                       const char **flag_names, const char **flag_help, int nflags);
+/* Every value of p is a or b / is >= min; else a message naming the option
+ * and -1. */
+int tsr_param_check_words(const tsr_param_t *p, const char *a, const char *b);
+int tsr_param_check_min(const tsr_param_t *p, long min);
 /* Odometer over the cartesian product: idx[] holds one index per parameter.
  * Returns 0 when every combination has been visited. */
 int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);

@@ -124,34 +124,14 @@ static size_t mem_get_peak(void)
 
 /* ---- options ----------------------------------------------------------------- */
 
-static int check_words(const tsr_param_t *p, const char *a, const char *b)
-{
-    for (int i = 0; i < p->count; i++)
-        if (strcmp(p->words[i], a) && strcmp(p->words[i], b)) {
-            fprintf(stderr, "error: bad value '%s' for --%s (%s)\n", p->words[i], p->name, p->help);
-            return -1;
-        }
-    return 0;
-}
-
-static int check_min(const tsr_param_t *p, long min)
-{
-    for (int i = 0; i < p->count; i++)
-        if (p->values[i] < min) {
-            fprintf(stderr, "error: --%s %ld: must be >= %ld\n", p->name, p->values[i], min);
-            return -1;
-        }
-    return 0;
-}
-
 static int validate_params(void)
 {
     const int positive[] = { P_T, P_HD, P_HEADS, P_BB, P_QB, P_NITER };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
-        if (check_min(&params[positive[i]], 1))
+        if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
-    if (check_min(&params[P_WARMUP], 0) || check_min(&params[P_KB], 0) || check_min(&params[P_THREADS], -1) ||
-        check_words(&params[P_PASS], "fwd", "bwd") || check_words(&params[P_MODE], "ordered", "redux"))
+    if (tsr_param_check_min(&params[P_WARMUP], 0) || tsr_param_check_min(&params[P_KB], 0) || tsr_param_check_min(&params[P_THREADS], -1) ||
+        tsr_param_check_words(&params[P_PASS], "fwd", "bwd") || tsr_param_check_words(&params[P_MODE], "ordered", "redux"))
         return -1;
     for (int i = 0; i < params[P_THREADS].count; i++)
         if (params[P_THREADS].values[i] == 0) {

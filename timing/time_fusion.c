@@ -57,34 +57,14 @@ typedef struct { tsr_desc_t *inp, *W, *bias, *pre, *out, *h[3]; } fusion_descs_t
 
 /* ---- options -------------------------------------------------------------- */
 
-static int check_min(const tsr_param_t *p, long min)
-{
-    for (int i = 0; i < p->count; i++)
-        if (p->values[i] < min) {
-            fprintf(stderr, "error: --%s %ld: must be >= %ld\n", p->name, p->values[i], min);
-            return -1;
-        }
-    return 0;
-}
-
-static int check_words(const tsr_param_t *p, const char *a, const char *b)
-{
-    for (int i = 0; i < p->count; i++)
-        if (strcmp(p->words[i], a) && strcmp(p->words[i], b)) {
-            fprintf(stderr, "error: bad value '%s' for --%s (%s)\n", p->words[i], p->name, p->help);
-            return -1;
-        }
-    return 0;
-}
-
 static int validate_params(void)
 {
     const int positive[] = { P_NITER, P_C, P_MULT, P_BT, P_NH, P_TILE };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
-        if (check_min(&params[positive[i]], 1))
+        if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
-    if (check_min(&params[P_WARMUP], 0) || check_min(&params[P_T], 0) || check_min(&params[P_NB], 0) ||
-        check_words(&params[P_OP], "gelu", "qkv") || check_words(&params[P_ACCUM], "ordered", "redux"))
+    if (tsr_param_check_min(&params[P_WARMUP], 0) || tsr_param_check_min(&params[P_T], 0) || tsr_param_check_min(&params[P_NB], 0) ||
+        tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux"))
         return -1;
     if (params[P_THREADS].count != 1 || params[P_THREADS].values[0] == 0 || params[P_THREADS].values[0] < -1 ||
         params[P_NITER].count != 1 || params[P_WARMUP].count != 1) {

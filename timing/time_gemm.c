@@ -57,35 +57,15 @@ typedef struct {
 
 /* ---- options -------------------------------------------------------------- */
 
-static int check_words(const tsr_param_t *p, const char *a, const char *b)
-{
-    for (int i = 0; i < p->count; i++)
-        if (strcmp(p->words[i], a) && strcmp(p->words[i], b)) {
-            fprintf(stderr, "error: bad value '%s' for --%s (%s)\n", p->words[i], p->name, p->help);
-            return -1;
-        }
-    return 0;
-}
-
-static int check_min(const tsr_param_t *p, long min)
-{
-    for (int i = 0; i < p->count; i++)
-        if (p->values[i] < min) {
-            fprintf(stderr, "error: --%s %ld: must be >= %ld\n", p->name, p->values[i], min);
-            return -1;
-        }
-    return 0;
-}
-
 /* Everything that can be checked before StarPU starts. */
 static int validate_params(void)
 {
     const int positive[] = { P_M, P_N, P_K, P_MB, P_NB, P_KB, P_P, P_NITER };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
-        if (check_min(&params[positive[i]], 1))
+        if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
-    if (check_min(&params[P_WARMUP], 0) || check_min(&params[P_TILE], 0) || check_min(&params[P_THREADS], -1) ||
-        check_words(&params[P_MODE], "ordered", "redux") || check_words(&params[P_DTYPE], "s", "d"))
+    if (tsr_param_check_min(&params[P_WARMUP], 0) || tsr_param_check_min(&params[P_TILE], 0) || tsr_param_check_min(&params[P_THREADS], -1) ||
+        tsr_param_check_words(&params[P_MODE], "ordered", "redux") || tsr_param_check_words(&params[P_DTYPE], "s", "d"))
         return -1;
     for (int i = 0; i < params[P_THREADS].count; i++)
         if (params[P_THREADS].values[i] == 0) {
