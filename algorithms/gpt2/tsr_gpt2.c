@@ -454,10 +454,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One training step. The AdamW tasks are left running when the step returns:
- * they overlap with the next step's forward (which waits for the parameters it
- * reads), so a step's time includes the previous step's unfinished update;
- * the last step waits for its own. */
+/* One training step. It waits for its backward; its AdamW tasks are left
+ * running when it returns and overlap the next step's forward (which waits
+ * for the parameters it reads), so a step's time includes what remained of
+ * the previous update. The last step waits for its own. */
 static int train_step(trainer_t *t, float *loss, double *ms)
 {
     size_t sample;
@@ -467,6 +467,8 @@ static int train_step(trainer_t *t, float *loss, double *ms)
         rc = tsr_gpt2_forward(&t->model, t->inputs, t->targets, loss);
     if (!rc)
         rc = tsr_gpt2_backward(&t->model);
+    if (!rc)
+        rc = tsr_wait();
     if (!rc)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
     if (!rc && t->step + 1 == t->opt.steps)
@@ -483,12 +485,20 @@ static int train(trainer_t *t)
         int s = t->step;
         float vl = NAN, loss = NAN;
         double ms = 0;
-        if (t->opt.val_every && s % t->opt.val_every == 0) {
+        int evaluate = t->opt.val_every && s % t->opt.val_every == 0;
+        int sample = t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0;
+        if ((evaluate || sample) && s > first) {
+            /* the previous step's tasks still running belong to its time, not to the untimed evaluation */
+            double w0 = tsr_wtime();
+            rc = tsr_wait();
+            t->step_ms[s - 1] += (tsr_wtime() - w0) * 1e3;
+        }
+        if (!rc && evaluate) {
             rc = val_loss(t, &vl);
             if (!rc && tsr_rank() == 0 && !t->opt.quiet)
                 printf("val loss %f\n", vl);
         }
-        if (!rc && t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0)
+        if (!rc && sample)
             rc = generate(t);
         if (!rc)
             rc = train_step(t, &loss, &ms);
