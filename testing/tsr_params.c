@@ -154,3 +154,19 @@ int tsr_param_check_min(const tsr_param_t *p, long min)
         }
     return 0;
 }
+
+int tsr_param_check_run(const tsr_param_t *threads, const tsr_param_t *niter, const tsr_param_t *warmup)
+{
+    if (tsr_param_check_min(threads, -1) || tsr_param_check_min(niter, 1) || tsr_param_check_min(warmup, 0))
+        return -1;
+    for (int i = 0; i < threads->count; i++)
+        if (threads->values[i] == 0) {
+            fprintf(stderr, "error: --threads 0: need at least one CPU worker (-1: all cores)\n");
+            return -1;
+        }
+    if (niter->count > 1 || warmup->count > 1) {
+        fprintf(stderr, "error: --niter and --warmup take a single value\n");
+        return -1;
+    }
+    return 0;
+}

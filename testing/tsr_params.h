@@ -29,6 +29,9 @@ void tsr_params_usage(const char *prog, const char *what, const tsr_param_t *par
  * and -1. */
 int tsr_param_check_words(const tsr_param_t *p, const char *a, const char *b);
 int tsr_param_check_min(const tsr_param_t *p, long min);
+/* The run settings every timing program shares: --threads values are -1
+ * (all cores) or >= 1, --niter >= 1 and --warmup >= 0 take one value each. */
+int tsr_param_check_run(const tsr_param_t *threads, const tsr_param_t *niter, const tsr_param_t *warmup);
 /* Odometer over the cartesian product: idx[] holds one index per parameter.
  * Returns 0 when every combination has been visited. */
 int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);

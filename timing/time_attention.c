@@ -126,23 +126,14 @@ static size_t mem_get_peak(void)
 
 static int validate_params(void)
 {
-    const int positive[] = { P_T, P_HD, P_HEADS, P_BB, P_QB, P_NITER };
+    const int positive[] = { P_T, P_HD, P_HEADS, P_BB, P_QB };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
         if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
-    if (tsr_param_check_min(&params[P_WARMUP], 0) || tsr_param_check_min(&params[P_KB], 0) || tsr_param_check_min(&params[P_THREADS], -1) ||
+    if (tsr_param_check_min(&params[P_KB], 0) ||
         tsr_param_check_words(&params[P_PASS], "fwd", "bwd") || tsr_param_check_words(&params[P_MODE], "ordered", "redux"))
         return -1;
-    for (int i = 0; i < params[P_THREADS].count; i++)
-        if (params[P_THREADS].values[i] == 0) {
-            fprintf(stderr, "error: --threads 0: need at least one CPU worker (-1: all cores)\n");
-            return -1;
-        }
-    if (params[P_NITER].count > 1 || params[P_WARMUP].count > 1) {
-        fprintf(stderr, "error: --niter and --warmup take a single value\n");
-        return -1;
-    }
-    return 0;
+    return tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]);
 }
 
 static void make_case(const int *idx, attn_case_t *c)

@@ -59,16 +59,16 @@ typedef struct { tsr_desc_t *inp, *W, *bias, *pre, *out, *h[3]; } fusion_descs_t
 
 static int validate_params(void)
 {
-    const int positive[] = { P_NITER, P_C, P_MULT, P_BT, P_NH, P_TILE };
+    const int positive[] = { P_C, P_MULT, P_BT, P_NH, P_TILE };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
         if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
-    if (tsr_param_check_min(&params[P_WARMUP], 0) || tsr_param_check_min(&params[P_T], 0) || tsr_param_check_min(&params[P_NB], 0) ||
-        tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux"))
+    if (tsr_param_check_min(&params[P_T], 0) || tsr_param_check_min(&params[P_NB], 0) ||
+        tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux") ||
+        tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
         return -1;
-    if (params[P_THREADS].count != 1 || params[P_THREADS].values[0] == 0 || params[P_THREADS].values[0] < -1 ||
-        params[P_NITER].count != 1 || params[P_WARMUP].count != 1) {
-        fprintf(stderr, "error: --threads (-1 or >= 1), --niter and --warmup take one value\n");
+    if (params[P_THREADS].count != 1) { /* StarPU starts once here */
+        fprintf(stderr, "error: --threads takes one value\n");
         return -1;
     }
     return 0;
