@@ -24,23 +24,11 @@ int tsr_gpt2_tokens_read(const char *path, int V, tsr_gpt2_tokens_t *toks)
     int rc = tsr_gpt2_file_open(path, TOKF, &f, &fsize);
     if (rc)
         return rc;
-    int32_t h[256];
-    if (fsize < (int64_t)sizeof h) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: truncated: %lld bytes, shorter than the %zu-byte header",
-                TOKF, path, (long long)fsize, sizeof h);
-        fclose(f);
-        return TSR_EFORMAT;
-    }
-    rc = tsr_gpt2_file_read(f, h, sizeof h, path, TOKF, "the header");
+    int32_t h[TSR_GPT2_HEADER_INTS];
+    rc = tsr_gpt2_read_header(f, fsize, path, TOKF, TSR_GPT2_TOKENS_MAGIC, "an llm.c token file", h);
     if (rc) {
         fclose(f);
         return rc;
-    }
-    if (h[0] != TSR_GPT2_TOKENS_MAGIC) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: bad magic %d (expected %d): not an llm.c token file",
-                TOKF, path, h[0], TSR_GPT2_TOKENS_MAGIC);
-        fclose(f);
-        return TSR_EFORMAT;
     }
     if (h[1] != TSR_GPT2_TOKENS_VERSION) {
         tsr_log(TSR_LOG_ERROR, "%s %s: bad version %d (expected %d: uint16 tokens)", TOKF, path,

@@ -27,23 +27,11 @@ int tsr_gpt2_debug_state_read(const char *path, const tsr_gpt2_config_t *cfg,
     rc = tsr_gpt2_file_open(path, DBG, &f, &fsize);
     if (rc)
         return rc;
-    int32_t h[256];
-    if (fsize < (int64_t)sizeof h) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: truncated: %lld bytes, shorter than the %zu-byte header", DBG,
-                path, (long long)fsize, sizeof h);
-        fclose(f);
-        return TSR_EFORMAT;
-    }
-    rc = tsr_gpt2_file_read(f, h, sizeof h, path, DBG, "the header");
+    int32_t h[TSR_GPT2_HEADER_INTS];
+    rc = tsr_gpt2_read_header(f, fsize, path, DBG, TSR_GPT2_DEBUG_STATE_MAGIC, NULL, h);
     if (rc) {
         fclose(f);
         return rc;
-    }
-    if (h[0] != TSR_GPT2_DEBUG_STATE_MAGIC) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: bad magic %d (expected %d)", DBG, path, h[0],
-                TSR_GPT2_DEBUG_STATE_MAGIC);
-        fclose(f);
-        return TSR_EFORMAT;
     }
     if (h[1] != TSR_GPT2_DEBUG_STATE_VERSION) {
         tsr_log(TSR_LOG_ERROR, "%s %s: bad version %d (expected %d)", DBG, path, h[1],

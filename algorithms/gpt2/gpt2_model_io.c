@@ -189,6 +189,25 @@ int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const
     return TSR_EFORMAT;
 }
 
+int tsr_gpt2_read_header(FILE *f, int64_t fsize, const char *path, const char *kind, int32_t magic,
+                         const char *is_not, int32_t h[TSR_GPT2_HEADER_INTS])
+{
+    if (fsize < TSR_GPT2_HEADER_BYTES) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: truncated: %lld bytes, shorter than the %d-byte header", kind, path,
+                (long long)fsize, TSR_GPT2_HEADER_BYTES);
+        return TSR_EFORMAT;
+    }
+    int rc = tsr_gpt2_file_read(f, h, TSR_GPT2_HEADER_BYTES, path, kind, "the header");
+    if (rc)
+        return rc;
+    if (h[0] != magic) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: bad magic %d (expected %d)%s%s", kind, path, h[0], magic,
+                is_not ? ": not " : "", is_not ? is_not : "");
+        return TSR_EFORMAT;
+    }
+    return TSR_SUCCESS;
+}
+
 /* ---- checkpoints -------------------------------------------------------------- */
 
 static const char *const CKPT = "checkpoint";
@@ -196,19 +215,9 @@ static const char *const CKPT = "checkpoint";
 static int read_header(FILE *f, int64_t fsize, const char *path, tsr_gpt2_config_t *cfg)
 {
     int32_t h[TSR_GPT2_HEADER_INTS];
-    if (fsize < TSR_GPT2_HEADER_BYTES) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: truncated: %lld bytes, shorter than the %d-byte header",
-                CKPT, path, (long long)fsize, TSR_GPT2_HEADER_BYTES);
-        return TSR_EFORMAT;
-    }
-    int rc = tsr_gpt2_file_read(f, h, sizeof h, path, CKPT, "the header");
+    int rc = tsr_gpt2_read_header(f, fsize, path, CKPT, TSR_GPT2_CHECKPOINT_MAGIC, "an llm.c GPT-2 checkpoint", h);
     if (rc)
         return rc;
-    if (h[0] != TSR_GPT2_CHECKPOINT_MAGIC) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: bad magic %d (expected %d): not an llm.c GPT-2 checkpoint",
-                CKPT, path, h[0], TSR_GPT2_CHECKPOINT_MAGIC);
-        return TSR_EFORMAT;
-    }
     if (h[1] != TSR_GPT2_CHECKPOINT_VERSION) {
         if (h[1] == 5)
             tsr_log(TSR_LOG_ERROR, "%s %s: version 5 (bf16) is not supported, only version 3 (fp32)",

@@ -103,6 +103,11 @@ void tsr_gpt2_atomic_abort(tsr_gpt2_atomic_file_t *af);
 int tsr_gpt2_file_open(const char *path, const char *kind, FILE **f, int64_t *size);
 int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const char *kind,
                        const char *what);
+/* The 256 x int32 header every llm.c file starts with: TSR_EFORMAT with a
+ * message when the file (fsize bytes) is shorter than it ("truncated") or
+ * h[0] is not magic ("bad magic ...: not <is_not>"; is_not may be NULL). */
+int tsr_gpt2_read_header(FILE *f, int64_t fsize, const char *path, const char *kind, int32_t magic,
+                         const char *is_not, int32_t h[TSR_GPT2_HEADER_INTS]);
 
 #ifdef __cplusplus
 }

@@ -22,23 +22,11 @@ int tsr_gpt2_tokenizer_read(const char *path, tsr_gpt2_tokenizer_t *tok)
     int rc = tsr_gpt2_file_open(path, TOKZ, &f, &fsize);
     if (rc)
         return rc;
-    uint32_t h[256];
-    if (fsize < (int64_t)sizeof h) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: truncated: %lld bytes, shorter than the %zu-byte header",
-                TOKZ, path, (long long)fsize, sizeof h);
-        fclose(f);
-        return TSR_EFORMAT;
-    }
-    rc = tsr_gpt2_file_read(f, h, sizeof h, path, TOKZ, "the header");
+    uint32_t h[TSR_GPT2_HEADER_INTS];
+    rc = tsr_gpt2_read_header(f, fsize, path, TOKZ, TSR_GPT2_TOKENIZER_MAGIC, "a GPT-2 decode table", (int32_t *)h);
     if (rc) {
         fclose(f);
         return rc;
-    }
-    if (h[0] != TSR_GPT2_TOKENIZER_MAGIC) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: bad magic %u (expected %d): not a GPT-2 decode table", TOKZ,
-                path, h[0], TSR_GPT2_TOKENIZER_MAGIC);
-        fclose(f);
-        return TSR_EFORMAT;
     }
     if (h[1] != 1 && h[1] != 2) {
         tsr_log(TSR_LOG_ERROR, "%s %s: bad version %u (expected 1 or 2)", TOKZ, path, h[1]);
