@@ -350,12 +350,13 @@ static int batch_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss
     return rc;
 }
 
-int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets, float *loss)
+int tsr_gpt2_forward_submit(tsr_gpt2_model_t *m, const int *inputs, const int *targets)
 {
     int rc = check_tokens(m, inputs, m->cfg.Vp, "inputs");
     if (!rc && targets)
         rc = check_tokens(m, targets, m->cfg.V, "targets");
-    /* every sub-batch's task flow is submitted before waiting for any loss */
+    /* the token ids are copied into the tasks' arguments at submission, so
+     * b->inputs and b->targets may be refilled by the next step right away */
     for (int r = 0; r < m->nsub && !rc; r++) {
         tsr_gpt2_batch_t *b = &m->sub[r];
         size_t n = (size_t)b->B * m->T, first = (size_t)r * n;
@@ -364,20 +365,32 @@ int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets,
             memcpy(b->targets, targets + first, n * sizeof(int));
         rc = batch_forward(m, b, targets != NULL);
     }
+    return rc;
+}
+
+int tsr_gpt2_loss(tsr_gpt2_model_t *m, float *loss)
+{
     double sum = 0;
-    for (int r = 0; r < m->nsub && !rc && targets; r++) {
+    int rc = TSR_SUCCESS;
+    for (int r = 0; r < m->nsub && !rc; r++) {
         float mean;
         rc = tsr_crossentropy_mean(m->sub[r].losses, &mean);
         sum += mean;
     }
-    if (!rc && targets) {
-        *loss = (float)(sum / m->nsub); /* equal sub-batches: the mean of means is the batch mean */
-        if (!isfinite(*loss)) {
-            tsr_log(TSR_LOG_ERROR, "gpt2: the loss is %f (NaN or Inf)", *loss);
-            rc = TSR_ENAN;
-        }
+    if (rc)
+        return rc;
+    *loss = (float)(sum / m->nsub); /* equal sub-batches: the mean of means is the batch mean */
+    if (!isfinite(*loss)) {
+        tsr_log(TSR_LOG_ERROR, "gpt2: the loss is %f (NaN or Inf)", *loss);
+        return TSR_ENAN;
     }
-    return rc;
+    return TSR_SUCCESS;
+}
+
+int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets, float *loss)
+{
+    int rc = tsr_gpt2_forward_submit(m, inputs, targets);
+    return rc || !targets ? rc : tsr_gpt2_loss(m, loss);
 }
 
 /* One transformer block, backward; b->dres holds d(res3) on entry and

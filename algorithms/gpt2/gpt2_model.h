@@ -85,6 +85,12 @@ int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat);
 /* Forward on inputs (B*T token ids); with targets also the loss: *loss is the
  * mean over B*T (every rank gets it). targets NULL: logits only. */
 int tsr_gpt2_forward(tsr_gpt2_model_t *m, const int *inputs, const int *targets, float *loss);
+/* The same in two halves: submit the forward (and loss tasks with targets)
+ * without waiting; then wait for the loss tasks alone and read the mean
+ * loss (TSR_ENAN when it is not finite). Backward and update may be
+ * submitted in between, so the wait overlaps them. */
+int tsr_gpt2_forward_submit(tsr_gpt2_model_t *m, const int *inputs, const int *targets);
+int tsr_gpt2_loss(tsr_gpt2_model_t *m, float *loss);
 /* Backward of the last forward with targets (gradients overwritten, no
  * zero-grad pass needed; with sub-batches their gradients are then added). */
 int tsr_gpt2_backward(tsr_gpt2_model_t *m);

@@ -454,23 +454,25 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One training step. It waits for its backward; its AdamW tasks are left
- * running when it returns and overlap the next step's forward (which waits
- * for the parameters it reads), so a step's time includes what remained of
- * the previous update. The last step waits for its own. */
+/* One training step, submitted whole (forward, loss, backward, AdamW) before
+ * it waits for its loss alone: the step's backward and update run on while
+ * the next step is submitted, and the next forward starts on each layer as
+ * soon as its parameters are updated. A step's time is thus the interval
+ * between two losses (the steady-state throughput). The last step waits for
+ * all its tasks. */
 static int train_step(trainer_t *t, float *loss, double *ms)
 {
     size_t sample;
     double t0 = tsr_wtime();
     int rc = tsr_gpt2_loader_next(&t->train, t->inputs, t->targets, &sample);
     if (!rc)
-        rc = tsr_gpt2_forward(&t->model, t->inputs, t->targets, loss);
+        rc = tsr_gpt2_forward_submit(&t->model, t->inputs, t->targets);
     if (!rc)
         rc = tsr_gpt2_backward(&t->model);
     if (!rc)
-        rc = tsr_wait();
-    if (!rc)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
+    if (!rc)
+        rc = tsr_gpt2_loss(&t->model, loss);
     if (!rc && t->step + 1 == t->opt.steps)
         rc = tsr_wait();
     *ms = (tsr_wtime() - t0) * 1e3;
