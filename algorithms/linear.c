@@ -474,8 +474,8 @@ static int check_2d(const char *fn, const char *name, const tsr_desc_t *d, int m
 }
 
 /* Head tensors: 3D float32 [B*NH, hd, T] with C = NH*hd and B*T = BT, all of
- * one shape and tiling. */
-static int check_heads(const char *fn, tsr_desc_t *const *h, int nparts, int C, int BT)
+ * one shape, and of one tiling when same_tiles (the fused projections). */
+static int check_heads(const char *fn, tsr_desc_t *const *h, int nparts, int C, int BT, int same_tiles)
 {
     static const char *names[3] = { "Q", "K", "V" };
     for (int p = 0; p < nparts; p++) {
@@ -487,7 +487,7 @@ static int check_heads(const char *fn, tsr_desc_t *const *h, int nparts, int C, 
             tsr_log(TSR_LOG_ERROR, "%s: head tensors of different shapes", fn);
             return TSR_ESHAPE;
         }
-        if (d->bb != a->bb || d->mb != a->mb || d->nb != a->nb) {
+        if (same_tiles && (d->bb != a->bb || d->mb != a->mb || d->nb != a->nb)) {
             tsr_log(TSR_LOG_ERROR, "%s: head tensors with different tiles", fn);
             return TSR_ETILE;
         }
@@ -735,7 +735,7 @@ int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr
     if (!rc)
         rc = check_qkv_weight(fn, W);
     if (!rc)
-        rc = check_heads(fn, h, 3, W->m, inp->n);
+        rc = check_heads(fn, h, 3, W->m, inp->n, 1);
     if (!rc)
         rc = check_distinct(fn, h, 3, ins, 3);
     if (!rc)
@@ -779,7 +779,7 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
     if (!rc)
         rc = check_qkv_weight(fn, W);
     if (!rc)
-        rc = check_heads(fn, h, 3, W->m, inp->n);
+        rc = check_heads(fn, h, 3, W->m, inp->n, 1);
     if (!rc)
         rc = check_distinct(fn, outs, 3, ins, 5);
     if (!rc)
@@ -822,7 +822,7 @@ int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, t
     if (!rc)
         rc = check_layer(fn, W, NULL, out, bias, out->n, out->nb);
     if (!rc)
-        rc = check_heads(fn, &Y, 1, W->m, out->n);
+        rc = check_heads(fn, &Y, 1, W->m, out->n, 1);
     if (!rc)
         rc = check_distinct(fn, outs, 1, ins, 3);
     if (!rc)
@@ -887,7 +887,7 @@ int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, 
     tsr_desc_t *pair[2] = { Y, dY };
     int rc = check_backward(fn, NULL, W, dout, NULL, dW, dbias, dinp_mode, dparam_mode, accum, dout->n, dout->nb);
     if (!rc)
-        rc = check_heads(fn, pair, dY ? 2 : 1, W->m, dout->n);
+        rc = check_heads(fn, pair, dY ? 2 : 1, W->m, dout->n, 1);
     if (!rc)
         rc = check_distinct(fn, outs, 3, ins, 3);
     if (!rc)
@@ -997,7 +997,7 @@ static int check_reshape(const char *fn, tsr_desc_t *X, tsr_desc_t *const *h, in
         rc = TSR_ESHAPE;
     }
     if (!rc)
-        rc = check_heads(fn, h, nparts, X->m / nparts, X->n);
+        rc = check_heads(fn, h, nparts, X->m / nparts, X->n, 0);
     if (!rc)
         rc = check_distinct(fn, &X, 1, h, nparts);
     tsr_desc_t *all[] = { X, h[0], h[1], h[2] };

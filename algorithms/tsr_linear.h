@@ -95,7 +95,8 @@ int tsr_linear_bias_add(tsr_desc_t *bias, tsr_desc_t *out);
 int tsr_gelu_forward(tsr_desc_t *pre, tsr_desc_t *out);
 /* dpre = dout * gelu'(pre), same shape and tiles; dpre may be dout */
 int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre);
-/* X ([Q; K; V] rows, nparts*C x B*T, 2D) -> Q, K, V (3D, any tiling); K and
+/* X ([Q; K; V] rows, nparts*C x B*T, 2D) -> Q, K, V (3D, any tiling, not
+ * necessarily the same for the three: e.g. query and key tiles); K and
  * V NULL: X is C x B*T and goes to Q alone. mode: the destination is
  * overwritten or X is added to it. */
 int tsr_heads_split(tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_linear_write_t mode);

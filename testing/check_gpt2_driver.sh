@@ -14,13 +14,20 @@ ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAILED: $*"; }
 run() { "${launch[@]}" "$exe" --val-every 0 --sample-every 0 "$@"; }
 
-# 1. llm.c's losses (train_gpt2.c, d2 init seed 42, B=4, T=64, shuffled)
+# 1. llm.c's losses (train_gpt2.c, d2 init seed 42, B=4, T=64, shuffled), with
+#    the default tiles (fused projections) and with token tiles of two
+#    sequences and attention tiles of their own (split/merge path)
 want="10.828328 10.824232 10.778888 10.782754 10.747942 10.703804 10.674804 10.652796 10.651034 10.629862"
-run --steps 10 --csv "$work/a.csv" --quiet > "$work/a.log" 2>&1 || bad "10-step run exited $?"
-got=$(tail -n +2 "$work/a.csv" | cut -d, -f2 | tr '\n' ' ')
-if awk -v w="$want" -v g="$got" 'BEGIN { n = split(w, a, " "); m = split(g, b, " "); if (n != m) exit 1;
-      for (i = 1; i <= n; i++) { d = (b[i] - a[i]) / a[i]; if (d < 0) d = -d; if (d > 1e-5) exit 1 } }'; then ok
-else bad "losses differ from llm.c: got [$got] want [$want]"; fi
+check_losses() { # check_losses NAME tsr_gpt2-args...
+    local name=$1; shift
+    run --steps 10 --csv "$work/$name.csv" --quiet "$@" > "$work/$name.log" 2>&1 || bad "$name: run exited $?"
+    local got=$(tail -n +2 "$work/$name.csv" | cut -d, -f2 | tr '\n' ' ')
+    if awk -v w="$want" -v g="$got" 'BEGIN { n = split(w, a, " "); m = split(g, b, " "); if (n != m) exit 1;
+          for (i = 1; i <= n; i++) { d = (b[i] - a[i]) / a[i]; if (d < 0) d = -d; if (d > 1e-5) exit 1 } }'; then ok
+    else bad "$name: losses differ from llm.c: got [$got] want [$want]"; fi
+}
+check_losses a
+check_losses split --tile-tok 128 --tile-q 16 --tile-k 32 --tile-heads 2
 "${launch[@]}" "$exe" --steps 1 --val-every 1 --val-batches 5 --sample-every 0 > "$work/v.log" 2>&1
 grep -q "val loss 10.843508" "$work/v.log" && ok || bad "val loss at step 0 is not llm.c's 10.843508: $(grep val "$work/v.log")"
 
@@ -46,6 +53,7 @@ head -c 2000 "$(dirname "$exe")/../../../algorithms/gpt2/data/tiny_shakespeare_v
 expect_error "truncated\|size\|format\|magic" --val "$work/trunc.bin"
 expect_error "unknown" --bogus-option
 expect_error "tok" --tile-tok 5
+expect_error "query" --tile-q 65
 expect_error "batch\|maxT" -T 100
 echo "check_gpt2_driver: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -6,11 +6,17 @@ set(GPT2_ORACLE $<TARGET_FILE:test_gpt2_oracle> ${PROJECT_SOURCE_DIR}/algorithms
     ${PROJECT_SOURCE_DIR}/algorithms/gpt2/data/micro_debug_state.bin
     ${PROJECT_SOURCE_DIR}/algorithms/gpt2/data/micro_losses.txt)
 # micro: C 64, NH 4 (hd 16), 4C 256, Vp 512, B 4, T 32
-#                                      tok ch hid voc heads redux sub-batches
+# (query and key tiles default to min(tok, T); the projections are fused with
+# the head reshape when both equal a tok dividing T, split/merge otherwise)
+#                                      tok ch hid voc heads redux sub-batches [q k]
 tsr_add_test(gpt2_oracle_default   ${GPT2_ORACLE})
 tsr_add_test(gpt2_oracle_tiled     ${GPT2_ORACLE} 16 32 96 200 2 0)
 tsr_add_test(gpt2_oracle_redux     ${GPT2_ORACLE} 8 24 100 128 1 1)
 tsr_add_test(gpt2_oracle_one_tile  ${GPT2_ORACLE} 32 64 256 512 4 0)
 tsr_add_test(gpt2_oracle_subbatch  ${GPT2_ORACLE} 16 32 96 200 2 0 2)
 tsr_add_test(gpt2_oracle_subbatch4 ${GPT2_ORACLE} 32 64 256 128 4 1 4)
+# token tiles of two whole sequences, attention tiles of their own
+tsr_add_test(gpt2_oracle_split     ${GPT2_ORACLE} 64 32 96 200 2 0 1 8 16)
+tsr_add_test(gpt2_oracle_split_qk  ${GPT2_ORACLE} 16 64 256 512 1 1 2 32 8)
 tsr_add_mpi_test(gpt2_oracle_mpi2 2 ${GPT2_ORACLE} 16 32 64 256 2 0)
+tsr_add_mpi_test(gpt2_oracle_split_mpi2 2 ${GPT2_ORACLE} 64 32 64 256 2 0 1 16 8)

@@ -67,8 +67,10 @@ static void check_grads(tsr_gpt2_model_t *m, const tsr_gpt2_debug_state_t *st)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 && argc != 10 && argc != 11) {
-        fprintf(stderr, "usage: %s CHECKPOINT DEBUG_STATE LOSSES [tok ch hid voc heads accum [sub-batches]]\n",
+    if (argc != 4 && argc != 10 && argc != 11 && argc != 13) {
+        fprintf(stderr,
+                "usage: %s CHECKPOINT DEBUG_STATE LOSSES [tok ch hid voc heads accum [sub-batches [q k]]]\n"
+                "(query and key tiles default to min(tok, T))\n",
                 argv[0]);
         return 2;
     }
@@ -90,7 +92,7 @@ int main(int argc, char **argv)
     }
     tsr_gpt2_tiles_t tiles;
     tsr_gpt2_tiles_default(&cfg, st.B, st.T, &tiles);
-    int nsub = argc == 11 ? atoi(argv[10]) : 1;
+    int nsub = argc >= 11 ? atoi(argv[10]) : 1;
     if (argc >= 10) {
         tiles.tok = atoi(argv[4]);
         tiles.ch = atoi(argv[5]);
@@ -98,10 +100,18 @@ int main(int argc, char **argv)
         tiles.voc = atoi(argv[7]);
         tiles.heads = atoi(argv[8]);
         tiles.accum = atoi(argv[9]) ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+        tiles.q = tiles.k = tiles.tok < st.T ? tiles.tok : st.T;
+    }
+    if (argc == 13) {
+        tiles.q = atoi(argv[11]);
+        tiles.k = atoi(argv[12]);
     }
     tsr_gpt2_model_t m;
     int rc = tsr_gpt2_model_create(&m, &cfg, st.B, st.T, nsub, &tiles);
     CHECK_RC(rc, TSR_SUCCESS);
+    if (rc == 0 && tsr_rank() == 0)
+        printf("tiles tok %d q %d k %d: %s attention projections\n", tiles.tok, tiles.q, tiles.k,
+               m.fused ? "fused" : "split/merge");
     if (rc == 0) {
         CHECK_RC(tsr_gpt2_params_scatter(&m, tsr_rank() == 0 ? params : NULL), TSR_SUCCESS);
         float loss = NAN;

@@ -11,17 +11,25 @@
 
 /* Tile sizes per dimension (the parallelism vs task-granularity knobs). */
 typedef struct {
-    int tok;   /* token tile: columns of every activation; must divide T */
+    int tok;   /* token tile: columns of every 2D activation; divides T, or is
+                * a multiple of T (a tile of several whole sequences) */
     int ch;    /* channel tile: rows of C-sized activations and weights */
     int hid;   /* hidden tile: rows of the 4C activations */
     int voc;   /* vocabulary tile: rows of the logits, columns of wte */
     int heads; /* heads per attention tile (divides NH); the QKV/attproj
                 * feature tile is heads * hd */
+    int q, k;  /* attention query and key tiles (<= T); when both equal a
+                * token tile that divides T the QKV and attention-output
+                * projections read/write the head tensors directly, otherwise
+                * through 2D scratch and head split/merge tasks */
     tsr_accum_t accum; /* accumulation of the sums over tiles */
 } tsr_gpt2_tiles_t;
 
-/* Defaults for a model and batch: whole-C channel tiles, token tile T,
- * vocabulary tile ~ Vp/8, all heads in one attention tile. */
+/* Defaults for a model and batch (call after tsr_init: they depend on the
+ * number of ranks): token tiles of whole sequences up to 256 tokens (never
+ * more than one rank's share of the batch), channel tile C/2, hidden tile
+ * 2C, vocabulary tile ~ Vp/8, NH/2 heads per attention tile (whole C or NH
+ * when odd), query and key tiles T. */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
 
 /* Activations and scratch of one layer. */
@@ -53,6 +61,10 @@ typedef struct {
     tsr_desc_t *lnf, *lnf_mean, *lnf_rstd, *logits, *ce_stats, *losses;
     /* backward scratch, shared by the layers */
     tsr_desc_t *dres, *dln, *dfch, *datty, *dq, *dk, *dv, *ln_work;
+    /* unfused attention projections only (NULL otherwise), shared by the
+     * layers: [Q; K; V] or its gradient (3C x BT), the attention output or
+     * its recomputation in the backward, and its gradient (C x BT) */
+    tsr_desc_t *qkv2d, *att2d, *datt2d;
     tsr_desc_t **grads;      /* one per parameter tensor */
     int *inputs, *targets;   /* B*T, the same on every rank */
 } tsr_gpt2_batch_t;
@@ -61,6 +73,7 @@ typedef struct {
     tsr_gpt2_config_t cfg;
     int B, T, nsub;          /* batch, sequence, sub-batches */
     tsr_gpt2_tiles_t tiles;
+    int fused;               /* QKV / attproj fused with the head reshape */
     int ntensors;            /* 4 + 12 L parameter descriptors */
     tsr_desc_t **params, **adam_m, **adam_v;
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */

@@ -42,10 +42,15 @@ static void usage(FILE *out)
 "  -T, --seq N         sequence length (default 64)\n"
 "  --steps N           training steps (default 20)\n"
 "  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0)\n"
-"Tiles (parallelism vs task size; default: whole C, token tile T, Vp/8, all heads)\n"
-"  --tile-tok N        token tile (divides T)      --tile-ch N   channel tile\n"
-"  --tile-hid N        hidden (4C) tile            --tile-voc N  vocabulary tile\n"
-"  --tile-heads N      heads per attention tile (divides NH)\n"
+"Tiles (parallelism vs task size; defaults: token tile of whole sequences up to 256\n"
+"tokens within one rank's share of the batch, C/2, 2C, Vp/8, NH/2 heads, q = k = T)\n"
+"  --tile-tok N        token tile (divides T, or a multiple of T: several sequences)\n"
+"  --tile-ch N         channel tile                --tile-hid N  hidden (4C) tile\n"
+"  --tile-voc N        vocabulary tile             --tile-heads N heads per attention tile (divides NH)\n"
+"  --tile-q N          attention query tile        --tile-k N    attention key tile\n"
+"                      (<= T; default the token tile, or T when it is longer; when both\n"
+"                      equal a token tile dividing T the projections write the attention\n"
+"                      tensors directly, otherwise through split/merge tasks)\n"
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
 "  --threads N         CPU workers (default: all cores)\n"
@@ -138,7 +143,7 @@ static int parse_float(const char *s, const char *name, float *out)
 }
 
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
-       O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
+       O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
        O_NSUB };
 
@@ -148,7 +153,8 @@ static const struct option long_options[] = {
     { "batch", 1, 0, 'B' }, { "seq", 1, 0, 'T' }, { "steps", 1, 0, O_STEPS }, { "lr", 1, 0, O_LR },
     { "beta1", 1, 0, O_BETA1 }, { "beta2", 1, 0, O_BETA2 }, { "eps", 1, 0, O_EPS }, { "wd", 1, 0, O_WD },
     { "tile-tok", 1, 0, O_TTOK }, { "tile-ch", 1, 0, O_TCH }, { "tile-hid", 1, 0, O_THID },
-    { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "redux", 0, 0, O_REDUX },
+    { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "tile-q", 1, 0, O_TQ },
+    { "tile-k", 1, 0, O_TK }, { "redux", 0, 0, O_REDUX },
     { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
@@ -185,6 +191,8 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_THID: bad = parse_int(optarg, "tile-hid", 1, &o->tiles.hid); break;
         case O_TVOC: bad = parse_int(optarg, "tile-voc", 1, &o->tiles.voc); break;
         case O_THEADS: bad = parse_int(optarg, "tile-heads", 1, &o->tiles.heads); break;
+        case O_TQ: bad = parse_int(optarg, "tile-q", 1, &o->tiles.q); break;
+        case O_TK: bad = parse_int(optarg, "tile-k", 1, &o->tiles.k); break;
         case O_REDUX: o->tiles.accum = TSR_ACCUM_REDUX; break;
         case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
@@ -593,6 +601,9 @@ static void fill_tiles(trainer_t *t)
     if (!o->hid) o->hid = def.hid;
     if (!o->voc) o->voc = def.voc;
     if (!o->heads) o->heads = def.heads;
+    int attention_tile = o->tok < t->opt.T ? o->tok : t->opt.T;
+    if (!o->q) o->q = attention_tile;
+    if (!o->k) o->k = attention_tile;
 }
 
 static int setup(trainer_t *t)
@@ -612,12 +623,14 @@ static int setup(trainer_t *t)
         return rc;
     }
     fill_tiles(t);
-    if (tsr_rank() == 0)
-        printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
-               "hid %d voc %d heads %d (%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
-               tsr_gpt2_num_params(&t->cfg), o->B, o->T, o->tiles.tok, o->tiles.ch, o->tiles.hid, o->tiles.voc,
-               o->tiles.heads, o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered", o->nsub);
     rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
+    if (!rc && tsr_rank() == 0)
+        printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
+               "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
+               tsr_gpt2_num_params(&t->cfg), o->B, o->T, o->tiles.tok, o->tiles.ch, o->tiles.hid, o->tiles.voc,
+               o->tiles.heads, o->tiles.q, o->tiles.k, o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
+               t->model.fused ? "" : ", split/merge",
+               o->nsub);
     if (!rc)
         rc = tsr_gpt2_params_scatter(&t->model, tsr_rank() == 0 ? params : NULL);
     free(params);
