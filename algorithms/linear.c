@@ -376,19 +376,23 @@ static int touched_tiles(const heads_map_t *m, int p, int bi, int i3, int j3, un
     return n;
 }
 
-static int copy_pair(const heads_map_t *m, int p, int bi, int i3, int j3, int i2, int j2, int to_heads, double beta)
+static int copy_pair(const heads_map_t *m, int p, int bi, int i3, int j3, int i2, int j2, int to_heads, double beta,
+                     int first_write)
 {
     tsr_desc_t *H = m->h[p], *X = m->X;
     tsr_heads_geom_t g = { m->C, m->NH, m->hd, m->T, p, i2 * X->mb, j2 * X->nb, bi * H->bb, i3 * H->mb, j3 * H->nb };
-    return tsr_insert_heads_copy(&g, to_heads, beta, tsr_tile(X, 0, i2, j2), tsr_tile(H, bi, i3, j3));
+    return tsr_insert_heads_copy(&g, to_heads, beta, tsr_tile(X, 0, i2, j2), tsr_tile(H, bi, i3, j3), first_write);
 }
 
+/* With beta 0 the copies overwrite the whole destination: the first copy
+ * into each destination tile is write-only (written[] tracks the 2D
+ * destination tiles; a head tile's copies are consecutive). */
 static int heads_reshape(const heads_map_t *m, int to_heads, double beta)
 {
     size_t nx = (size_t)m->X->mt * m->X->nt;
-    unsigned char *seen = calloc(nx, 1);
+    unsigned char *seen = calloc(nx, 1), *written = calloc(nx, 1);
     int *list = malloc(nx * sizeof *list);
-    int rc = seen && list ? TSR_SUCCESS : TSR_ENOMEM;
+    int rc = seen && written && list ? TSR_SUCCESS : TSR_ENOMEM;
     for (int p = 0; p < m->nparts && !rc; p++) {
         tsr_desc_t *H = m->h[p];
         for (int bi = 0; bi < H->bt && !rc; bi++)
@@ -396,13 +400,17 @@ static int heads_reshape(const heads_map_t *m, int to_heads, double beta)
                 for (int j3 = 0; j3 < H->nt && !rc; j3++) {
                     int n = touched_tiles(m, p, bi, i3, j3, seen, list);
                     for (int t = 0; t < n; t++) {
+                        int first = beta == 0.0 && (to_heads ? t == 0 : !written[list[t]]);
                         if (!rc)
-                            rc = copy_pair(m, p, bi, i3, j3, list[t] / m->X->nt, list[t] % m->X->nt, to_heads, beta);
+                            rc = copy_pair(m, p, bi, i3, j3, list[t] / m->X->nt, list[t] % m->X->nt, to_heads, beta,
+                                           first);
                         seen[list[t]] = 0;
+                        written[list[t]] = 1;
                     }
                 }
     }
     free(seen);
+    free(written);
     free(list);
     return rc;
 }

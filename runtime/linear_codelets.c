@@ -205,7 +205,6 @@ static void define_codelets(void)
     const char *env = getenv("TSR_LINEAR_PER_HEAD");
     per_head_gemms = env && *env && strcmp(env, "0") != 0;
     static const enum starpu_data_access_mode rw_r[] = { STARPU_RW, STARPU_R };
-    static const enum starpu_data_access_mode r_rw[] = { STARPU_R, STARPU_RW };
     for (int kind = 0; kind < TSR_LIN_NKINDS; kind++) {
         /* C's mode (W, RW, REDUX) and the optional tiles vary per task */
         tsr_codelet_init(&codelets[kind], &models[kind], cl_symbols[kind], cpu_linear_gemm, NULL, 0, NULL);
@@ -220,8 +219,9 @@ static void define_codelets(void)
     tsr_codelet_init(&codelets[CL_GELU_BWD], &models[CL_GELU_BWD], cl_symbols[CL_GELU_BWD], cpu_gelu_backward,
                      NULL, 0, NULL);
     tsr_codelet_init(&codelets[CL_ROWSUM], &models[CL_ROWSUM], cl_symbols[CL_ROWSUM], cpu_rowsum, NULL, 0, NULL);
+    /* the destination is W or RW per task */
     tsr_codelet_init(&codelets[CL_HEADS_COPY], &models[CL_HEADS_COPY], cl_symbols[CL_HEADS_COPY], cpu_heads_copy,
-                     NULL, 2, r_rw);
+                     NULL, 0, NULL);
 }
 
 static struct starpu_codelet *codelet(int which)
@@ -312,10 +312,11 @@ int tsr_insert_rowsum(tsr_tile_t X, double beta, tsr_tile_t y, enum starpu_data_
     return tsr_submit(codelet(CL_ROWSUM), tiles, modes, 2, &arg, sizeof arg, exec_rank, tile_elems(X));
 }
 
-int tsr_insert_heads_copy(const tsr_heads_geom_t *g, int to_heads, double beta, tsr_tile_t X, tsr_tile_t Y)
+int tsr_insert_heads_copy(const tsr_heads_geom_t *g, int to_heads, double beta, tsr_tile_t X, tsr_tile_t Y,
+                          int first_write)
 {
     heads_arg_t arg = { *g, to_heads, (float)beta };
     tsr_tile_t tiles[2] = { to_heads ? X : Y, to_heads ? Y : X };
-    enum starpu_data_access_mode modes[2] = { STARPU_R, STARPU_RW };
+    enum starpu_data_access_mode modes[2] = { STARPU_R, first_write ? STARPU_W : STARPU_RW };
     return tsr_submit(codelet(CL_HEADS_COPY), tiles, modes, 2, &arg, sizeof arg, -1, 0.0);
 }

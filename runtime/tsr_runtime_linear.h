@@ -58,6 +58,9 @@ int tsr_insert_gelu_backward(tsr_tile_t pre, tsr_tile_t dout, tsr_tile_t dpre);
 int tsr_insert_rowsum(tsr_tile_t X, double beta, tsr_tile_t y, enum starpu_data_access_mode ymode, int exec_rank);
 /* Reshape the elements X (2D tile) and Y (head tile) share, geometry g with
  * the tiles' origins filled in: to_heads: Y = X + beta Y, else X = Y + beta X.
- * The destination is read-write: several tasks fill parts of it. */
-int tsr_insert_heads_copy(const tsr_heads_geom_t *g, int to_heads, double beta, tsr_tile_t X, tsr_tile_t Y);
+ * The destination is read-write (several tasks fill parts of it), or
+ * write-only for the first of the tasks that together overwrite it
+ * (first_write, beta 0), so it needs no valid previous value. */
+int tsr_insert_heads_copy(const tsr_heads_geom_t *g, int to_heads, double beta, tsr_tile_t X, tsr_tile_t Y,
+                          int first_write);
 #endif

@@ -114,6 +114,16 @@ static void check_lazy_storage(tsr_desc_t *d)
     CHECK(bad == 0);
 }
 
+/* An invalidated descriptor takes new values: invalidate, write, read back. */
+static void check_invalidate(tsr_desc_t *d)
+{
+    CHECK_RC(tsr_desc_fill_random(d, 5), TSR_SUCCESS);
+    tsr_desc_invalidate(d);
+    check_round_trip(d);
+    tsr_desc_invalidate(d);
+    check_fill(d, 9);
+}
+
 static void check_descriptor(tsr_dtype_t dtype, tiling_t t, const tsr_dist_t *dist)
 {
     tsr_desc_t *d = NULL;
@@ -125,6 +135,7 @@ static void check_descriptor(tsr_dtype_t dtype, tiling_t t, const tsr_dist_t *di
     check_lazy_storage(d);
     check_round_trip(d);
     check_norms(d, 11);
+    check_invalidate(d);
     CHECK_RC(tsr_desc_destroy(d), TSR_SUCCESS);
 }
 

@@ -28,6 +28,17 @@ void tsr_desc_flush_cache(tsr_desc_t *d)
 #endif
 }
 
+void tsr_desc_invalidate(tsr_desc_t *d)
+{
+    if (!d)
+        return;
+    tsr_desc_flush_cache(d); /* MPI: drops (invalidates) the received copies */
+    int n = tsr_desc_ntiles(d);
+    for (int t = 0; t < n; t++)
+        if (d->handles[t] && d->storage[t]) /* registered, owned here */
+            starpu_data_invalidate_submit(d->handles[t]);
+}
+
 int tsr_foreach_local_tile(tsr_desc_t *d, enum starpu_data_access_mode mode, tsr_tile_visit_fn fn, void *arg)
 {
     for (int bi = 0; bi < d->bt; bi++)

@@ -60,6 +60,13 @@ int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
                        int mb, int nb, const tsr_dist_t *dist);
 /* Wait for the tasks using it, unregister every handle, free storage. */
 int tsr_desc_destroy(tsr_desc_t *desc);
+/* Declare the values of every tile dead (asynchronous, in task order):
+ * once the tasks submitted so far are done with them, StarPU drops the
+ * tiles' copies (device replicates and MPI-received copies are freed, never
+ * transferred or written back) and the next task must write before reading.
+ * For temporaries that are rewritten before their next use (collective
+ * under MPI: every rank calls it at the same point). */
+void tsr_desc_invalidate(tsr_desc_t *desc);
 
 int tsr_desc_ntiles(const tsr_desc_t *d);
 int tsr_tile_depth(const tsr_desc_t *d, int bi);

@@ -486,6 +486,20 @@ static int block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_d
     return rc;
 }
 
+/* Activations and scratch are dead once the backward has read them (the
+ * next step writes them first): invalidating lets StarPU drop their copies
+ * instead of moving or writing back dead data. */
+static void invalidate(tsr_desc_t *const *d, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        tsr_desc_invalidate(d[k]);
+}
+
+static void invalidate_layer(tsr_gpt2_batch_t *b, int l)
+{
+    invalidate((tsr_desc_t *const *)&b->acts[l], sizeof b->acts[l] / sizeof(tsr_desc_t *));
+}
+
 static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
     tsr_desc_t **p = m->params, **g = b->grads;
@@ -498,12 +512,24 @@ static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     if (!rc)
         rc = tsr_layernorm_backward(b->dln, block_input(b, m->cfg.L), p[LNFW], b->lnf_mean, b->lnf_rstd, b->dres,
                                     g[LNFW], g[LNFB], 0, acc, b->ln_work);
-    for (int l = m->cfg.L - 1; l >= 0 && !rc; l--)
+    if (!rc) {
+        tsr_desc_t *head[] = { b->logits, b->ce_stats, b->lnf, b->lnf_mean, b->lnf_rstd };
+        invalidate(head, sizeof head / sizeof head[0]);
+    }
+    for (int l = m->cfg.L - 1; l >= 0 && !rc; l--) {
         rc = block_backward(m, b, l, block_input(b, l));
+        if (!rc)
+            invalidate_layer(b, l);
+    }
     if (!rc) /* wte already holds the LM head's gradient: add to it */
         rc = tsr_encoder_backward(g[WTE], NULL, b->dres, b->inputs, b->B, m->T, 1, acc);
     if (!rc)
         rc = tsr_encoder_backward(NULL, g[WPE], b->dres, b->inputs, b->B, m->T, 0, acc);
+    if (!rc) {
+        tsr_desc_t *scratch[] = { b->encoded, b->dres, b->dln, b->dfch, b->datty, b->dq, b->dk, b->dv,
+                                  b->qkv2d, b->att2d, b->datt2d };
+        invalidate(scratch, sizeof scratch / sizeof scratch[0]);
+    }
     return rc;
 }
 
@@ -513,9 +539,12 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = batch_backward(m, &m->sub[r]);
     /* the sub-batches' gradients are added into sub-batch 0's, in order */
-    for (int r = 1; r < m->nsub && !rc; r++)
+    for (int r = 1; r < m->nsub && !rc; r++) {
         for (int s = 0; s < m->ntensors && !rc; s++)
             rc = tsr_residual_forward(m->sub[0].grads[s], m->sub[r].grads[s], m->sub[0].grads[s]);
+        if (!rc)
+            invalidate(m->sub[r].grads, m->ntensors);
+    }
     return rc;
 }
 
