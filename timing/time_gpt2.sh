@@ -7,8 +7,10 @@
 #     --exe PATH        tsr_gpt2 (default build/algorithms/gpt2/tsr_gpt2)
 #     --model NAME      preset (default d2)
 #     --bt "B:T ..."    batch shapes (default "4:64 8:64 16:64 32:64 64:64", B*T 256..4096)
-#     --tok "N ..."     token tiles (default: T)      --voc "N ..."  vocab tiles (default: driver's)
-#     --ch "N ..."      channel tiles (default: C)    --hid "N ..."  hidden tiles (default: 4C)
+#     --tok "N ..."     token tiles                   --voc "N ..."  vocab tiles
+#     --ch "N ..."      channel tiles                 --hid "N ..."  hidden tiles
+#     --heads "N ..."   heads per attention tile      --qk "Q:K ..." attention query:key tiles
+#                       (each list defaults to the driver's default; 0 = default)
 #     --split "R:W:P:S ..."  ranks:workers-per-rank:pws:sub-batches
 #                       (default "1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:1": task parallelism,
 #                       2 sub-batches, 2-core parallel workers, 2 MPI ranks)
@@ -16,26 +18,31 @@
 # Plot: timing/plot_csv.sh out.csv out.png B_T tokens_per_ms split
 set -euo pipefail
 exe=build/algorithms/gpt2/tsr_gpt2; model=d2; bts="4:64 8:64 16:64 32:64 64:64"
-toks=""; vocs=""; chs=""; hids=""; splits="1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:1"; accums="ordered"; steps=6
+toks=""; vocs=""; chs=""; hids=""; headss=""; qks=""; splits="1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:1"; accums="ordered"; steps=6
 while [ $# -gt 0 ]; do
   case $1 in
     --exe) exe=$2 ;; --model) model=$2 ;; --bt) bts=$2 ;; --tok) toks=$2 ;; --voc) vocs=$2 ;;
-    --ch) chs=$2 ;; --hid) hids=$2 ;; --split) splits=$2 ;; --accum) accums=$2 ;; --steps) steps=$2 ;;
+    --ch) chs=$2 ;; --hid) hids=$2 ;; --heads) headss=$2 ;; --qk) qks=$2 ;; --split) splits=$2 ;; --accum) accums=$2 ;; --steps) steps=$2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift 2
 done
 [ -x "$exe" ] || { echo "error: $exe not found (build first)" >&2; exit 1; }
-echo "model,B,T,B_T,tok,ch,hid,voc,accum,split,ranks,workers,pws,subbatches,median_ms,tokens_per_ms,mean_tokens_per_ms,peak_rss_mb"
+echo "model,B,T,B_T,tok,ch,hid,voc,heads,q,k,accum,split,ranks,workers,pws,subbatches,median_ms,tokens_per_ms,mean_tokens_per_ms,peak_rss_mb"
 for bt in $bts; do
   B=${bt%%:*}; T=${bt##*:}
-  for tok in ${toks:-$T}; do for voc in ${vocs:-0}; do for ch in ${chs:-0}; do for hid in ${hids:-0}; do
-  for accum in $accums; do for split in $splits; do
+  for tok in ${toks:-0}; do for voc in ${vocs:-0}; do for ch in ${chs:-0}; do for hid in ${hids:-0}; do
+  for heads in ${headss:-0}; do for qk in ${qks:-0:0}; do for accum in $accums; do for split in $splits; do
+    q=${qk%%:*}; k=${qk##*:}
     IFS=: read -r ranks workers pws nsub <<< "$split"
     nsub=${nsub:-1}
     args=(--model "$model" -B "$B" -T "$T" --steps "$steps" --val-every 0 --sample-every 0 --quiet
-          --tile-tok "$tok" --threads "$workers" --pws "$pws" --sub-batches "$nsub")
+          --threads "$workers" --pws "$pws" --sub-batches "$nsub")
+    [ "$tok" != 0 ] && args+=(--tile-tok "$tok")
+    [ "$heads" != 0 ] && args+=(--tile-heads "$heads")
+    [ "$q" != 0 ] && args+=(--tile-q "$q")
+    [ "$k" != 0 ] && args+=(--tile-k "$k")
     [ "$voc" != 0 ] && args+=(--tile-voc "$voc")
     [ "$ch" != 0 ] && args+=(--tile-ch "$ch")
     [ "$hid" != 0 ] && args+=(--tile-hid "$hid")
@@ -48,6 +55,6 @@ for bt in $bts; do
     mean=$(sed -n 's/.*; mean \([0-9.]*\)).*/\1/p' <<< "$line")
     rss=$(sed -n 's/.*peak RSS \([0-9.]*\) MB.*/\1/p' <<< "$line")
     [ -n "$ms" ] || { ms=nan; tpm=nan; mean=nan; rss=nan; }
-    echo "$model,$B,$T,$((B * T)),$tok,$ch,$hid,$voc,$accum,$split,$ranks,$workers,$pws,$nsub,$ms,$tpm,$mean,$rss"
-  done; done; done; done; done; done
+    echo "$model,$B,$T,$((B * T)),$tok,$ch,$hid,$voc,$heads,$q,$k,$accum,$split,$ranks,$workers,$pws,$nsub,$ms,$tpm,$mean,$rss"
+  done; done; done; done; done; done; done; done
 done
