@@ -65,7 +65,9 @@ int tsr_desc_destroy(tsr_desc_t *desc);
  * tiles' copies (device replicates and MPI-received copies are freed, never
  * transferred or written back) and the next task must write before reading.
  * For temporaries that are rewritten before their next use (collective
- * under MPI: every rank calls it at the same point). */
+ * under MPI: every rank calls it at the same point). Reading a tile before
+ * it is written again is a programming error: StarPU aborts on it
+ * ("handle->initialized"). */
 void tsr_desc_invalidate(tsr_desc_t *desc);
 
 int tsr_desc_ntiles(const tsr_desc_t *d);
