@@ -9,6 +9,7 @@
 #include <string.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 #include "tsr_testutil.h"
 
 enum { NSTEPS = 5 };
@@ -99,13 +100,6 @@ static void run(const case_t *k)
     tsr_desc_destroy(dp); tsr_desc_destroy(dg); tsr_desc_destroy(dm); tsr_desc_destroy(dv);
 }
 
-static void expect(int rc, int code, uint64_t before, const char *what)
-{
-    if (rc != code || tsr_tasks_submitted() != before)
-        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
-                (unsigned long long)(tsr_tasks_submitted() - before));
-    CHECK(rc == code && tsr_tasks_submitted() == before);
-}
 
 static void check_errors(void)
 {
@@ -114,18 +108,18 @@ static void check_errors(void)
     tsr_desc_t *g_shape = make(&shape, &grid), *g_tile = make(&tile, &grid), *g64 = NULL;
     CHECK_RC(tsr_desc_create(&g64, TSR_FLOAT64, 1, 10, 9, 1, 4, 4, &grid), TSR_SUCCESS);
     uint64_t n0 = tsr_tasks_submitted();
-    expect(tsr_adamw(NULL, g, m, v, lr, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "NULL params");
-    expect(tsr_adamw(p, g, m, m, lr, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "m == v");
-    expect(tsr_adamw(p, g, m, v, -1.0f, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "lr < 0");
-    expect(tsr_adamw(p, g, m, v, NAN, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "lr NaN");
-    expect(tsr_adamw(p, g, m, v, lr, 1.0f, beta2, eps, wd, 0), TSR_EINVAL, n0, "beta1 = 1");
-    expect(tsr_adamw(p, g, m, v, lr, beta1, -0.5f, eps, wd, 0), TSR_EINVAL, n0, "beta2 < 0");
-    expect(tsr_adamw(p, g, m, v, lr, beta1, beta2, -eps, wd, 0), TSR_EINVAL, n0, "eps < 0");
-    expect(tsr_adamw(p, g, m, v, lr, beta1, beta2, eps, -wd, 0), TSR_EINVAL, n0, "weight decay < 0");
-    expect(tsr_adamw(p, g, m, v, lr, beta1, beta2, eps, wd, -1), TSR_EINVAL, n0, "step -1");
-    expect(tsr_adamw(p, g64, m, v, lr, beta1, beta2, eps, wd, 0), TSR_EDTYPE, n0, "float64 grads");
-    expect(tsr_adamw(p, g_shape, m, v, lr, beta1, beta2, eps, wd, 0), TSR_ESHAPE, n0, "grads shape");
-    expect(tsr_adamw(p, g_tile, m, v, lr, beta1, beta2, eps, wd, 0), TSR_ETILE, n0, "grads tiles");
+    tsr_expect_error(tsr_adamw(NULL, g, m, v, lr, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "NULL params");
+    tsr_expect_error(tsr_adamw(p, g, m, m, lr, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "m == v");
+    tsr_expect_error(tsr_adamw(p, g, m, v, -1.0f, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "lr < 0");
+    tsr_expect_error(tsr_adamw(p, g, m, v, NAN, beta1, beta2, eps, wd, 0), TSR_EINVAL, n0, "lr NaN");
+    tsr_expect_error(tsr_adamw(p, g, m, v, lr, 1.0f, beta2, eps, wd, 0), TSR_EINVAL, n0, "beta1 = 1");
+    tsr_expect_error(tsr_adamw(p, g, m, v, lr, beta1, -0.5f, eps, wd, 0), TSR_EINVAL, n0, "beta2 < 0");
+    tsr_expect_error(tsr_adamw(p, g, m, v, lr, beta1, beta2, -eps, wd, 0), TSR_EINVAL, n0, "eps < 0");
+    tsr_expect_error(tsr_adamw(p, g, m, v, lr, beta1, beta2, eps, -wd, 0), TSR_EINVAL, n0, "weight decay < 0");
+    tsr_expect_error(tsr_adamw(p, g, m, v, lr, beta1, beta2, eps, wd, -1), TSR_EINVAL, n0, "step -1");
+    tsr_expect_error(tsr_adamw(p, g64, m, v, lr, beta1, beta2, eps, wd, 0), TSR_EDTYPE, n0, "float64 grads");
+    tsr_expect_error(tsr_adamw(p, g_shape, m, v, lr, beta1, beta2, eps, wd, 0), TSR_ESHAPE, n0, "grads shape");
+    tsr_expect_error(tsr_adamw(p, g_tile, m, v, lr, beta1, beta2, eps, wd, 0), TSR_ETILE, n0, "grads tiles");
     CHECK_RC(tsr_adamw(p, g, m, v, lr, beta1, beta2, eps, wd, 0), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > n0 || tsr_size() > 1);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 #include "tsr_testutil.h"
 
 /* ---- plain-loop reference (double, one head, llm.c semantics) ------------
@@ -581,11 +582,7 @@ static void expect_error(int code, int fwd, call_t a, const char *what)
     uint64_t before = tsr_tasks_submitted();
     int rc = fwd ? tsr_attention_forward(a.Q, a.K, a.V, a.out, a.stats)
                  : tsr_attention_backward(a.Q, a.K, a.V, a.out, a.dout, a.stats, a.dQ, a.dK, a.dV, a.acc, a.accum);
-    int ok = rc == code && tsr_tasks_submitted() == before;
-    if (!ok)
-        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
-                (unsigned long long)(tsr_tasks_submitted() - before));
-    CHECK(ok);
+    tsr_expect_error(rc, code, before, what);
 }
 
 static void suite_errors(void)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 #include "tsr_testutil.h"
 
 enum { V = 101, VP = 128, BT = 45 };
@@ -213,13 +214,6 @@ static void run(const tiles_t *tl, tsr_accum_t accum, float dloss)
     tsr_desc_destroy(dl);
 }
 
-static void expect(int rc, int code, uint64_t before, const char *what)
-{
-    if (rc != code || tsr_tasks_submitted() != before)
-        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
-                (unsigned long long)(tsr_tasks_submitted() - before));
-    CHECK(rc == code && tsr_tasks_submitted() == before);
-}
 
 static void check_errors(void)
 {
@@ -231,29 +225,29 @@ static void check_errors(void)
     float mean;
     uint64_t n0 = tsr_tasks_submitted();
     const char *fn = "forward";
-    expect(tsr_crossentropy_forward(NULL, s, l, targets, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, fn);
-    expect(tsr_crossentropy_forward(x, s, l, NULL, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "NULL targets");
-    expect(tsr_crossentropy_forward(x, s, l, targets, VP + 1, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "V > Vp");
-    expect(tsr_crossentropy_forward(x, s, l, targets, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "V = 0");
-    expect(tsr_crossentropy_forward(x, s, l, targets, V, (tsr_accum_t)3), TSR_EINVAL, n0, "accum");
-    expect(tsr_crossentropy_forward(x, x, l, targets, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "stats == logits");
-    expect(tsr_crossentropy_forward(x64, s, l, targets, V, TSR_ACCUM_ORDERED), TSR_EDTYPE, n0, "float64");
-    expect(tsr_crossentropy_forward(x, s3, l, targets, V, TSR_ACCUM_ORDERED), TSR_ESHAPE, n0, "3-row stats");
-    expect(tsr_crossentropy_forward(x, s_mb1, l, targets, V, TSR_ACCUM_REDUX), TSR_ETILE, n0, "stats mb 1");
-    expect(tsr_crossentropy_forward(x, s_nb, l, targets, V, TSR_ACCUM_REDUX), TSR_ETILE, n0, "stats nb");
-    expect(tsr_crossentropy_forward(x, s, l_n, targets, V, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "losses n");
+    tsr_expect_error(tsr_crossentropy_forward(NULL, s, l, targets, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, fn);
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, NULL, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "NULL targets");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, VP + 1, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "V > Vp");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "V = 0");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, V, (tsr_accum_t)3), TSR_EINVAL, n0, "accum");
+    tsr_expect_error(tsr_crossentropy_forward(x, x, l, targets, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "stats == logits");
+    tsr_expect_error(tsr_crossentropy_forward(x64, s, l, targets, V, TSR_ACCUM_ORDERED), TSR_EDTYPE, n0, "float64");
+    tsr_expect_error(tsr_crossentropy_forward(x, s3, l, targets, V, TSR_ACCUM_ORDERED), TSR_ESHAPE, n0, "3-row stats");
+    tsr_expect_error(tsr_crossentropy_forward(x, s_mb1, l, targets, V, TSR_ACCUM_REDUX), TSR_ETILE, n0, "stats mb 1");
+    tsr_expect_error(tsr_crossentropy_forward(x, s_nb, l, targets, V, TSR_ACCUM_REDUX), TSR_ETILE, n0, "stats nb");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l_n, targets, V, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "losses n");
     memcpy(bad, targets, sizeof bad);
     bad[BT - 3] = V; /* a padded row is not a valid target */
-    expect(tsr_crossentropy_forward(x, s, l, bad, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "target V");
-    expect(tsr_crossentropy_backward(x, s, bad, V, 0.0f), TSR_EINVAL, n0, "backward target V");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, bad, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "target V");
+    tsr_expect_error(tsr_crossentropy_backward(x, s, bad, V, 0.0f), TSR_EINVAL, n0, "backward target V");
     bad[BT - 3] = -1;
-    expect(tsr_crossentropy_forward(x, s, l, bad, V, TSR_ACCUM_REDUX), TSR_EINVAL, n0, "target -1");
-    expect(tsr_crossentropy_backward(x, s, bad, V, 0.0f), TSR_EINVAL, n0, "backward target -1");
-    expect(tsr_crossentropy_backward(x, s, targets, V, NAN), TSR_EINVAL, n0, "dloss NaN");
-    expect(tsr_crossentropy_backward(x, s_nb, targets, V, 1.0f), TSR_ETILE, n0, "backward stats nb");
-    expect(tsr_crossentropy_backward(x, NULL, targets, V, 1.0f), TSR_EINVAL, n0, "backward NULL stats");
-    expect(tsr_crossentropy_mean(l, NULL), TSR_EINVAL, n0, "mean NULL");
-    expect(tsr_crossentropy_mean(s, &mean), TSR_ESHAPE, n0, "mean of 2 rows");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, bad, V, TSR_ACCUM_REDUX), TSR_EINVAL, n0, "target -1");
+    tsr_expect_error(tsr_crossentropy_backward(x, s, bad, V, 0.0f), TSR_EINVAL, n0, "backward target -1");
+    tsr_expect_error(tsr_crossentropy_backward(x, s, targets, V, NAN), TSR_EINVAL, n0, "dloss NaN");
+    tsr_expect_error(tsr_crossentropy_backward(x, s_nb, targets, V, 1.0f), TSR_ETILE, n0, "backward stats nb");
+    tsr_expect_error(tsr_crossentropy_backward(x, NULL, targets, V, 1.0f), TSR_EINVAL, n0, "backward NULL stats");
+    tsr_expect_error(tsr_crossentropy_mean(l, NULL), TSR_EINVAL, n0, "mean NULL");
+    tsr_expect_error(tsr_crossentropy_mean(s, &mean), TSR_ESHAPE, n0, "mean of 2 rows");
     /* good calls submit tasks; the losses may be left out */
     CHECK_RC(tsr_crossentropy_forward(x, s, NULL, targets, V, TSR_ACCUM_ORDERED), TSR_SUCCESS);
     CHECK_RC(tsr_crossentropy_backward(x, s, targets, V, 0.0f), TSR_SUCCESS);

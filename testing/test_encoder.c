@@ -10,6 +10,7 @@
 #include <string.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 #include "tsr_testutil.h"
 
 enum { C = 37, V = 101, VP = 128, MAXT = 20, B = 3, T = 15, BT = B * T };
@@ -151,14 +152,6 @@ static void check_backward(const tiles_t *tl, tsr_accum_t accum, int accumulate,
     tsr_desc_destroy(dwpe);
 }
 
-/* The call fails with `code` and submits nothing. */
-static void expect(int rc, int code, uint64_t before, const char *what)
-{
-    if (rc != code || tsr_tasks_submitted() != before)
-        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
-                (unsigned long long)(tsr_tasks_submitted() - before));
-    CHECK(rc == code && tsr_tasks_submitted() == before);
-}
 
 static void check_errors(void)
 {
@@ -168,28 +161,28 @@ static void check_errors(void)
     tsr_desc_t *wt_c = make(TSR_FLOAT32, C + 1, VP, 8, 16);
     int bad[BT];
     uint64_t n0 = tsr_tasks_submitted();
-    expect(tsr_encoder_forward(NULL, wt, wp, tokens, B, T), TSR_EINVAL, n0, "NULL out");
-    expect(tsr_encoder_forward(out, NULL, wp, tokens, B, T), TSR_EINVAL, n0, "NULL wte");
-    expect(tsr_encoder_forward(out, wt, wp, NULL, B, T), TSR_EINVAL, n0, "NULL tokens");
-    expect(tsr_encoder_forward(out, wt, wp, tokens, 0, T), TSR_EINVAL, n0, "B = 0");
-    expect(tsr_encoder_forward(out, wt, wp, tokens, B, T + 1), TSR_ESHAPE, n0, "B*T != columns");
-    expect(tsr_encoder_forward(out, wt64, wp, tokens, B, T), TSR_EDTYPE, n0, "float64 wte");
-    expect(tsr_encoder_forward(out, wt_mb, wp, tokens, B, T), TSR_ETILE, n0, "channel tiles");
-    expect(tsr_encoder_forward(out, wt_c, wp, tokens, B, T), TSR_ESHAPE, n0, "channels");
-    expect(tsr_encoder_forward(out, wt, wp_short, tokens, B, T), TSR_ESHAPE, n0, "T > maxT");
-    expect(tsr_encoder_forward(out, out, wp, tokens, B, T), TSR_EINVAL, n0, "out == wte");
+    tsr_expect_error(tsr_encoder_forward(NULL, wt, wp, tokens, B, T), TSR_EINVAL, n0, "NULL out");
+    tsr_expect_error(tsr_encoder_forward(out, NULL, wp, tokens, B, T), TSR_EINVAL, n0, "NULL wte");
+    tsr_expect_error(tsr_encoder_forward(out, wt, wp, NULL, B, T), TSR_EINVAL, n0, "NULL tokens");
+    tsr_expect_error(tsr_encoder_forward(out, wt, wp, tokens, 0, T), TSR_EINVAL, n0, "B = 0");
+    tsr_expect_error(tsr_encoder_forward(out, wt, wp, tokens, B, T + 1), TSR_ESHAPE, n0, "B*T != columns");
+    tsr_expect_error(tsr_encoder_forward(out, wt64, wp, tokens, B, T), TSR_EDTYPE, n0, "float64 wte");
+    tsr_expect_error(tsr_encoder_forward(out, wt_mb, wp, tokens, B, T), TSR_ETILE, n0, "channel tiles");
+    tsr_expect_error(tsr_encoder_forward(out, wt_c, wp, tokens, B, T), TSR_ESHAPE, n0, "channels");
+    tsr_expect_error(tsr_encoder_forward(out, wt, wp_short, tokens, B, T), TSR_ESHAPE, n0, "T > maxT");
+    tsr_expect_error(tsr_encoder_forward(out, out, wp, tokens, B, T), TSR_EINVAL, n0, "out == wte");
     memcpy(bad, tokens, sizeof bad);
     bad[BT / 2] = VP;
-    expect(tsr_encoder_forward(out, wt, wp, bad, B, T), TSR_EINVAL, n0, "token >= Vp");
+    tsr_expect_error(tsr_encoder_forward(out, wt, wp, bad, B, T), TSR_EINVAL, n0, "token >= Vp");
     bad[BT / 2] = -1;
-    expect(tsr_encoder_forward(out, wt, wp, bad, B, T), TSR_EINVAL, n0, "token < 0");
-    expect(tsr_encoder_backward(wt, wp, out, bad, B, T, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "backward token");
-    expect(tsr_encoder_backward(NULL, NULL, out, tokens, B, T, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "no grads");
-    expect(tsr_encoder_backward(wt, wp, out, tokens, B, T, 2, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "accumulate 2");
-    expect(tsr_encoder_backward(wt, wp, out, tokens, B, T, 0, (tsr_accum_t)5), TSR_EINVAL, n0, "accum 5");
-    expect(tsr_encoder_backward(wt64, wp, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_EDTYPE, n0, "float64 dwte");
-    expect(tsr_encoder_backward(wt, wp_short, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "short dwpe");
-    expect(tsr_encoder_backward(NULL, wt_mb, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_ETILE, n0, "dwpe tiles");
+    tsr_expect_error(tsr_encoder_forward(out, wt, wp, bad, B, T), TSR_EINVAL, n0, "token < 0");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, bad, B, T, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "backward token");
+    tsr_expect_error(tsr_encoder_backward(NULL, NULL, out, tokens, B, T, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "no grads");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, 2, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "accumulate 2");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, 0, (tsr_accum_t)5), TSR_EINVAL, n0, "accum 5");
+    tsr_expect_error(tsr_encoder_backward(wt64, wp, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_EDTYPE, n0, "float64 dwte");
+    tsr_expect_error(tsr_encoder_backward(wt, wp_short, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "short dwpe");
+    tsr_expect_error(tsr_encoder_backward(NULL, wt_mb, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_ETILE, n0, "dwpe tiles");
     /* a good call does submit */
     CHECK_RC(tsr_encoder_backward(NULL, wp, out, tokens, B, T, 1, TSR_ACCUM_ORDERED), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 #include "tsr_testutil.h"
 
 enum { C = 67, BT = 45 };
@@ -527,11 +528,7 @@ static void check_residual(const tsr_dist_t *dist)
 
 static void expect(int got, int code, const char *what, uint64_t before)
 {
-    uint64_t after = tsr_tasks_submitted();
-    if (got != code || after != before)
-        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, got, tsr_strerror(got),
-                (unsigned long long)(after - before));
-    CHECK(got == code && after == before);
+    tsr_expect_error(got, code, before, what);
 }
 
 static tsr_desc_t *make_t(tsr_dtype_t t, int b, int m, int n, int mb, int nb, const tsr_dist_t *dist)

@@ -1,0 +1,18 @@
+/* The bad-argument check shared by the test programs: a call must fail with
+ * its error code and submit no task. */
+#ifndef TSR_EXPECT_H
+#define TSR_EXPECT_H
+#include <stdint.h>
+#include "tessera.h"
+#include "tsr_check.h"
+
+/* rc: what the call returned; before: tsr_tasks_submitted() before it. */
+static inline void tsr_expect_error(int rc, int code, uint64_t before, const char *what)
+{
+    uint64_t submitted = tsr_tasks_submitted() - before;
+    if (rc != code || submitted)
+        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
+                (unsigned long long)submitted);
+    CHECK(rc == code && submitted == 0);
+}
+#endif
