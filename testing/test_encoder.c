@@ -194,17 +194,8 @@ static void check_errors(void)
 
 int main(int argc, char **argv)
 {
-    tsr_config_t cfg;
-    tsr_config_default(&cfg);
-    cfg.verbose = 0; /* the expected failures would print errors */
-    if (tsr_mpi_launched())
-        cfg.ncpus = 1;
-    if (tsr_init(&cfg, &argc, &argv) != 0)
+    if (tsr_test_init(&argc, &argv, &grid) != 0)
         return 2;
-    int P = argc > 1 ? atoi(argv[1]) : 1;
-    if (P < 1 || tsr_size() % P != 0)
-        P = 1;
-    grid = tsr_dist_block_cyclic(P, tsr_size() / P);
 
     make_tokens();
     fill(wte, VP * C, 1);

@@ -41,3 +41,19 @@ double tsr_test_max_abs_err(const float *x, const float *ref, size_t n)
 {
     return max_err(x, ref, n, 0.0, 0);
 }
+
+int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid)
+{
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.verbose = 0;
+    if (tsr_mpi_launched())
+        cfg.ncpus = 1;
+    if (tsr_init(&cfg, argc, argv) != 0)
+        return 1;
+    int P = *argc > 1 ? atoi((*argv)[1]) : 1;
+    if (P < 1 || tsr_size() % P != 0)
+        P = 1;
+    *grid = tsr_dist_block_cyclic(P, tsr_size() / P);
+    return 0;
+}

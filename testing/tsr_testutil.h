@@ -14,4 +14,8 @@ int tsr_test_scatter_f32(tsr_desc_t *d, const float *full);
 double tsr_test_max_rel_err(const float *x, const float *ref, size_t n, double floor);
 /* max |x - ref| over n elements (NaN anywhere -> inf). */
 double tsr_test_max_abs_err(const float *x, const float *ref, size_t n);
+/* tsr_init for the op tests: quiet (the expected failures would print
+ * errors), one CPU worker per rank under mpirun; *grid = P x (size/P) with
+ * P from argv[1] (1 when absent or not dividing the ranks). 0 on success. */
+int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid);
 #endif
