@@ -20,5 +20,7 @@ tsr_add_test(gpt2_oracle_split     ${GPT2_ORACLE} 64 32 96 200 2 0 1 8 16)
 tsr_add_test(gpt2_oracle_split_qk  ${GPT2_ORACLE} 16 64 256 512 1 1 2 32 8)
 tsr_add_mpi_test(gpt2_oracle_mpi2 2 ${GPT2_ORACLE} 16 32 64 256 2 0)
 tsr_add_mpi_test(gpt2_oracle_split_mpi2 2 ${GPT2_ORACLE} 64 32 64 256 2 0 1 16 8)
-# one sequence per rank (the default tiles never span two ranks' samples)
+# one sequence per rank (the default tiles never span two ranks' samples);
+# with a sub-batch per rank each rank computes its own weight gradients
 tsr_add_mpi_test(gpt2_oracle_mpi4 4 ${GPT2_ORACLE})
+tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi2 2 ${GPT2_ORACLE} 32 32 96 200 2 0 2)

@@ -125,10 +125,13 @@ static int create_param_sets(tsr_gpt2_model_t *m)
     return rc;
 }
 
-/* Gradients like the parameters (on rank 0). */
-static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+/* Gradients shaped like the parameters, on the rank of the sub-batch's first
+ * sample: each rank's sub-batches compute their weight gradients locally,
+ * and only the finished partial gradients travel to rank 0 to be added
+ * (a reduction to the owner). */
+static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 {
-    tsr_dist_t root = tsr_dist_single(0);
+    tsr_dist_t root = tsr_dist_single(first * tsr_size() / m->B);
     int rc = 0;
     if (!(b->grads = calloc(m->ntensors, sizeof(tsr_desc_t *))))
         return TSR_ENOMEM;
@@ -229,7 +232,7 @@ int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int
         m->sub[r].B = B / nsub;
         rc = create_batch(m, &m->sub[r], r * (B / nsub));
         if (rc == 0)
-            rc = create_grads(m, &m->sub[r]);
+            rc = create_grads(m, &m->sub[r], r * (B / nsub));
     }
     if (rc)
         tsr_gpt2_model_destroy(m);

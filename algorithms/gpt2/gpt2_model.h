@@ -80,7 +80,12 @@ typedef struct {
 } tsr_gpt2_model_t;
 
 /* Create every descriptor (collective). Checks the tiles against the model;
- * nsub sub-batches (data parallelism inside the process) must divide B. */
+ * nsub sub-batches must divide B: their activations and gradients are their
+ * own (data parallelism inside the process), and under MPI each sub-batch's
+ * gradients live on the rank of its samples, so with at least one
+ * sub-batch per rank the weight gradients are computed where the
+ * activations are and reduced to rank 0 (fewer sub-batches: rank 0 computes
+ * them from activations sent to it). */
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles);
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);

@@ -54,8 +54,9 @@ static void usage(FILE *out)
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
 "  --threads N         CPU workers (default: all cores)\n"
-"  --sub-batches N     data parallelism inside the process: N sub-batches with their\n"
-"                      own activations and gradients, added before the update (divides B)\n"
+"  --sub-batches N     data parallelism: N sub-batches with their own activations and\n"
+"                      gradients, added before the update (divides B; default 1, and\n"
+"                      one per rank under MPI so each rank reduces its own gradients)\n"
 "  --pws N             parallel-worker size: GEMM tasks on combined workers of N cores\n"
 "                      with multi-threaded BLAS inside (tensor parallelism)\n"
 "  --sched NAME        StarPU scheduler\n"
@@ -112,7 +113,7 @@ static void default_options(options_t *o)
     o->eps = 1e-8f;
     o->threads = -1;
     o->pws = 1;
-    o->nsub = 1;
+    o->nsub = 0; /* 1, or one per rank under MPI */
     o->train = bundled_data("tiny_shakespeare_train.bin");
     o->val = bundled_data("tiny_shakespeare_val.bin");
     o->tokenizer = bundled_data("gpt2_tokenizer.bin");
@@ -623,6 +624,8 @@ static int setup(trainer_t *t)
         return rc;
     }
     fill_tiles(t);
+    if (!t->opt.nsub)
+        t->opt.nsub = tsr_size() > 1 && o->B % tsr_size() == 0 ? tsr_size() : 1;
     rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
     if (!rc && tsr_rank() == 0)
         printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
