@@ -11,14 +11,15 @@
 #     --ch "N ..."      channel tiles                 --hid "N ..."  hidden tiles
 #     --heads "N ..."   heads per attention tile      --qk "Q:K ..." attention query:key tiles
 #                       (each list defaults to the driver's default; 0 = default)
-#     --split "R:W:P:S ..."  ranks:workers-per-rank:pws:sub-batches
-#                       (default "1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:1": task parallelism,
+#     --split "R:W:P:S ..."  ranks:workers-per-rank:pws:sub-batches (S 0: the
+#                       driver's default, one sub-batch per rank)
+#                       (default "1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:0": task parallelism,
 #                       2 sub-batches, 2-core parallel workers, 2 MPI ranks)
 #     --accum "ordered redux"   --steps N (default 6)
 # Plot: timing/plot_csv.sh out.csv out.png B_T tokens_per_ms split
 set -euo pipefail
 exe=build/algorithms/gpt2/tsr_gpt2; model=d2; bts="4:64 8:64 16:64 32:64 64:64"
-toks=""; vocs=""; chs=""; hids=""; headss=""; qks=""; splits="1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:1"; accums="ordered"; steps=6
+toks=""; vocs=""; chs=""; hids=""; headss=""; qks=""; splits="1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:0"; accums="ordered"; steps=6
 while [ $# -gt 0 ]; do
   case $1 in
     --exe) exe=$2 ;; --model) model=$2 ;; --bt) bts=$2 ;; --tok) toks=$2 ;; --voc) vocs=$2 ;;
@@ -36,9 +37,10 @@ for bt in $bts; do
   for heads in ${headss:-0}; do for qk in ${qks:-0:0}; do for accum in $accums; do for split in $splits; do
     q=${qk%%:*}; k=${qk##*:}
     IFS=: read -r ranks workers pws nsub <<< "$split"
-    nsub=${nsub:-1}
+    nsub=${nsub:-0}
     args=(--model "$model" -B "$B" -T "$T" --steps "$steps" --val-every 0 --sample-every 0 --quiet
-          --threads "$workers" --pws "$pws" --sub-batches "$nsub")
+          --threads "$workers" --pws "$pws")
+    [ "$nsub" != 0 ] && args+=(--sub-batches "$nsub")
     [ "$tok" != 0 ] && args+=(--tile-tok "$tok")
     [ "$heads" != 0 ] && args+=(--tile-heads "$heads")
     [ "$q" != 0 ] && args+=(--tile-q "$q")
