@@ -100,7 +100,6 @@ int main(int argc, char **argv)
         tiles.voc = atoi(argv[7]);
         tiles.heads = atoi(argv[8]);
         tiles.accum = atoi(argv[9]) ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
-        tiles.q = tiles.k = tiles.tok < st.T ? tiles.tok : st.T;
     }
     if (argc == 13) {
         tiles.q = atoi(argv[11]);
@@ -110,7 +109,7 @@ int main(int argc, char **argv)
     int rc = tsr_gpt2_model_create(&m, &cfg, st.B, st.T, nsub, &tiles);
     CHECK_RC(rc, TSR_SUCCESS);
     if (rc == 0 && tsr_rank() == 0)
-        printf("tiles tok %d q %d k %d: %s attention projections\n", tiles.tok, tiles.q, tiles.k,
+        printf("tiles tok %d q %d k %d: %s attention projections\n", m.tiles.tok, m.tiles.q, m.tiles.k,
                m.fused ? "fused" : "split/merge");
     if (rc == 0) {
         CHECK_RC(tsr_gpt2_params_scatter(&m, tsr_rank() == 0 ? params : NULL), TSR_SUCCESS);

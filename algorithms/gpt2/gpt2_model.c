@@ -37,8 +37,8 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
     tiles->hid = 2 * cfg->C;
     tiles->voc = (cfg->Vp + 7) / 8;
     tiles->heads = cfg->NH % 2 ? cfg->NH : cfg->NH / 2;
-    tiles->q = T;
-    tiles->k = T;
+    tiles->q = 0;
+    tiles->k = 0;
     tiles->accum = TSR_ACCUM_ORDERED;
 }
 
@@ -209,9 +209,13 @@ int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int
                           const tsr_gpt2_tiles_t *tiles)
 {
     memset(m, 0, sizeof *m);
+    tsr_gpt2_tiles_t t = *tiles;
+    int attention_tile = t.tok < T ? t.tok : T; /* for q, k = 0 */
+    t.q = t.q ? t.q : attention_tile;
+    t.k = t.k ? t.k : attention_tile;
     int rc = tsr_gpt2_config_validate(cfg, "gpt2 model");
     if (rc == 0)
-        rc = check_tiles(cfg, B, T, tiles);
+        rc = check_tiles(cfg, B, T, &t);
     if (rc == 0 && (nsub < 1 || B % nsub)) {
         tsr_log(TSR_LOG_ERROR, "gpt2: %d sub-batches do not divide the batch of %d sequences", nsub, B);
         rc = TSR_EINVAL;
@@ -222,8 +226,8 @@ int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int
     m->B = B;
     m->T = T;
     m->nsub = nsub;
-    m->tiles = *tiles;
-    m->fused = tiles->q == tiles->tok && tiles->k == tiles->tok && T % tiles->tok == 0;
+    m->tiles = t;
+    m->fused = t.q == t.tok && t.k == t.tok && T % t.tok == 0;
     m->ntensors = NGLOBAL + TSR_GPT2_PER_LAYER * cfg->L;
     if (!(m->sub = calloc(nsub, sizeof *m->sub)))
         return TSR_ENOMEM;

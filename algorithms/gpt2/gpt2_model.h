@@ -18,7 +18,8 @@ typedef struct {
     int voc;   /* vocabulary tile: rows of the logits, columns of wte */
     int heads; /* heads per attention tile (divides NH); the QKV/attproj
                 * feature tile is heads * hd */
-    int q, k;  /* attention query and key tiles (<= T); when both equal a
+    int q, k;  /* attention query and key tiles (<= T; 0: min(tok, T), the
+                * model keeps the resolved value); when both equal a
                 * token tile that divides T the QKV and attention-output
                 * projections read/write the head tensors directly, otherwise
                 * through 2D scratch and head split/merge tasks */
@@ -29,7 +30,8 @@ typedef struct {
  * number of ranks): token tiles of whole sequences up to 256 tokens (never
  * more than one rank's share of the batch), channel tile C/2, hidden tile
  * 2C, vocabulary tile ~ Vp/8, NH/2 heads per attention tile (whole C or NH
- * when odd), query and key tiles T. */
+ * when odd), query and key tiles 0 (= min(tok, T), so they follow a token
+ * tile set afterwards). */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
 
 /* Activations and scratch of one layer. */

@@ -602,9 +602,6 @@ static void fill_tiles(trainer_t *t)
     if (!o->hid) o->hid = def.hid;
     if (!o->voc) o->voc = def.voc;
     if (!o->heads) o->heads = def.heads;
-    int attention_tile = o->tok < t->opt.T ? o->tok : t->opt.T;
-    if (!o->q) o->q = attention_tile;
-    if (!o->k) o->k = attention_tile;
 }
 
 static int setup(trainer_t *t)
@@ -631,7 +628,8 @@ static int setup(trainer_t *t)
         printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
                "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
                tsr_gpt2_num_params(&t->cfg), o->B, o->T, o->tiles.tok, o->tiles.ch, o->tiles.hid, o->tiles.voc,
-               o->tiles.heads, o->tiles.q, o->tiles.k, o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
+               o->tiles.heads, t->model.tiles.q, t->model.tiles.k,
+               o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
                t->model.fused ? "" : ", split/merge",
                o->nsub);
     if (!rc)
