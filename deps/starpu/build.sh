@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Build Tessera's runtime: StarPU 1.4.10 (with StarPU-MPI and FxT, and CUDA
+# when nvcc is found) from Debian's source package, patched for CUDA 13, into
+# a cached install prefix. Prints the prefix on stdout; everything else goes
+# to stderr. A prefix that is already complete is reused at once.
+#
+#   deps/starpu/build.sh            build (or reuse) and print the prefix
+#   deps/starpu/build.sh --prefix   print the prefix it would use, build nothing
+#
+# Environment:
+#   TSR_CACHE_DIR     cache root (default ${XDG_CACHE_HOME:-~/.cache}/tessera)
+#   TSR_STARPU_CUDA   auto (default: CUDA when nvcc is found), on, off
+#   CUDA_HOME         CUDA toolkit (default: the directory of nvcc, else /usr/local/cuda)
+#   TSR_JOBS          make -j (default: nproc)
+#
+# The prefix is keyed by source version + patches + configure options, so a
+# change to any of them builds a new prefix beside the old one.
+set -euo pipefail
+
+WANTED_VERSION=1.4.10+dfsg-2
+WANTED_SHA256=6b3bb9ec0d79f937882148b2da09ae6cb0ad4d1e83a104be45723dd70eba99c3   # its orig tarball
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${TSR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera}
+jobs=${TSR_JOBS:-$(nproc)}
+
+say() { echo "build-starpu: $*" >&2; }
+die() { echo "build-starpu: error: $*" >&2; exit 1; }
+
+find_nvcc() {
+    local nvcc
+    nvcc=$(command -v nvcc 2>/dev/null || true)
+    [ -z "$nvcc" ] && [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ] && nvcc=$CUDA_HOME/bin/nvcc
+    [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+    echo "$nvcc"
+}
+
+# ---- configure options (part of the cache key) ------------------------------
+options=(--enable-mpi --with-fxt --enable-maxcpus=256 --enable-maxcudadev=16
+         --disable-build-doc --disable-build-tests --disable-build-examples
+         --disable-starpufft --disable-socl --disable-glpk --disable-starpupy
+         --disable-opencl --disable-fortran --disable-hip --disable-mlr --disable-static)
+nvcc=""
+case ${TSR_STARPU_CUDA:-auto} in
+    off) ;;
+    auto) nvcc=$(find_nvcc) ;;
+    on) nvcc=$(find_nvcc); [ -n "$nvcc" ] || die "TSR_STARPU_CUDA=on but nvcc was not found (set CUDA_HOME)" ;;
+    *) die "TSR_STARPU_CUDA must be auto, on or off (got '${TSR_STARPU_CUDA}')" ;;
+esac
+if [ -n "$nvcc" ]; then
+    cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$nvcc")")")}
+    # kernels for A100 (sm_80) and H100 (sm_90), plus PTX for newer GPUs
+    nvccflags="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
+    cuda_version=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+    options+=(--enable-cuda "--with-cuda-dir=$cuda_home" "NVCC=$nvcc" "NVCCFLAGS=$nvccflags")
+else
+    cuda_version=none
+    options+=(--disable-cuda)
+fi
+
+key_of() {   # $1 = source version
+    { echo "$1"; cat "$here"/patches/*.patch; printf '%s\n' "${options[@]}" "cuda $cuda_version"; } |
+        sha256sum | cut -c1-12
+}
+upstream_of() { local v=${1%%+*}; echo "${v%%-*}"; }   # 1.4.10+dfsg-2 -> 1.4.10
+prefix_for() { echo "$cache/starpu-$(upstream_of "$1")-$(key_of "$1")"; }
+
+if [ "${1:-}" = "--prefix" ]; then
+    prefix_for "$WANTED_VERSION"
+    exit 0
+fi
+[ $# -eq 0 ] || die "unknown argument '$1' (usage: $0 [--prefix])"
+
+prefix=$(prefix_for "$WANTED_VERSION")
+if [ -f "$prefix/.tessera-complete" ]; then
+    say "reusing $prefix"
+    echo "$prefix"
+    exit 0
+fi
+
+# ---- prerequisites -----------------------------------------------------------
+for tool in apt-get apt-cache gcc g++ make patch pkg-config mpicc sha256sum tar; do
+    command -v "$tool" >/dev/null || die "'$tool' is missing (run .ci/install-deps)"
+done
+for pc in hwloc fxt; do
+    pkg-config --exists "$pc" || die "pkg-config cannot find '$pc' (install libhwloc-dev and libfxt-dev)"
+done
+
+# ---- fetch Debian's source package through a private apt configuration -------
+# The system's Debian mirror is reused (its sources are not edited); only
+# deb-src lines for unstable, where StarPU 1.4 lives, are added, in our own
+# list with our own state and cache directories.
+apt_dir=$cache/apt
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$cache/downloads"
+mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)
+[ -z "$mirror" ] && mirror=$(sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' /etc/apt/sources.list 2>/dev/null | grep -v security | head -n1)
+[ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list{,.d/debian.sources}"
+echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror unstable main" >"$apt_dir/sources.list"
+apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+          -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+
+version=$WANTED_VERSION
+orig=$cache/downloads/starpu_$(upstream_of "$version")+dfsg.orig.tar.gz
+if [ ! -f "$orig" ]; then
+    say "fetching the list of Debian unstable's source packages from $mirror"
+    apt-get "${apt_opts[@]}" -qq update >&2 || die "apt-get update of the private source list failed"
+    served=$(apt-cache "${apt_opts[@]}" showsrc starpu 2>/dev/null | sed -n 's/^Version: //p' | sort -uV)
+    [ -n "$served" ] || die "Debian unstable serves no 'starpu' source package"
+    if ! grep -qx "$WANTED_VERSION" <<<"$served"; then
+        version=$(grep '^1\.4\.' <<<"$served" | tail -n1 || true)
+        [ -n "$version" ] || die "Debian no longer serves StarPU $WANTED_VERSION nor any 1.4.x (it serves: $(echo $served))"
+        say "WARNING: Debian no longer serves StarPU $WANTED_VERSION; it serves: $(echo $served)"
+        say "WARNING: falling back to the newest 1.4.x, $version, with the same patches"
+        prefix=$(prefix_for "$version")
+        orig=$cache/downloads/starpu_$(upstream_of "$version")+dfsg.orig.tar.gz
+        if [ -f "$prefix/.tessera-complete" ]; then
+            echo "$prefix"
+            exit 0
+        fi
+    fi
+    say "downloading starpu $version"
+    (cd "$cache/downloads" && apt-get "${apt_opts[@]}" -qq source --download-only "starpu=$version" >&2) ||
+        die "apt-get source starpu=$version failed"
+    [ -f "$orig" ] || die "the source package did not contain $(basename "$orig")"
+fi
+if [ "$version" = "$WANTED_VERSION" ]; then
+    sum=$(sha256sum "$orig" | cut -d' ' -f1)
+    if [ "$sum" != "$WANTED_SHA256" ]; then
+        rm -f "$orig"
+        die "sha256 of $(basename "$orig") is $sum, expected $WANTED_SHA256 (file removed; run again)"
+    fi
+fi
+
+# ---- unpack, patch, configure, build, install --------------------------------
+build=$cache/build-$(basename "$prefix")
+log=$cache/$(basename "$prefix").log
+rm -rf "$build" "$prefix"
+mkdir -p "$build"
+tar -xzf "$orig" -C "$build" --strip-components=1
+: >"$log"
+fail() {
+    echo "----- last lines of $log -----" >&2
+    tail -n 30 "$log" >&2
+    rm -rf "$prefix"
+    die "$1 failed; full log: $log"
+}
+for p in "$here"/patches/*.patch; do
+    echo "== patch $(basename "$p")" >>"$log"
+    (cd "$build" && patch -p1 --forward <"$p") >>"$log" 2>&1 || fail "patch $(basename "$p")"
+done
+
+say "building StarPU $version (CUDA: $cuda_version) into $prefix; log: $log"
+start=$(date +%s)
+# libcuda.so is linked from the toolkit's stubs so that a GPU-less build machine works
+export LIBRARY_PATH=${cuda_home:+$cuda_home/lib64/stubs:}${LIBRARY_PATH:-}
+(cd "$build" && ./configure --prefix="$prefix" "${options[@]}") >>"$log" 2>&1 || fail "configure"
+if [ -n "$nvcc" ]; then
+    grep -q '^#define STARPU_USE_CUDA 1' "$build/include/starpu_config.h" || fail "configure did not enable CUDA"
+fi
+grep -q '^#define STARPU_USE_FXT 1' "$build/include/starpu_config.h" || fail "configure did not enable FxT"
+(cd "$build" && make -j"$jobs") >>"$log" 2>&1 || fail "make"
+(cd "$build" && make install) >>"$log" 2>&1 || fail "make install"
+rm -rf "$build"
+echo "$version" >"$prefix/.tessera-complete"
+say "built in $(( $(date +%s) - start )) s"
+echo "$prefix"
