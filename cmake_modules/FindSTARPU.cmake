@@ -1,23 +1,21 @@
-# FindSTARPU: StarPU and StarPU-MPI through pkg-config.
-# Looks for starpu-1.4 then starpu-1.3 (a newer StarPU is found through
-# PKG_CONFIG_PATH or -DSTARPU_DIR=<prefix>). Defines the imported targets
-# STARPU::starpu and (when present) STARPU::starpumpi, and the variables
-# STARPU_FOUND, STARPU_VERSION, STARPU_PKG, STARPU_MPI_FOUND, STARPU_MPI_PKG,
-# STARPU_HAS_CUDA (StarPU itself was built with CUDA).
+# FindSTARPU: StarPU 1.4 and StarPU-MPI through pkg-config.
+# STARPU_DIR=<prefix> is searched first (then PKG_CONFIG_PATH and the system);
+# deps/starpu/build.sh builds the project's StarPU and Tessera's CMakeLists
+# points STARPU_DIR at its cached prefix by default. StarPU 1.3 is not
+# supported. Defines the imported targets STARPU::starpu and (when present)
+# STARPU::starpumpi, and STARPU_FOUND, STARPU_VERSION, STARPU_PKG,
+# STARPU_PREFIX, STARPU_MPI_FOUND, STARPU_MPI_PKG, STARPU_HAS_CUDA and
+# STARPU_HAS_FXT (what StarPU itself was built with), STARPU_MAXCPUS.
 find_package(PkgConfig REQUIRED)
 if(STARPU_DIR)
   set(ENV{PKG_CONFIG_PATH} "${STARPU_DIR}/lib/pkgconfig:${STARPU_DIR}/lib64/pkgconfig:$ENV{PKG_CONFIG_PATH}")
 endif()
-foreach(_ver 1.4 1.3)
-  pkg_check_modules(STARPU_PC QUIET IMPORTED_TARGET GLOBAL starpu-${_ver})
-  if(STARPU_PC_FOUND)
-    set(STARPU_PKG starpu-${_ver})
-    set(STARPU_MPI_PKG starpumpi-${_ver})
-    break()
-  endif()
-endforeach()
+pkg_check_modules(STARPU_PC QUIET IMPORTED_TARGET GLOBAL starpu-1.4)
 if(STARPU_PC_FOUND)
+  set(STARPU_PKG starpu-1.4)
+  set(STARPU_MPI_PKG starpumpi-1.4)
   set(STARPU_VERSION ${STARPU_PC_VERSION})
+  pkg_get_variable(STARPU_PREFIX starpu-1.4 prefix)
   if(NOT TARGET STARPU::starpu)
     add_library(STARPU::starpu ALIAS PkgConfig::STARPU_PC)
   endif()
@@ -26,14 +24,25 @@ if(STARPU_PC_FOUND)
   if(STARPU_MPI_FOUND AND NOT TARGET STARPU::starpumpi)
     add_library(STARPU::starpumpi ALIAS PkgConfig::STARPU_MPI_PC)
   endif()
-  find_file(STARPU_CONFIG_H starpu_config.h PATHS ${STARPU_PC_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  find_file(STARPU_CONFIG_H starpu_config.h PATHS ${STARPU_PC_INCLUDE_DIRS} NO_DEFAULT_PATH NO_CACHE)
   set(STARPU_HAS_CUDA OFF)
+  set(STARPU_HAS_FXT OFF)
+  set(STARPU_MAXCPUS 0)
   if(STARPU_CONFIG_H)
-    file(STRINGS ${STARPU_CONFIG_H} _cuda_line REGEX "^#define STARPU_USE_CUDA 1")
-    if(_cuda_line)
+    file(STRINGS ${STARPU_CONFIG_H} _cfg REGEX "^#define STARPU_(USE_CUDA|USE_FXT|MAXCPUS) ")
+    if(_cfg MATCHES "STARPU_USE_CUDA 1")
       set(STARPU_HAS_CUDA ON)
+    endif()
+    if(_cfg MATCHES "STARPU_USE_FXT 1")
+      set(STARPU_HAS_FXT ON)
+    endif()
+    if(_cfg MATCHES "STARPU_MAXCPUS ([0-9]+)")
+      set(STARPU_MAXCPUS ${CMAKE_MATCH_1})
     endif()
   endif()
 endif()
 include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(STARPU REQUIRED_VARS STARPU_PKG VERSION_VAR STARPU_VERSION)
+find_package_handle_standard_args(STARPU
+  REQUIRED_VARS STARPU_PKG
+  VERSION_VAR STARPU_VERSION
+  FAIL_MESSAGE "StarPU 1.4 not found: build it with deps/starpu/build.sh (cached under ~/.cache/tessera) or pass -DSTARPU_DIR=<prefix of a StarPU 1.4>")

@@ -52,6 +52,11 @@ static int edge_size(int total, int tile, int idx)
     return rest < tile ? rest : tile;
 }
 
+static size_t tile_bytes(const tsr_desc_t *d, int bi, int i, int j)
+{
+    return (size_t)edge_size(d->b, d->bb, bi) * edge_size(d->m, d->mb, i) * edge_size(d->n, d->nb, j) * d->elsize;
+}
+
 int tsr_tile_depth(const tsr_desc_t *d, int bi) { return edge_size(d->b, d->bb, bi); }
 int tsr_tile_rows(const tsr_desc_t *d, int i) { return edge_size(d->m, d->mb, i); }
 int tsr_tile_cols(const tsr_desc_t *d, int j) { return edge_size(d->n, d->nb, j); }
@@ -158,7 +163,7 @@ starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
     int home = -1;
     uintptr_t ptr = 0;
     if (owner == tsr_ctx.rank) {
-        size_t bytes = (size_t)depth * rows * cols * d->elsize;
+        size_t bytes = tile_bytes(d, bi, i, j);
         void *p = NULL;
         if (starpu_malloc(&p, bytes) != 0 || !p) {
             tsr_log(TSR_LOG_ERROR, "out of memory allocating a %zu-byte tile", bytes);
@@ -183,13 +188,15 @@ int tsr_desc_destroy(tsr_desc_t *d)
 {
     if (!d)
         return TSR_SUCCESS;
-    int n = tsr_desc_ntiles(d);
-    for (int t = 0; t < n; t++) {
-        if (d->handles[t])
-            starpu_data_unregister(d->handles[t]);
-        if (d->storage[t])
-            starpu_free(d->storage[t]);
-    }
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                int t = tile_index(d, bi, i, j);
+                if (d->handles[t])
+                    starpu_data_unregister(d->handles[t]);
+                if (d->storage[t])
+                    starpu_free_noflag(d->storage[t], tile_bytes(d, bi, i, j));
+            }
     free(d->handles);
     free(d->storage);
     free(d);

@@ -5,8 +5,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <starpu.h>
 #include "tsr_core.h"
+
+/* StarPU's handle type, as starpu_data.h declares it: the public headers do
+ * not include starpu.h, which with a CUDA StarPU pulls in the CUDA headers
+ * (and their deprecation warnings) into every program using Tessera. */
+typedef struct _starpu_data_state *starpu_data_handle_t;
 
 #ifdef __cplusplus
 extern "C" {

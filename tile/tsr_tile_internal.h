@@ -1,6 +1,7 @@
 /* Internal helpers of the tile layer (not installed). */
 #ifndef TSR_TILE_INTERNAL_H
 #define TSR_TILE_INTERNAL_H
+#include <starpu.h>
 #include "tsr_tile.h"
 
 typedef int (*tsr_tile_visit_fn)(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg);
