@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 #include <stdatomic.h>
+#include <dirent.h>
 #include <starpu.h>
 #include <hwloc.h>
 #include "tsr_context.h"
@@ -14,6 +15,7 @@
 tsr_context_t tsr_ctx = { .rank = 0, .size = 1 };
 static _Atomic uint64_t tasks_submitted;
 static char sched_name[64];
+static char runtime_summary[256];
 
 void tsr_config_default(tsr_config_t *cfg)
 {
@@ -38,6 +40,24 @@ static int count_physical_cores(void)
         if (n <= 0)
             n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
     }
+    hwloc_topology_destroy(topo);
+    return n > 0 ? n : 1;
+}
+
+/* Cores this process may run on (its CPU binding, e.g. one core per rank under mpirun). */
+static int count_bound_cores(void)
+{
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0)
+        return 1;
+    int n = 0;
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (set && hwloc_topology_load(topo) == 0 && hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0) {
+        n = hwloc_get_nbobjs_inside_cpuset_by_type(topo, set, HWLOC_OBJ_CORE);
+        if (n <= 0)
+            n = hwloc_bitmap_weight(set);
+    }
+    hwloc_bitmap_free(set);
     hwloc_topology_destroy(topo);
     return n > 0 ? n : 1;
 }
@@ -117,14 +137,30 @@ static int start_mpi(int *argc, char ***argv)
 }
 #endif
 
-static int starpu_has_cuda(const tsr_config_t *cfg)
+/* NVIDIA GPUs the kernel driver knows of (0 without the driver). */
+static int count_nvidia_gpus(void)
 {
-#ifdef STARPU_USE_CUDA
-    return cfg->ncuda != 0;
-#else
-    (void)cfg;
-    return 0;
-#endif
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    if (!d)
+        return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* StarPU will start CUDA workers: it has CUDA, they are not turned off (by
+ * the config or STARPU_NCUDA=0), a GPU is there. */
+static int cuda_turned_off(const tsr_config_t *cfg)
+{
+    const char *env = getenv("STARPU_NCUDA");
+    return cfg->ncuda == 0 || (cfg->ncuda < 0 && env && atoi(env) == 0);
+}
+
+static int will_use_gpus(const tsr_config_t *cfg)
+{
+    return STARPU_HAS_CUDA && !cuda_turned_off(cfg) && count_nvidia_gpus() > 0;
 }
 
 static void choose_scheduler(const tsr_config_t *cfg, struct starpu_conf *conf)
@@ -138,8 +174,40 @@ static void choose_scheduler(const tsr_config_t *cfg, struct starpu_conf *conf)
         snprintf(sched_name, sizeof sched_name, "peager");
     else
         /* performance-model driven only where there are GPUs to choose from */
-        snprintf(sched_name, sizeof sched_name, "%s", starpu_has_cuda(cfg) ? "dmdas" : "lws");
+        snprintf(sched_name, sizeof sched_name, "%s", will_use_gpus(cfg) ? "dmdas" : "lws");
     conf->sched_policy_name = sched_name;
+}
+
+static void describe_runtime(void)
+{
+    int major, minor, release;
+    starpu_get_version(&major, &minor, &release);
+    snprintf(runtime_summary, sizeof runtime_summary,
+             "StarPU %d.%d.%d (CUDA %s, FxT %s, max %d CPUs), %d CPU + %d CUDA workers, scheduler %s, %d rank(s)",
+             major, minor, release, STARPU_HAS_CUDA ? "yes" : "no", STARPU_HAS_FXT ? "yes" : "no",
+             STARPU_MAXCPUS, tsr_ncpu_workers(), tsr_ncuda_workers(), sched_name, tsr_ctx.size);
+}
+
+/* Cores or GPUs that this build cannot use: say why and what to do. */
+static void warn_unused_hardware(const tsr_config_t *cfg)
+{
+    int cores = count_physical_cores();
+    if (cores > STARPU_MAXCPUS)
+        tsr_log(TSR_LOG_INFO, "warning: this machine has %d cores but this StarPU runs at most %d CPU workers; "
+                "build StarPU with deps/starpu/build.sh (--enable-maxcpus=256) to use them all",
+                cores, STARPU_MAXCPUS);
+    int gpus = count_nvidia_gpus();
+    if (gpus == 0 || cuda_turned_off(cfg))
+        return;
+    if (!STARPU_HAS_CUDA)
+        tsr_log(TSR_LOG_INFO, "warning: %d NVIDIA GPU(s) found but this StarPU was built without CUDA; "
+                "rebuild it with deps/starpu/build.sh where nvcc is found (CUDA_HOME), then rebuild Tessera", gpus);
+    else if (!TSR_USE_CUDA)
+        tsr_log(TSR_LOG_INFO, "warning: %d NVIDIA GPU(s) found but Tessera was built without CUDA kernels; "
+                "reconfigure with -DTSR_USE_CUDA=ON (nvcc and cuBLAS needed)", gpus);
+    else if (tsr_ncuda_workers() == 0)
+        tsr_log(TSR_LOG_INFO, "warning: %d NVIDIA GPU(s) found but StarPU started no CUDA worker "
+                "(check the driver and CUDA_VISIBLE_DEVICES; TSR_VERBOSE=2 shows StarPU's messages)", gpus);
 }
 
 int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
@@ -156,6 +224,8 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     if (rc)
         return rc;
 
+    if ((rc = tsr_trace_prepare(cfg.trace_dir)) != 0)
+        return rc;
     int use_mpi = want_mpi(&cfg);
 #if TSR_USE_MPI
     if (use_mpi && (rc = start_mpi(argc, argv)) != 0)
@@ -177,6 +247,12 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     starpu_conf_init(&conf);
     if (cfg.ncpus > 0)
         conf.ncpus = cfg.ncpus;
+    else if (use_mpi && count_bound_cores() == 1) {
+        /* StarPU-MPI would reserve this rank's only core for its progress
+         * thread and start no CPU worker: the thread shares the core instead */
+        conf.ncpus = 1;
+        tsr_log(TSR_LOG_DEBUG, "one core for this rank: 1 CPU worker, sharing it with the MPI progress thread");
+    }
     if (cfg.ncuda >= 0)
         conf.ncuda = cfg.ncuda;
     conf.nopencl = 0;
@@ -198,8 +274,10 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     tsr_ctx.next_tag = 1;
     tsr_ctx.initialized = 1;
     atomic_store(&tasks_submitted, 0);
-    tsr_log(TSR_LOG_DEBUG, "started: %d CPU workers, %d CUDA workers, %d cores, scheduler %s, %d rank(s)",
-            tsr_ncpu_workers(), tsr_ncuda_workers(), count_physical_cores(), sched_name, tsr_ctx.size);
+    describe_runtime();
+    tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
+    if (tsr_ctx.rank == 0)
+        warn_unused_hardware(&cfg);
     return TSR_SUCCESS;
 }
 
@@ -215,6 +293,11 @@ int tsr_finalize(void)
     } else
 #endif
         starpu_shutdown();
+    int rc = TSR_SUCCESS;
+    if (tsr_trace_active()) {
+        tsr_barrier(); /* every rank has written its trace file */
+        rc = tsr_trace_finish(tsr_ctx.rank, tsr_ctx.size);
+    }
 #if TSR_USE_MPI
     if (tsr_ctx.mpi_active) {
         MPI_Comm_free(&tsr_ctx.raw_comm);
@@ -226,7 +309,8 @@ int tsr_finalize(void)
     tsr_ctx.mpi_active = 0;
     tsr_ctx.rank = 0;
     tsr_ctx.size = 1;
-    return TSR_SUCCESS;
+    runtime_summary[0] = '\0';
+    return rc;
 }
 
 int tsr_initialized(void) { return tsr_ctx.initialized; }
@@ -236,6 +320,7 @@ int tsr_mpi_active(void) { return tsr_ctx.mpi_active; }
 int tsr_ncpu_workers(void) { return tsr_ctx.initialized ? (int)starpu_cpu_worker_get_count() : 0; }
 int tsr_ncuda_workers(void) { return tsr_ctx.initialized ? (int)starpu_cuda_worker_get_count() : 0; }
 const char *tsr_sched_name(void) { return sched_name; }
+const char *tsr_runtime_summary(void) { return runtime_summary; }
 int tsr_parallel_worker_size(void) { return tsr_ctx.parallel_worker_size; }
 
 int tsr_wait(void)

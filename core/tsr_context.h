@@ -25,6 +25,11 @@ extern tsr_context_t tsr_ctx;
 
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */
 int64_t tsr_tag_alloc(int64_t n);
+/* FxT tracing (core/trace.c): prepare before StarPU starts (dir NULL: off);
+ * finish once every rank's StarPU has stopped (rank 0 converts the files). */
+int tsr_trace_prepare(const char *dir);
+int tsr_trace_active(void);
+int tsr_trace_finish(int rank, int nranks);
 /* Count a submitted task. */
 void tsr_count_task(void);
 #endif

@@ -45,6 +45,10 @@ typedef struct {
     tsr_mpi_mode_t mpi; /* AUTO: StarPU-MPI only when launched by mpirun with >1 process
                          * or when MPI is already initialised by the caller */
     int verbose;        /* 0 quiet (errors only), 1 normal, 2 verbose */
+    const char *trace_dir; /* non-NULL: record StarPU's FxT execution trace; tsr_finalize
+                            * converts it with starpu_fxt_tool into this directory
+                            * (paje.trace for ViTE, tasks.rec: the task list). Needs a
+                            * StarPU built with FxT (deps/starpu/build.sh builds one) */
 } tsr_config_t;
 
 /* Defaults: all cores, all GPUs, default scheduler, no parallel workers,
@@ -70,6 +74,9 @@ int tsr_ncpu_workers(void);
 int tsr_ncuda_workers(void);
 const char *tsr_sched_name(void);
 int tsr_parallel_worker_size(void);
+/* One line for program headers: StarPU version and features, workers per
+ * kind, scheduler, ranks. Empty before tsr_init. */
+const char *tsr_runtime_summary(void);
 
 /* Wait for every submitted task (of this rank). */
 int tsr_wait(void);

@@ -56,6 +56,11 @@ int tsr_param_set(tsr_param_t *p, const char *text)
     char buf[4096];
     if (!text || strlen(text) >= sizeof buf)
         return -1;
+    if (p->is_text == TSR_PARAM_PATH) {
+        p->path = text;
+        p->count = 1;
+        return *text ? 0 : -1;
+    }
     strcpy(buf, text);
     p->count = 0;
     for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save))
@@ -112,6 +117,10 @@ void tsr_params_usage(const char *prog, const char *what, const tsr_param_t *par
 {
     printf("usage: %s [options]\n%s\n\nLists: 1,2,4  ranges: 128:1024:128 (inclusive); the cartesian product of all lists runs.\n\n", prog, what);
     for (int p = 0; p < nparams; p++) {
+        if (params[p].is_text == TSR_PARAM_PATH) {
+            printf("  --%-10s %s\n", params[p].name, params[p].help);
+            continue;
+        }
         printf("  --%-10s %s (default: ", params[p].name, params[p].help);
         for (int v = 0; v < params[p].count; v++) {
             if (params[p].is_text)
@@ -166,6 +175,15 @@ int tsr_param_check_run(const tsr_param_t *threads, const tsr_param_t *niter, co
         }
     if (niter->count > 1 || warmup->count > 1) {
         fprintf(stderr, "error: --niter and --warmup take a single value\n");
+        return -1;
+    }
+    return 0;
+}
+
+int tsr_param_check_trace(const tsr_param_t *trace, const tsr_param_t *threads)
+{
+    if (trace->path && threads->count != 1) {
+        fprintf(stderr, "error: --%s records one StarPU run: give a single --%s value\n", trace->name, threads->name);
         return -1;
     }
     return 0;

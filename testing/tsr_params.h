@@ -7,13 +7,17 @@
 
 #define TSR_PARAM_MAX_VALUES 256
 
+enum { TSR_PARAM_NUMBERS = 0, TSR_PARAM_WORDS = 1, TSR_PARAM_PATH = 2 };
+
 typedef struct {
     const char *name;   /* option name without "--" */
     const char *help;
-    int is_text;        /* values are words (e.g. N,T) instead of integers */
+    int is_text;        /* TSR_PARAM_NUMBERS, _WORDS (e.g. N,T) or _PATH (one file
+                         * name, taken whole: no lists) */
     int count;
     long values[TSR_PARAM_MAX_VALUES];
     char words[TSR_PARAM_MAX_VALUES][16];
+    const char *path;   /* TSR_PARAM_PATH: the value (points into argv), NULL if not given */
 } tsr_param_t;
 
 /* Parse "--name value" / "--name=value" pairs into params (which hold the
@@ -32,6 +36,9 @@ int tsr_param_check_min(const tsr_param_t *p, long min);
 /* The run settings every timing program shares: --threads values are -1
  * (all cores) or >= 1, --niter >= 1 and --warmup >= 0 take one value each. */
 int tsr_param_check_run(const tsr_param_t *threads, const tsr_param_t *niter, const tsr_param_t *warmup);
+/* --trace DIR (FxT trace of the run) needs a single --threads value: the
+ * trace of one StarPU start. */
+int tsr_param_check_trace(const tsr_param_t *trace, const tsr_param_t *threads);
 /* Odometer over the cartesian product: idx[] holds one index per parameter.
  * Returns 0 when every combination has been visited. */
 int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);

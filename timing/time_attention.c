@@ -21,17 +21,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <starpu.h>
 #include "tessera.h"
 #include "tsr_compute.h"
 #include "tsr_params.h"
 
-enum { P_THREADS, P_NITER, P_WARMUP, P_T, P_HD, P_HEADS, P_BB, P_QB, P_KB, P_PASS, P_MODE, NP };
+enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_T, P_HD, P_HEADS, P_BB, P_QB, P_KB, P_PASS, P_MODE, NP };
 enum { P_FIRST_CASE = P_T };
 
 static tsr_param_t params[NP] = {
     [P_THREADS] = { "threads", "CPU workers, a list: StarPU restarts for each (-1: all cores)", 0, 1, { -1 } },
     [P_NITER] = { "niter", "timed repetitions, the best is reported (one value)", 0, 1, { 3 } },
     [P_WARMUP] = { "warmup", "untimed repetitions before timing (one value)", 0, 1, { 1 } },
+    [P_TRACE] = { "trace", "DIR: record the run's FxT trace; DIR gets paje.trace (ViTE) and tasks.rec",
+                  TSR_PARAM_PATH },
     [P_T] = { "T", "sequence length", 0, 6, { 256, 512, 1024, 2048, 4096, 8192 } },
     [P_HD] = { "hd", "head dimension", 0, 1, { 64 } },
     [P_HEADS] = { "heads", "B*NH heads", 0, 1, { 4 } },
@@ -133,7 +136,9 @@ static int validate_params(void)
     if (tsr_param_check_min(&params[P_KB], 0) ||
         tsr_param_check_words(&params[P_PASS], "fwd", "bwd") || tsr_param_check_words(&params[P_MODE], "ordered", "redux"))
         return -1;
-    return tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]);
+    if (tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
+        return -1;
+    return tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]);
 }
 
 static void make_case(const int *idx, attn_case_t *c)
@@ -425,6 +430,7 @@ static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = ncpus;
+    cfg.trace_dir = params[P_TRACE].path;
     int rc = tsr_init(&cfg, argc, argv);
     if (rc) {
         fprintf(stderr, "error: tsr_init (%d CPU workers): %s\n", ncpus, tsr_strerror(rc));
@@ -433,8 +439,7 @@ static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
     if (tsr_rank() == 0)
         print_header_once();
     if (tsr_rank() == 0)
-        fprintf(stderr, "time_attention: %d CPU worker(s), %d rank(s), scheduler %s, BLAS %s\n", tsr_ncpu_workers(),
-                tsr_size(), tsr_sched_name(), tsr_blas_name());
+        fprintf(stderr, "time_attention: %s; BLAS %s\n", tsr_runtime_summary(), tsr_blas_name());
     int status = 0, idx[NP] = { 0 };
     do {
         attn_case_t c;
@@ -447,7 +452,8 @@ static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
             status = 1;
         }
     } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
-    tsr_finalize();
+    if (tsr_finalize() && !status)
+        status = 1; /* e.g. the trace could not be converted */
     return status;
 }
 

@@ -20,13 +20,15 @@
 #include "tessera.h"
 #include "tsr_params.h"
 
-enum { P_THREADS, P_NITER, P_WARMUP, P_OP, P_C, P_MULT, P_BT, P_T, P_NH, P_TILE, P_NB, P_ACCUM, NP };
+enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_OP, P_C, P_MULT, P_BT, P_T, P_NH, P_TILE, P_NB, P_ACCUM, NP };
 enum { P_FIRST_CASE = P_OP };
 
 static tsr_param_t params[NP] = {
     [P_THREADS] = { "threads", "CPU workers (-1: all cores), one value", 0, 1, { -1 } },
     [P_NITER] = { "niter", "timed repetitions of each variant, the best is reported", 0, 1, { 3 } },
     [P_WARMUP] = { "warmup", "untimed repetitions first", 0, 1, { 1 } },
+    [P_TRACE] = { "trace", "DIR: record the run's FxT trace; DIR gets paje.trace (ViTE) and tasks.rec",
+                  TSR_PARAM_PATH },
     [P_OP] = { "op", "gelu (Linear+bias+GeLU) and/or qkv (Linear+bias+reshape)", 1, 2, {0}, { "gelu", "qkv" } },
     [P_C] = { "C", "channels (input features)", 0, 1, { 768 } },
     [P_MULT] = { "mult", "gelu: hidden features = mult * C", 0, 1, { 4 } },
@@ -65,7 +67,8 @@ static int validate_params(void)
             return -1;
     if (tsr_param_check_min(&params[P_T], 0) || tsr_param_check_min(&params[P_NB], 0) ||
         tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux") ||
-        tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
+        tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]) ||
+        tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]))
         return -1;
     if (params[P_THREADS].count != 1) { /* StarPU starts once here */
         fprintf(stderr, "error: --threads takes one value\n");
@@ -215,14 +218,14 @@ int main(int argc, char **argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = (int)params[P_THREADS].values[0];
+    cfg.trace_dir = params[P_TRACE].path;
     int rc = tsr_init(&cfg, &argc, &argv);
     if (rc) {
         fprintf(stderr, "error: tsr_init: %s\n", tsr_strerror(rc));
         return 1;
     }
     if (tsr_rank() == 0) {
-        fprintf(stderr, "time_fusion: %d CPU worker(s), %d rank(s), scheduler %s\n", tsr_ncpu_workers(), tsr_size(),
-                tsr_sched_name());
+        fprintf(stderr, "time_fusion: %s; BLAS %s\n", tsr_runtime_summary(), TSR_BLAS_NAME);
         printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused\n");
     }
     int status = 0, idx[NP] = { 0 };
@@ -236,6 +239,7 @@ int main(int argc, char **argv)
             status = 1;
         }
     } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
-    tsr_finalize();
+    if (tsr_finalize() && !status)
+        status = 1; /* e.g. the trace could not be converted */
     return status;
 }

@@ -15,13 +15,15 @@
 
 /* P_THREADS, P_NITER and P_WARMUP are outside the cartesian product: the
  * product runs over params[P_FIRST_CASE .. NP). */
-enum { P_THREADS, P_NITER, P_WARMUP, P_M, P_N, P_K, P_TILE, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
+enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_M, P_N, P_K, P_TILE, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
 enum { P_FIRST_CASE = P_M };
 
 static tsr_param_t params[NP] = {
     [P_THREADS] = { "threads", "CPU workers per rank, a list: StarPU restarts for each (-1: all cores)", 0, 1, { -1 } },
     [P_NITER] = { "niter", "timed repetitions, the best is reported (one value)", 0, 1, { 3 } },
     [P_WARMUP] = { "warmup", "untimed repetitions before timing (one value)", 0, 1, { 1 } },
+    [P_TRACE] = { "trace", "DIR: record the run's FxT trace; DIR gets paje.trace (ViTE) and tasks.rec",
+                  TSR_PARAM_PATH },
     [P_M] = { "m", "rows of C and A", 0, 1, { 2048 } },
     [P_N] = { "n", "columns of C and B", 0, 1, { 2048 } },
     [P_K] = { "k", "inner dimension", 0, 1, { 2048 } },
@@ -67,7 +69,9 @@ static int validate_params(void)
     if (tsr_param_check_min(&params[P_TILE], 0) ||
         tsr_param_check_words(&params[P_MODE], "ordered", "redux") || tsr_param_check_words(&params[P_DTYPE], "s", "d"))
         return -1;
-    return tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]);
+    if (tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
+        return -1;
+    return tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]);
 }
 
 static void make_case(const int *idx, int nranks, gemm_case_t *c)
@@ -271,6 +275,7 @@ static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = ncpus;
+    cfg.trace_dir = params[P_TRACE].path;
     int rc = tsr_init(&cfg, argc, argv);
     if (rc) {
         fprintf(stderr, "error: tsr_init (%d CPU workers): %s\n", ncpus, tsr_strerror(rc));
@@ -279,8 +284,7 @@ static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
     if (tsr_rank() == 0)
         print_header_once();
     if (tsr_rank() == 0)
-        fprintf(stderr, "time_gemm: %d CPU worker(s), %d CUDA worker(s), %d rank(s), scheduler %s, BLAS %s\n",
-                tsr_ncpu_workers(), tsr_ncuda_workers(), tsr_size(), tsr_sched_name(), tsr_blas_name());
+        fprintf(stderr, "time_gemm: %s; BLAS %s\n", tsr_runtime_summary(), tsr_blas_name());
     int status = 0, idx[NP] = { 0 };
     do {
         gemm_case_t c;
@@ -295,7 +299,8 @@ static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
             status = 1;
         }
     } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
-    tsr_finalize();
+    if (tsr_finalize() && !status)
+        status = 1; /* e.g. the trace could not be converted */
     return status;
 }
 

@@ -17,7 +17,7 @@
 #include "gpt2_tokenizer.h"
 
 typedef struct {
-    const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched;
+    const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
     int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
     int threads, pws, nsub, no_shuffle, quiet;
     unsigned seed;
@@ -60,6 +60,8 @@ static void usage(FILE *out)
 "  --pws N             parallel-worker size: GEMM tasks on combined workers of N cores\n"
 "                      with multi-threaded BLAS inside (tensor parallelism)\n"
 "  --sched NAME        StarPU scheduler\n"
+"  --trace DIR         record StarPU's FxT trace of the run; at exit DIR holds paje.trace\n"
+"                      (ViTE) and tasks.rec (the task list), made by starpu_fxt_tool\n"
 "Output\n"
 "  --val-every N       validation loss every N steps (default 10, 0: never)\n"
 "  --val-batches N     validation batches (default 5)\n"
@@ -146,7 +148,7 @@ static int parse_float(const char *s, const char *name, float *out)
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB };
+       O_NSUB, O_TRACE };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -157,6 +159,7 @@ static const struct option long_options[] = {
     { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "tile-q", 1, 0, O_TQ },
     { "tile-k", 1, 0, O_TK }, { "redux", 0, 0, O_REDUX },
     { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
+    { "trace", 1, 0, O_TRACE },
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
     { "quiet", 0, 0, O_QUIET }, { "save", 1, 0, O_SAVE }, { "save-every", 1, 0, O_SAVEEVERY },
@@ -199,6 +202,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
         case O_SCHED: o->sched = optarg; break;
+        case O_TRACE: o->trace = optarg; break;
         case O_VALEVERY: bad = parse_int(optarg, "val-every", 0, &o->val_every); break;
         case O_VALBATCHES: bad = parse_int(optarg, "val-batches", 1, &o->val_batches); break;
         case O_SAMPLEEVERY: bad = parse_int(optarg, "sample-every", 0, &o->sample_every); break;
@@ -687,11 +691,14 @@ int main(int argc, char **argv)
     cfg.ncpus = t.opt.threads;
     cfg.parallel_worker_size = t.opt.pws;
     cfg.sched = t.opt.sched;
+    cfg.trace_dir = t.opt.trace;
     int rc = tsr_init(&cfg, &argc, &argv);
     if (rc) {
         fprintf(stderr, "error: %s\n", tsr_strerror(rc));
         return 1;
     }
+    if (tsr_rank() == 0)
+        printf("runtime: %s; BLAS %s\n", tsr_runtime_summary(), TSR_BLAS_NAME);
     signal(SIGINT, on_sigint);
     rc = setup(&t);
     int first = t.step;
@@ -715,6 +722,8 @@ int main(int argc, char **argv)
     free(t.inputs);
     free(t.targets);
     free(t.step_ms);
-    tsr_finalize();
+    int frc = tsr_finalize();
+    if (frc && !rc)
+        rc = frc;
     return rc == 130 ? 130 : rc ? 1 : 0;
 }
