@@ -105,7 +105,7 @@ static int submit_ordered(tsr_tile_t dst, const contrib_t *c, int n, int overwri
  * tiles run in parallel. Under MPI they run on dst's owner too (the dout
  * tiles travel there, as in the ordered chain): a cross-rank reduction would
  * send a whole partial gradient tile from every rank, mostly zeros for an
- * embedding, and starpu_mpi_redux_data waits for all tasks at each tile. */
+ * embedding. */
 static int submit_redux(tsr_tile_t dst, const contrib_t *c, int n, int overwrite, tsr_colmap_t *map)
 {
     if (n == 0)

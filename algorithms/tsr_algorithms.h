@@ -16,8 +16,9 @@ typedef enum {
     TSR_ACCUM_REDUX = 1    /* STARPU_REDUX: contributions run in parallel into
                             * per-worker buffers, then are added; across ranks
                             * each contribution runs on the owner of its A tile
-                            * and starpu_mpi_redux_data combines them (this makes
-                            * tsr_gemm wait for its tasks under MPI) */
+                            * and starpu_mpi_redux_data combines them with a
+                            * reduction tree of tasks (asynchronous: the call
+                            * does not wait, test_redux_async) */
 } tsr_accum_t;
 
 /* C = alpha op(A) op(B) + beta C. For 3D descriptors the product is batched:
