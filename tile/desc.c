@@ -1,5 +1,6 @@
 #include <stdlib.h>
 #include <string.h>
+#include <starpu.h>
 #include "tsr_tile.h"
 #include "tsr_context.h"
 #if TSR_USE_MPI
