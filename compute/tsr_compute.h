@@ -19,5 +19,10 @@ void tsr_cpu_zero(tsr_dtype_t t, int m, int n, void *A, int lda);
 
 /* Name of the BLAS behind tsr_cpu_gemm ("BLIS" or "OpenBLAS"). */
 const char *tsr_blas_name(void);
+/* The BLAS, its version and the kernel set it runs, e.g. "BLIS 0.9.0, skx
+ * kernels (chosen by Tessera ...)". With BLIS on an AVX-512 CPU and no
+ * BLIS_ARCH_TYPE set, the first call (of this or tsr_cpu_gemm) selects BLIS's
+ * Skylake-X kernels, which BLIS 0.9 does not pick on CPUs it does not know. */
+const char *tsr_blas_description(void);
 
 #endif

@@ -1,4 +1,5 @@
 # time_fusion: fused vs unfused Linear+bias+GeLU and Linear+bias+reshape (CSV)
 add_executable(time_fusion time_fusion.c)
 target_link_libraries(time_fusion PRIVATE tessera tsr_params m)
+target_include_directories(time_fusion PRIVATE ${PROJECT_SOURCE_DIR}/compute)
 install(TARGETS time_fusion RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -439,7 +439,7 @@ static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
     if (tsr_rank() == 0)
         print_header_once();
     if (tsr_rank() == 0)
-        fprintf(stderr, "time_attention: %s; BLAS %s\n", tsr_runtime_summary(), tsr_blas_name());
+        fprintf(stderr, "time_attention: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
     int status = 0, idx[NP] = { 0 };
     do {
         attn_case_t c;

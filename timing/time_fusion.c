@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tessera.h"
+#include "tsr_compute.h"
 #include "tsr_params.h"
 
 enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_OP, P_C, P_MULT, P_BT, P_T, P_NH, P_TILE, P_NB, P_ACCUM, NP };
@@ -225,7 +226,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (tsr_rank() == 0) {
-        fprintf(stderr, "time_fusion: %s; BLAS %s\n", tsr_runtime_summary(), TSR_BLAS_NAME);
+        fprintf(stderr, "time_fusion: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
         printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused\n");
     }
     int status = 0, idx[NP] = { 0 };

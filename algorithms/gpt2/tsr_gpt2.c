@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "tessera.h"
+#include "tsr_compute.h"
 #include "gpt2_model.h"
 #include "gpt2_data.h"
 #include "gpt2_init.h"
@@ -698,7 +699,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (tsr_rank() == 0)
-        printf("runtime: %s; BLAS %s\n", tsr_runtime_summary(), TSR_BLAS_NAME);
+        printf("runtime: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
     signal(SIGINT, on_sigint);
     rc = setup(&t);
     int first = t.step;
