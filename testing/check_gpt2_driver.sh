@@ -3,7 +3,9 @@
 #  1. the d2 model's first 10 training losses and val losses equal llm.c's
 #     (shared/data/llmc_baseline.md) to 1e-5 relative;
 #  2. --save / --resume continues with the identical loss trajectory;
-#  3. bad inputs give a clear message and a non-zero exit, no crash.
+#  3. step times say what they cover (CSV timing column) and the summary
+#     gives the final loss, without nan for short runs;
+#  4. bad inputs give a clear message and a non-zero exit, no crash.
 # usage: check_gpt2_driver.sh TSR_GPT2 WORKDIR [launcher...]
 set -u
 exe=$1; work=$2; shift 2
@@ -38,7 +40,21 @@ run --steps 6 --resume "$work/state.bin" --csv "$work/resumed.csv" --quiet > "$w
 a=$(tail -n 3 "$work/full.csv" | cut -d, -f1,2); b=$(tail -n +2 "$work/resumed.csv" | cut -d, -f1,2)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "resumed trajectory [$b] differs from [$a]"
 
-# 3. bad inputs: message + non-zero exit (not a crash: exit codes 1 or 2)
+# 3. pipelined step times are labelled: run a (no evaluations) fills the
+#    pipeline at step 0 and drains it at step 9; with a validation every 4
+#    steps, the steps around each one fill and drain too
+kinds=$(tail -n +2 "$work/a.csv" | cut -d, -f6 | tr '\n' ' ')
+[ "$kinds" = "fill steady steady steady steady steady steady steady steady drain " ] && ok ||
+    bad "timing column of a.csv: [$kinds]"
+"${launch[@]}" "$exe" --steps 6 --val-every 4 --sample-every 0 --quiet --csv "$work/v4.csv" > "$work/v4.log" 2>&1
+kinds=$(tail -n +2 "$work/v4.csv" | cut -d, -f6 | tr '\n' ' ')
+[ "$kinds" = "fill steady steady drain fill drain " ] && ok || bad "timing column with --val-every 4: [$kinds]"
+grep -q "steady state (2 steps)" "$work/v4.log" && ok || bad "summary: $(grep summary "$work/v4.log")"
+run --steps 1 > "$work/one.log" 2>&1
+grep "^summary" "$work/one.log" | grep -q "final train loss 10.8283" && ! grep -qi "nan" "$work/one.log" && ok ||
+    bad "one-step summary: $(grep summary "$work/one.log")"
+
+# 4. bad inputs: message + non-zero exit (not a crash: exit codes 1 or 2)
 printf 'not a checkpoint' > "$work/bad.bin"
 expect_error() { # expect_error PATTERN args...
     local pattern=$1; shift

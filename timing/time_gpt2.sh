@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # time_gpt2.sh: tokens/ms of tsr_gpt2 training steps over batch shapes, tile
 # sizes and DP x TP splits of the cores (MPI ranks x parallel-worker size),
-# as CSV on stdout (median of the steps after the first; step 0 allocates).
+# as CSV on stdout (median of the steady steps: neither filling nor draining the pipeline).
 #
 #   timing/time_gpt2.sh [options]
 #     --exe PATH        tsr_gpt2 (default build/algorithms/gpt2/tsr_gpt2)
@@ -54,7 +54,7 @@ for bt in $bts; do
     line=$("${launch[@]}" "$exe" "${args[@]}" 2>/dev/null | grep '^summary:' || true)
     ms=$(sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p' <<< "$line")
     tpm=$(sed -n 's/.*ms, \([0-9.]*\) tokens\/ms.*/\1/p' <<< "$line")
-    mean=$(sed -n 's/.*; mean \([0-9.]*\)).*/\1/p' <<< "$line")
+    mean=$(sed -n 's/.*(mean \([0-9.]*\)).*/\1/p' <<< "$line")
     rss=$(sed -n 's/.*peak RSS \([0-9.]*\) MB.*/\1/p' <<< "$line")
     [ -n "$ms" ] || { ms=nan; tpm=nan; mean=nan; rss=nan; }
     echo "$model,$B,$T,$((B * T)),$tok,$ch,$hid,$voc,$heads,$q,$k,$accum,$split,$ranks,$workers,$pws,$nsub,$ms,$tpm,$mean,$rss"

@@ -68,7 +68,10 @@ static void usage(FILE *out)
 "  --val-batches N     validation batches (default 5)\n"
 "  --sample-every N    generate a sample every N steps (default 20, 0: never)\n"
 "  --sample-len N      generated tokens (default min(64, T))\n"
-"  --csv FILE          per-step records (step,loss,step_ms,tokens_per_ms,val_loss)\n"
+"  --csv FILE          per-step records (step,loss,step_ms,tokens_per_ms,val_loss,timing)\n"
+"                      step_ms: from the previous step's loss to this one's (steps are\n"
+"                      pipelined); timing: first (from submission: its backward runs on\n"
+"                      in the next step), steady, last (includes finishing every task)\n"
 "  --quiet             no per-step lines (summary only)\n"
 "Checkpoints\n"
 "  --save FILE         training state (model, AdamW, step, data position) at the end,\n"
@@ -258,6 +261,8 @@ typedef struct {
     uint64_t gen_rng;      /* sampling RNG (llm.c's xorshift) */
     FILE *csv;
     double *step_ms;       /* per step, for the summary */
+    unsigned char *step_kind; /* per step: a step_timing_t */
+    float last_loss, last_val; /* for the summary (NAN: none) */
 } trainer_t;
 
 static int save_state(trainer_t *t, const char *path)
@@ -472,9 +477,9 @@ static int cmp_double(const void *a, const void *b)
  * it waits for its loss alone: the step's backward and update run on while
  * the next step is submitted, and the next forward starts on each layer as
  * soon as its parameters are updated. A step's time is thus the interval
- * between two losses (the steady-state throughput). The last step waits for
- * all its tasks. */
-static int train_step(trainer_t *t, float *loss, double *ms)
+ * between two losses (the steady-state throughput). A step that drains the
+ * pipeline (drain: see step_timing) also waits for all its tasks. */
+static int train_step(trainer_t *t, float *loss, double *ms, int drain)
 {
     size_t sample;
     double t0 = tsr_wtime();
@@ -487,10 +492,35 @@ static int train_step(trainer_t *t, float *loss, double *ms)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
     if (!rc)
         rc = tsr_gpt2_loss(&t->model, loss);
-    if (!rc && t->step + 1 == t->opt.steps)
+    if (!rc && drain)
         rc = tsr_wait();
     *ms = (tsr_wtime() - t0) * 1e3;
     return rc;
+}
+
+/* What a step's time covers. Steps are pipelined: a step's time is the
+ * interval between the previous step's loss and its own (the steady-state
+ * throughput). A step that fills the empty pipeline (the first one, or the
+ * one after a validation or a sample) runs from its submission to its loss,
+ * its backward and update overlapping the next step; a step that drains it
+ * (the last one, or the one before a validation or a sample) also waits for
+ * every task. */
+typedef enum { STEP_STEADY, STEP_FILL, STEP_DRAIN, STEP_WHOLE } step_timing_t;
+static const char *timing_words[] = { "steady", "fill", "drain", "whole" };
+static const char *timing_notes[] = { "", " [fills the pipeline: its backward runs on in the next step]",
+                                      " [drains the pipeline: includes finishing every task]",
+                                      " [fills and drains the pipeline: the whole step]" };
+
+static int evaluates_before(const trainer_t *t, int s)
+{
+    return (t->opt.val_every && s % t->opt.val_every == 0) || (t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0);
+}
+
+static step_timing_t step_timing(const trainer_t *t, int first, int s)
+{
+    int fills = s == first || evaluates_before(t, s);
+    int drains = s + 1 == t->opt.steps || evaluates_before(t, s + 1);
+    return fills && drains ? STEP_WHOLE : fills ? STEP_FILL : drains ? STEP_DRAIN : STEP_STEADY;
 }
 
 static int train(trainer_t *t)
@@ -503,30 +533,30 @@ static int train(trainer_t *t)
         double ms = 0;
         int evaluate = t->opt.val_every && s % t->opt.val_every == 0;
         int sample = t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0;
-        if ((evaluate || sample) && s > first) {
-            /* the previous step's tasks still running belong to its time, not to the untimed evaluation */
-            double w0 = tsr_wtime();
-            rc = tsr_wait();
-            t->step_ms[s - 1] += (tsr_wtime() - w0) * 1e3;
-        }
+        step_timing_t kind = step_timing(t, first, s);
         if (!rc && evaluate) {
             rc = val_loss(t, &vl);
+            t->last_val = vl;
             if (!rc && tsr_rank() == 0 && !t->opt.quiet)
                 printf("val loss %f\n", vl);
         }
         if (!rc && sample)
             rc = generate(t);
         if (!rc)
-            rc = train_step(t, &loss, &ms);
+            rc = train_step(t, &loss, &ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
         if (rc)
             break;
         t->step_ms[s] = ms;
+        t->last_loss = loss;
+        t->step_kind[s] = (unsigned char)kind;
         if (tsr_rank() == 0) {
             if (!t->opt.quiet)
-                printf("step %d: train loss %f (took %.1f ms, %.4f tokens/ms)\n", s, loss, ms, BT / ms);
+                printf("step %d: train loss %f (took %.1f ms, %.4f tokens/ms)%s\n", s, loss, ms, BT / ms,
+                       timing_notes[kind]);
             if (t->csv) {
                 fprintf(t->csv, "%d,%.6f,%.3f,%.5f,", s, loss, ms, BT / ms);
-                fprintf(t->csv, isnan(vl) ? "\n" : "%.6f\n", vl);
+                fprintf(t->csv, isnan(vl) ? "," : "%.6f,", vl);
+                fprintf(t->csv, "%s\n", timing_words[kind]);
                 fflush(t->csv);
             }
             fflush(stdout);
@@ -549,41 +579,48 @@ static int train(trainer_t *t)
     if (!rc && t->opt.val_every && t->step % t->opt.val_every == 0 && t->step > first) {
         float vl;
         rc = val_loss(t, &vl);
+        t->last_val = vl;
         if (!rc && tsr_rank() == 0 && !t->opt.quiet)
             printf("val loss %f\n", vl);
     }
     return rc;
 }
 
+/* Steady-state figures come from the steady steps (see step_timing); the
+ * rate over all steps from the sum of their times (evaluations excluded). */
 static void summary(const trainer_t *t, int first)
 {
-    int n = t->opt.steps - first - (first == 0); /* step 0 allocates: left out, as llm.c's baseline does */
-    const double *from = t->step_ms + first + (first == 0);
     if (tsr_rank() != 0)
         return;
-    if (first >= t->opt.steps) {
+    int nsteps = t->opt.steps - first;
+    if (nsteps <= 0) {
         printf("summary: nothing to do (the state is at step %d, --steps is %d)\n", first, t->opt.steps);
         return;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double median = NAN, total = 0;
-    if (n > 0) {
-        double *sorted = malloc(n * sizeof(double));
-        memcpy(sorted, from, n * sizeof(double));
-        qsort(sorted, n, sizeof(double), cmp_double);
-        median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-        for (int i = 0; i < n; i++)
-            total += sorted[i];
-        free(sorted);
+    int BT = t->opt.B * t->opt.T, n = 0;
+    double all = 0, steady = 0, *sorted = malloc(nsteps * sizeof(double));
+    for (int s = first; s < t->opt.steps; s++) {
+        all += t->step_ms[s];
+        if (t->step_kind[s] == STEP_STEADY && sorted)
+            steady += (sorted[n++] = t->step_ms[s]);
     }
-    int BT = t->opt.B * t->opt.T;
-    /* a step's AdamW overlaps the next forward, so the mean over the steps is
-     * the throughput; the median is the per-step figure llm.c reports */
-    printf("summary: %d steps, median step %.1f ms, %.4f tokens/ms (median of the steps after the first; "
-           "mean %.4f), peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU workers, BLAS %s\n",
-           t->opt.steps - first, median, BT / median, n * BT / total, ru.ru_maxrss / 1024.0, tsr_size(),
-           tsr_ncpu_workers(), TSR_BLAS_NAME);
+    printf("summary: %d steps in %.1f ms (%.4f tokens/ms over all steps); final train loss %f", nsteps, all,
+           nsteps * BT / all, t->last_loss);
+    if (!isnan(t->last_val))
+        printf(", last val loss %f", t->last_val);
+    if (n > 0) {
+        qsort(sorted, n, sizeof(double), cmp_double);
+        double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        printf("; steady state (%d steps): median step %.1f ms, %.4f tokens/ms (mean %.4f)", n, median, BT / median,
+               n * BT / steady);
+    } else {
+        printf("; no steady-state step (it needs a step between two others, with no evaluation before it)");
+    }
+    free(sorted);
+    printf("; peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU workers, BLAS %s\n", ru.ru_maxrss / 1024.0,
+           tsr_size(), tsr_ncpu_workers(), TSR_BLAS_NAME);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -613,7 +650,11 @@ static int setup(trainer_t *t)
 {
     const options_t *o = &t->opt;
     float *params = NULL;
-    /* every rank reads the (small) config; rank 0's copy of the weights is scattered */
+    /* every rank reads the (small) config; rank 0's copy of the weights is
+     * scattered into the tiles. This is host-only work: the StarPU workers are
+     * paused, else idle ones poll the cores it runs on (124M init: 3.7 s
+     * alone, 10 s beside two polling workers on 2 cores). */
+    tsr_pause();
     int rc = load_model_params(t, &params);
     if (!rc)
         rc = tsr_gpt2_loader_open(&t->train, o->train, t->cfg.V, o->B, o->T, !o->no_shuffle, 42);
@@ -622,6 +663,7 @@ static int setup(trainer_t *t)
     if (!rc)
         rc = tsr_gpt2_tokenizer_read(o->tokenizer, &t->tok);
     if (rc) {
+        tsr_resume();
         free(params);
         return rc;
     }
@@ -639,13 +681,16 @@ static int setup(trainer_t *t)
                o->nsub);
     if (!rc)
         rc = tsr_gpt2_params_scatter(&t->model, tsr_rank() == 0 ? params : NULL);
+    tsr_resume();
     free(params);
     t->inputs = malloc((size_t)o->B * o->T * sizeof(int));
     t->targets = malloc((size_t)o->B * o->T * sizeof(int));
     t->step_ms = calloc(o->steps + 1, sizeof(double));
-    if (!t->inputs || !t->targets || !t->step_ms)
+    t->step_kind = calloc(o->steps + 1, 1);
+    if (!t->inputs || !t->targets || !t->step_ms || !t->step_kind)
         rc = rc ? rc : TSR_ENOMEM;
     t->gen_rng = 1337;
+    t->last_loss = t->last_val = NAN;
     if (!rc && o->resume)
         rc = load_state(t, o->resume);
     if (!rc && o->csv && tsr_rank() == 0) {
@@ -655,7 +700,7 @@ static int setup(trainer_t *t)
             tsr_log(TSR_LOG_ERROR, "cannot write %s", o->csv);
             rc = TSR_EIO;
         } else if (ftell(t->csv) == 0) {
-            fprintf(t->csv, "step,loss,step_ms,tokens_per_ms,val_loss\n");
+            fprintf(t->csv, "step,loss,step_ms,tokens_per_ms,val_loss,timing\n");
         }
     }
     return tsr_any(rc) ? (rc ? rc : TSR_EIO) : 0;
@@ -723,6 +768,7 @@ int main(int argc, char **argv)
     free(t.inputs);
     free(t.targets);
     free(t.step_ms);
+    free(t.step_kind);
     int frc = tsr_finalize();
     if (frc && !rc)
         rc = frc;
