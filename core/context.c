@@ -89,6 +89,21 @@ static int want_mpi(const tsr_config_t *cfg)
 #endif
 }
 
+/* A scheduler StarPU knows: else it would warn and fall back to its default. */
+static int check_scheduler_name(const char *name, const char *from)
+{
+    struct starpu_sched_policy **policies = starpu_sched_get_predefined_policies();
+    char known[1024] = "";
+    for (int i = 0; policies[i]; i++) {
+        if (strcmp(policies[i]->policy_name, name) == 0)
+            return TSR_SUCCESS;
+        if (strlen(known) + strlen(policies[i]->policy_name) + 2 < sizeof known)
+            strcat(strcat(known, " "), policies[i]->policy_name);
+    }
+    tsr_log(TSR_LOG_ERROR, "tsr_init: unknown StarPU scheduler '%s' (%s); known:%s", name, from, known);
+    return TSR_EINVAL;
+}
+
 static int validate_config(const tsr_config_t *c)
 {
     if (c->ncpus < -1 || c->ncpus == 0 || c->ncuda < -1 || c->parallel_worker_size < 1) {
@@ -101,6 +116,11 @@ static int validate_config(const tsr_config_t *c)
                 c->ncpus, STARPU_MAXCPUS);
         return TSR_EINVAL;
     }
+    const char *env_sched = getenv("STARPU_SCHED");
+    if (c->sched && check_scheduler_name(c->sched, "the configured scheduler"))
+        return TSR_EINVAL;
+    if (!c->sched && env_sched && check_scheduler_name(env_sched, "STARPU_SCHED"))
+        return TSR_EINVAL;
 #if !TSR_USE_MPI
     if (c->mpi == TSR_MPI_ON) {
         tsr_log(TSR_LOG_ERROR, "tsr_init: MPI requested but Tessera was built without MPI");

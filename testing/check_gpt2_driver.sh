@@ -54,6 +54,16 @@ run --steps 1 > "$work/one.log" 2>&1
 grep "^summary" "$work/one.log" | grep -q "final train loss 10.8283" && ! grep -qi "nan" "$work/one.log" && ok ||
     bad "one-step summary: $(grep summary "$work/one.log")"
 
+# on a terminal (script(1)), the progress bar is erased before each line:
+# what the terminal shows of each line (after its last carriage return) never
+# holds the bar and a step, validation or sample line together
+if command -v script > /dev/null && [ ${#launch[@]} -eq 0 ]; then
+    script -qec "$exe --steps 6 --val-every 3 --sample-every 5 --sample-len 4" /dev/null > "$work/tty.log" 2>&1
+    shown=$(tr -d '\033' < "$work/tty.log" | sed 's/\r$//; s/.*\r//; s/\[K//g')
+    if grep -q "^step 5: " <<< "$shown" && ! grep -q '\[#.*\(step\|val loss\|generating\)' <<< "$shown"; then ok
+    else bad "progress bar glued to a line: $(grep '\[#' <<< "$shown" | head -2)"; fi
+fi
+
 # 4. bad inputs: message + non-zero exit (not a crash: exit codes 1 or 2)
 printf 'not a checkpoint' > "$work/bad.bin"
 expect_error() { # expect_error PATTERN args...
@@ -71,5 +81,18 @@ expect_error "unknown" --bogus-option
 expect_error "tok" --tile-tok 5
 expect_error "query" --tile-q 65
 expect_error "batch\|maxT" -T 100
+expect_error "scheduler 'nope'" --sched nope
+[ -w /dev/full ] && expect_error "cannot write --csv" --csv /dev/full
+expect_error "pws" --pws 64
+expect_error "save-every needs" --save-every 2
+expect_error "sample-len" --sample-len 65
+expect_error "load and --resume" --load "$work/bad.bin" --resume "$work/state.bin"
+# an option error is short: the message and a pointer to --help, not the
+# usage (without mpirun, which adds its own report)
+if [ ${#launch[@]} -eq 0 ]; then
+    run --bogus-option > "$work/short.log" 2>&1
+    [ "$(wc -l < "$work/short.log")" -le 3 ] && grep -q -- "--help" "$work/short.log" && ok ||
+        bad "option error output is $(wc -l < "$work/short.log") lines"
+fi
 echo "check_gpt2_driver: $pass passed, $fail failed"
 [ $fail -eq 0 ]

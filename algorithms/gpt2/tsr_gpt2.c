@@ -2,6 +2,7 @@
  * See --help. Under mpirun every rank runs this program; each computes its
  * slice of the batch and rank 0 prints. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -32,7 +33,10 @@ static void usage(FILE *out)
 "usage: tsr_gpt2 [options]\n"
 "Train GPT-2 (llm.c's model, loss and AdamW, bit-compatible checkpoints) with Tessera.\n\n"
 "Model\n"
-"  --model NAME        preset initialised from --seed: %s (default d2)\n"
+"  --model NAME        preset initialised from --seed: %s (default d2). 124M and\n"
+"                      d2 take GPT-2 token files; micro is llm.c's test model (V 500,\n"
+"                      maxT 32): it needs -T <= 32 and token ids < 500, which the\n"
+"                      bundled tiny Shakespeare does not have\n"
 "  --load FILE         start from an llm.c checkpoint (version 3) instead\n"
 "  --seed N            initialisation seed, llm.c's MT19937 init (default 42)\n"
 "Data (defaults: the bundled tiny Shakespeare)\n"
@@ -170,6 +174,25 @@ static const struct option long_options[] = {
     { "resume", 1, 0, O_RESUME }, { "write-checkpoint", 1, 0, O_WRITECKPT }, { "help", 0, 0, 'h' },
     { 0, 0, 0, 0 } };
 
+/* Options that are valid alone but not together (or not without another). */
+static int check_option_combinations(const options_t *o)
+{
+    const char *error = NULL;
+    if (o->beta1 >= 1 || o->beta2 >= 1)
+        error = "--beta1 and --beta2 must be < 1";
+    else if (o->save_every && !o->save)
+        error = "--save-every needs --save FILE";
+    else if (o->load && o->resume)
+        error = "--load and --resume both give the model: --resume's state holds it";
+    else if (o->sample_len > o->T)
+        error = "--sample-len is longer than the sequence (-T): the model sees at most T tokens";
+    else if (o->pws > 1 && o->threads > 0 && o->pws > o->threads)
+        error = "--pws is larger than --threads: a parallel worker combines that many CPU workers";
+    if (error)
+        fprintf(stderr, "error: %s\n", error);
+    return error ? -1 : 0;
+}
+
 /* Returns 0, 1 for --help, -1 on a bad option (message printed). */
 static int parse_options(int argc, char **argv, options_t *o)
 {
@@ -218,21 +241,17 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_RESUME: o->resume = optarg; break;
         case O_WRITECKPT: o->write_ckpt = optarg; break;
         default:
-            fprintf(stderr, "error: unknown or incomplete option '%s' (see --help)\n", name);
+            fprintf(stderr, "error: unknown or incomplete option '%s'\n", name);
             return -1;
         }
     }
     if (bad)
         return -1;
     if (optind < argc) {
-        fprintf(stderr, "error: unexpected argument '%s' (see --help)\n", argv[optind]);
+        fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    if (o->beta1 >= 1 || o->beta2 >= 1) {
-        fprintf(stderr, "error: --beta1 and --beta2 must be < 1\n");
-        return -1;
-    }
-    return 0;
+    return check_option_combinations(o);
 }
 
 /* ---- training state files (--save / --resume) ----------------------------- */
@@ -387,7 +406,8 @@ static int val_loss(trainer_t *t, float *out)
         rc = tsr_gpt2_loader_next(&t->val, t->inputs, t->targets, &sample);
         if (!rc)
             rc = tsr_gpt2_forward(&t->model, t->inputs, t->targets, &loss);
-        sum += loss;
+        if (!rc)
+            sum += loss;
     }
     *out = (float)(sum / t->opt.val_batches);
     return rc;
@@ -454,17 +474,31 @@ static int generate(trainer_t *t)
 
 /* ---- the loop -------------------------------------------------------------- */
 
+static int progress_shown;
+
+/* Erase the progress bar before a line is printed (stdout and the bar share
+ * the terminal). */
+static void clear_progress(void)
+{
+    if (!progress_shown)
+        return;
+    fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+    progress_shown = 0;
+}
+
 static void progress(const trainer_t *t, int step, double elapsed_ms)
 {
     if (tsr_rank() != 0 || !isatty(STDERR_FILENO))
         return;
+    progress_shown = 1;
     int total = t->opt.steps, done = step + 1, width = 30, filled = width * done / (total ? total : 1);
     double eta = done ? elapsed_ms / done * (total - done) / 1000 : 0;
     fprintf(stderr, "\r[%.*s%*s] %d/%d ETA %.0fs ", filled, "##############################", width - filled, "",
             done, total, eta);
-    if (done == total)
-        fprintf(stderr, "\r\033[K");
     fflush(stderr);
+    if (done == total)
+        clear_progress();
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -533,6 +567,7 @@ static int train(trainer_t *t)
         double ms = 0;
         int evaluate = t->opt.val_every && s % t->opt.val_every == 0;
         int sample = t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0;
+        clear_progress();
         step_timing_t kind = step_timing(t, first, s);
         if (!rc && evaluate) {
             rc = val_loss(t, &vl);
@@ -549,6 +584,7 @@ static int train(trainer_t *t)
         t->step_ms[s] = ms;
         t->last_loss = loss;
         t->step_kind[s] = (unsigned char)kind;
+        int csv_failed = 0;
         if (tsr_rank() == 0) {
             if (!t->opt.quiet)
                 printf("step %d: train loss %f (took %.1f ms, %.4f tokens/ms)%s\n", s, loss, ms, BT / ms,
@@ -557,9 +593,15 @@ static int train(trainer_t *t)
                 fprintf(t->csv, "%d,%.6f,%.3f,%.5f,", s, loss, ms, BT / ms);
                 fprintf(t->csv, isnan(vl) ? "," : "%.6f,", vl);
                 fprintf(t->csv, "%s\n", timing_words[kind]);
-                fflush(t->csv);
+                csv_failed = fflush(t->csv) != 0 || ferror(t->csv);
+                if (csv_failed)
+                    tsr_log(TSR_LOG_ERROR, "cannot write --csv %s: %s", t->opt.csv, strerror(errno));
             }
             fflush(stdout);
+        }
+        if (t->opt.csv && tsr_any(csv_failed)) {
+            rc = TSR_EIO;
+            break;
         }
         progress(t, s, (tsr_wtime() - start) * 1e3);
         if (t->opt.save && t->opt.save_every && (s + 1) % t->opt.save_every == 0 && s + 1 < t->opt.steps) {
@@ -728,10 +770,12 @@ int main(int argc, char **argv)
     memset(&t, 0, sizeof t);
     default_options(&t.opt);
     int p = parse_options(argc, argv, &t.opt);
-    if (p) {
-        usage(p > 0 ? stdout : stderr);
+    if (p > 0)
+        usage(stdout);
+    if (p < 0)
+        fprintf(stderr, "(tsr_gpt2 --help lists the options)\n");
+    if (p)
         return p > 0 ? 0 : 2;
-    }
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = t.opt.threads;
@@ -742,6 +786,12 @@ int main(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "error: %s\n", tsr_strerror(rc));
         return 1;
+    }
+    if (t.opt.pws > tsr_ncpu_workers()) {
+        if (tsr_rank() == 0)
+            fprintf(stderr, "error: --pws %d is larger than the %d CPU workers\n", t.opt.pws, tsr_ncpu_workers());
+        tsr_finalize();
+        return 2;
     }
     if (tsr_rank() == 0)
         printf("runtime: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
@@ -758,8 +808,10 @@ int main(int argc, char **argv)
     }
     if (rc && rc != 130 && tsr_rank() == 0)
         fprintf(stderr, "tsr_gpt2: stopped: %s\n", tsr_strerror(rc));
-    if (t.csv)
-        fclose(t.csv);
+    if (t.csv && fclose(t.csv) != 0 && !rc) {
+        fprintf(stderr, "tsr_gpt2: cannot write --csv %s: %s\n", t.opt.csv, strerror(errno));
+        rc = TSR_EIO;
+    }
     if (t.model.sub)
         tsr_gpt2_model_destroy(&t.model);
     tsr_gpt2_loader_free(&t.train);
