@@ -81,12 +81,51 @@ expect_error "unknown" --bogus-option
 expect_error "tok" --tile-tok 5
 expect_error "query" --tile-q 65
 expect_error "batch\|maxT" -T 100
+# training states are validated field by field (header at offset 40: step,
+# 44: padding, 64: sampler state)
+cp "$work/state.bin" "$work/trail.bin"; printf 'x' >> "$work/trail.bin"
+expect_error "trailing" --resume "$work/trail.bin"
+cp "$work/state.bin" "$work/neg.bin"; printf '\373\377\377\377' | dd of="$work/neg.bin" bs=1 seek=40 conv=notrunc 2> /dev/null
+expect_error "corrupt header (step -5" --resume "$work/neg.bin"
+cp "$work/state.bin" "$work/rng.bin"; dd if=/dev/zero of="$work/rng.bin" bs=1 seek=64 count=8 conv=notrunc 2> /dev/null
+expect_error "sampler state zero" --resume "$work/rng.bin"
+expect_error "another training file" --resume "$work/state.bin" \
+    --train "$(dirname "$exe")/../../../algorithms/gpt2/data/tiny_shakespeare_val.bin"
 expect_error "scheduler 'nope'" --sched nope
 [ -w /dev/full ] && expect_error "cannot write --csv" --csv /dev/full
 expect_error "pws" --pws 64
 expect_error "save-every needs" --save-every 2
 expect_error "sample-len" --sample-len 65
 expect_error "load and --resume" --load "$work/bad.bin" --resume "$work/state.bin"
+# output files: never replace a device, FIFO or directory; a symlink's target
+# is written (the link stays); a bad path is found before training; a FIFO
+# without a writer is refused, not waited on
+mkfifo "$work/fifo"
+expect_error "not a regular file" --load "$work/fifo"
+expect_error "not a regular file" --resume "$work/fifo"
+if [ -c /dev/full ] && [ -w /dev/full ]; then
+    expect_error "not a regular file" --save /dev/full
+    [ -c /dev/full ] && ok || bad "--save /dev/full replaced the device"
+fi
+expect_error "not a regular file" --write-checkpoint "$work"
+run --steps 30 --write-checkpoint "$work/no/such/dir/x.bin" > "$work/early.log" 2>&1
+grep -q "cannot create" "$work/early.log" && ! grep -q "^step" "$work/early.log" && ok ||
+    bad "a bad --write-checkpoint path was not found before training: $(tail -2 "$work/early.log")"
+: > "$work/target.bin"; ln -sf target.bin "$work/link.bin"
+run --steps 1 --save "$work/link.bin" --quiet > /dev/null 2>&1
+[ -L "$work/link.bin" ] && [ -s "$work/target.bin" ] && ok || bad "--save through a symlink: $(ls -l "$work" | grep -E 'link|target')"
+# SIGTERM (a batch scheduler's warning) saves the state like Ctrl-C, exit 143
+if [ ${#launch[@]} -eq 0 ]; then
+    rm -f "$work/term.bin"
+    "$exe" --val-every 0 --sample-every 0 --steps 100000 --save "$work/term.bin" > "$work/term.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do grep -q "^step 2:" "$work/term.log" && break; sleep 0.5; done
+    kill -TERM $pid; wait $pid; rc=$?
+    kill -KILL $pid 2> /dev/null
+    [ $rc -eq 143 ] && [ -s "$work/term.bin" ] && grep -q "Terminated" "$work/term.log" && ok ||
+        bad "SIGTERM: exit $rc, state $(ls -l "$work/term.bin" 2>&1)"
+fi
+
 # an option error is short: the message and a pointer to --help, not the
 # usage (without mpirun, which adds its own report)
 if [ ${#launch[@]} -eq 0 ]; then

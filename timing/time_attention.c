@@ -42,7 +42,7 @@ static tsr_param_t params[NP] = {
     [P_QB] = { "qb", "query tile (tokens)", 0, 1, { 256 } },
     [P_KB] = { "kb", "key tile (tokens; 0: same as qb)", 0, 1, { 0 } },
     [P_PASS] = { "pass", "fwd or bwd", 1, 2, { 0 }, { "fwd", "bwd" } },
-    [P_MODE] = { "mode", "backward accumulation: ordered or redux (the forward is an ordered chain)", 1, 1, { 0 },
+    [P_MODE] = { "mode", "backward accumulation: ordered or redux (the forward has none: its CSV mode is \"online\", the online softmax)", 1, 1, { 0 },
                  { "ordered" } },
 };
 

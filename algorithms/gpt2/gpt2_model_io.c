@@ -1,5 +1,5 @@
 /* GPT-2 configuration, parameter layout, llm.c checkpoints, atomic writes. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* POSIX 2008 + realpath */
 #include "gpt2_model_io.h"
 
 #include <errno.h>
@@ -152,9 +152,15 @@ int tsr_gpt2_file_open(const char *path, const char *kind, FILE **f, int64_t *si
         tsr_log(TSR_LOG_ERROR, "%s: no file name given", kind);
         return TSR_EINVAL;
     }
-    FILE *fp = fopen(path, "rb");
+    /* non-blocking open: a FIFO without a writer must not hang the open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    FILE *fp = NULL;
+    if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0)
+        fp = fdopen(fd, "rb");
     if (!fp) {
         tsr_log(TSR_LOG_ERROR, "%s %s: cannot open: %s", kind, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return TSR_EIO;
     }
     struct stat st;
@@ -330,6 +336,32 @@ int tsr_gpt2_checkpoint_write(const char *path, const tsr_gpt2_config_t *cfg, co
 
 /* ---- atomic files -------------------------------------------------------------- */
 
+/* The file an atomic write replaces: path itself, or the file a symlink
+ * points to (the link stays a link). Existing targets must be regular files:
+ * a device, FIFO or directory is never replaced. Returns a malloc'd path or
+ * NULL (message printed). */
+static char *atomic_target(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return strdup(path);
+        tsr_log(TSR_LOG_ERROR, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *target = S_ISLNK(st.st_mode) ? realpath(path, NULL) : strdup(path);
+    if (!target) {
+        tsr_log(TSR_LOG_ERROR, "%s: a symbolic link to a missing file: give the target itself", path);
+        return NULL;
+    }
+    if (stat(target, &st) == 0 && !S_ISREG(st.st_mode)) {
+        tsr_log(TSR_LOG_ERROR, "%s: not a regular file: refusing to replace it", path);
+        free(target);
+        return NULL;
+    }
+    return target;
+}
+
 int tsr_gpt2_atomic_begin(tsr_gpt2_atomic_file_t *af, const char *path)
 {
     if (!af || !path || !*path) {
@@ -337,6 +369,10 @@ int tsr_gpt2_atomic_begin(tsr_gpt2_atomic_file_t *af, const char *path)
         return TSR_EINVAL;
     }
     memset(af, 0, sizeof *af);
+    char *target = atomic_target(path);
+    if (!target)
+        return TSR_EIO;
+    path = target;
     size_t n = strlen(path) + 40;
     af->path = malloc(strlen(path) + 1);
     af->tmp_path = malloc(n);
@@ -345,9 +381,12 @@ int tsr_gpt2_atomic_begin(tsr_gpt2_atomic_file_t *af, const char *path)
         free(af->tmp_path);
         af->path = af->tmp_path = NULL;
         tsr_log(TSR_LOG_ERROR, "%s: out of memory", path);
+        free(target);
         return TSR_ENOMEM;
     }
     strcpy(af->path, path);
+    free(target);
+    path = af->path;
     snprintf(af->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (fd < 0) {
@@ -457,4 +496,13 @@ int tsr_gpt2_atomic_commit(tsr_gpt2_atomic_file_t *af)
     fsync_parent_dir(af->path);
     free_af(af);
     return 0;
+}
+
+int tsr_gpt2_atomic_check(const char *path)
+{
+    tsr_gpt2_atomic_file_t af;
+    int rc = tsr_gpt2_atomic_begin(&af, path);
+    if (!rc)
+        tsr_gpt2_atomic_abort(&af);
+    return rc;
 }

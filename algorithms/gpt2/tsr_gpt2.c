@@ -79,7 +79,11 @@ static void usage(FILE *out)
 "  --quiet             no per-step lines (summary only)\n"
 "Checkpoints\n"
 "  --save FILE         training state (model, AdamW, step, data position) at the end,\n"
-"                      every --save-every steps and on Ctrl-C (atomic)\n"
+"                      every --save-every steps and on Ctrl-C, SIGTERM or SIGUSR1 (then\n"
+"                      the exit code is 128 + the signal). Atomic: a temporary file is\n"
+"                      renamed over FILE; an existing FILE must be a regular file (a\n"
+"                      device, FIFO or directory is refused), a symlink's target is\n"
+"                      replaced and the link kept. Checked before the first step\n"
 "  --resume FILE       continue from such a state (same losses as without stopping)\n"
 "  --write-checkpoint FILE   the final model as an llm.c checkpoint\n"
 "  -h, --help\n", tsr_gpt2_preset_names());
@@ -266,8 +270,11 @@ typedef struct {
     uint64_t loader_bytes, num_params, gen_rng;
 } state_header_t;
 
+/* SIGINT (Ctrl-C), SIGTERM (what batch schedulers send before killing a
+ * job) and SIGUSR1 (a pre-emption warning): stop after the current step,
+ * saving the state when --save is given; exit with 128 + the signal. */
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+static void on_stop_signal(int sig) { interrupted = sig; }
 
 typedef struct {
     options_t opt;
@@ -339,9 +346,21 @@ static int load_state(trainer_t *t, const char *path)
             tsr_log(TSR_LOG_ERROR, "%s: not a tsr_gpt2 training state (bad magic or version)", path);
             rc = TSR_EFORMAT;
         } else if (!rc && (memcmp(h.cfg, want, sizeof want) || h.B != t->opt.B || h.T != t->opt.T ||
-                           h.num_params != np || h.loader_bytes != tsr_gpt2_loader_state_bytes(&t->train))) {
+                           h.num_params != np)) {
             tsr_log(TSR_LOG_ERROR, "%s: saved for another model or batch shape (B=%d T=%d, C=%d, L=%d)", path, h.B,
                     h.T, h.cfg[5], h.cfg[3]);
+            rc = TSR_EFORMAT;
+        } else if (!rc && h.loader_bytes != tsr_gpt2_loader_state_bytes(&t->train)) {
+            tsr_log(TSR_LOG_ERROR, "%s: its data position does not fit --train %s (saved for another training file)",
+                    path, t->opt.train);
+            rc = TSR_EFORMAT;
+        } else if (!rc && (h.step < 0 || h.gen_rng == 0 || h.pad != 0)) {
+            tsr_log(TSR_LOG_ERROR, "%s: corrupt header (step %d, sampler state %s)", path, h.step,
+                    h.gen_rng ? "set" : "zero");
+            rc = TSR_EFORMAT;
+        } else if (!rc && (uint64_t)size != sizeof h + 3 * np * sizeof(float) + h.loader_bytes) {
+            tsr_log(TSR_LOG_ERROR, "%s: %lld bytes, expected %llu (truncated or trailing bytes)", path,
+                    (long long)size, (unsigned long long)(sizeof h + 3 * np * sizeof(float) + h.loader_bytes));
             rc = TSR_EFORMAT;
         }
         void *ls = NULL;
@@ -612,7 +631,8 @@ static int train(trainer_t *t)
         if (tsr_any(interrupted)) {
             t->step = s + 1;
             if (tsr_rank() == 0)
-                fprintf(stderr, "\ninterrupted after step %d\n", s);
+                fprintf(stderr, "\ninterrupted (%s) after step %d%s\n", strsignal(interrupted ? interrupted : SIGINT), s,
+                        t->opt.save ? ": saving the state" : "");
             if (t->opt.save)
                 rc = save_state(t, t->opt.save);
             return rc ? rc : 130;
@@ -688,6 +708,18 @@ static void fill_tiles(trainer_t *t)
     if (!o->heads) o->heads = def.heads;
 }
 
+/* Every file the run will write can be written (a temporary file is created
+ * and removed), before hours of training rather than after. */
+static int check_output_paths(const options_t *o)
+{
+    int rc = 0;
+    if (o->save)
+        rc = tsr_gpt2_atomic_check(o->save);
+    if (!rc && o->write_ckpt)
+        rc = tsr_gpt2_atomic_check(o->write_ckpt);
+    return rc;
+}
+
 static int setup(trainer_t *t)
 {
     const options_t *o = &t->opt;
@@ -704,10 +736,12 @@ static int setup(trainer_t *t)
         rc = tsr_gpt2_loader_open(&t->val, o->val, t->cfg.V, o->B, o->T, 0, 42);
     if (!rc)
         rc = tsr_gpt2_tokenizer_read(o->tokenizer, &t->tok);
-    if (rc) {
+    if (!rc && tsr_rank() == 0)
+        rc = check_output_paths(o);
+    if (tsr_any(rc)) {
         tsr_resume();
         free(params);
-        return rc;
+        return rc ? rc : TSR_EIO;
     }
     fill_tiles(t);
     if (!t->opt.nsub)
@@ -795,7 +829,9 @@ int main(int argc, char **argv)
     }
     if (tsr_rank() == 0)
         printf("runtime: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
-    signal(SIGINT, on_sigint);
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
+    signal(SIGUSR1, on_stop_signal);
     rc = setup(&t);
     int first = t.step;
     if (!rc)
@@ -824,5 +860,5 @@ int main(int argc, char **argv)
     int frc = tsr_finalize();
     if (frc && !rc)
         rc = frc;
-    return rc == 130 ? 130 : rc ? 1 : 0;
+    return rc == 130 ? 128 + (interrupted ? (int)interrupted : SIGINT) : rc ? 1 : 0;
 }
