@@ -44,7 +44,11 @@ static void check_before_init(void)
     CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EINVAL);
 }
 
-static int bad_owner(int bi, int i, int j, void *arg) { return i == 1 ? 99 : 0; }
+static int bad_owner(int bi, int i, int j, void *arg)
+{
+    (void)bi, (void)j, (void)arg;
+    return i == 1 ? 99 : 0;
+}
 
 static void check_descriptor_errors(void)
 {

@@ -202,7 +202,7 @@ typedef struct {
     tsr_accum_t accum;
     int accumulate;      /* TSR_LN_ACCUM_* */
     int use_work;        /* pass a workspace (or let the call make one) */
-    char name[96];
+    char name[160];
 } ln_config_t;
 
 typedef struct {

@@ -197,8 +197,10 @@ int main(int argc, char **argv)
     /* process-wide settings (one value each) after the per-case parameters */
     tsr_param_t all[NP + 2];
     memcpy(all, params, sizeof params);
-    all[NP] = (tsr_param_t){ "threads", "CPU workers per rank (-1: all cores)", 0, 1, { -1 } };
-    all[NP + 1] = (tsr_param_t){ "pws", "parallel-worker size: GEMM tasks on combined workers of that many cores", 0, 1, { 1 } };
+    all[NP] = (tsr_param_t){ .name = "threads", .help = "CPU workers per rank (-1: all cores)", .count = 1,
+                             .values = { -1 } };
+    all[NP + 1] = (tsr_param_t){ .name = "pws", .help = "parallel-worker size: GEMM tasks on combined workers of that many cores",
+                                 .count = 1, .values = { 1 } };
     if (tsr_params_parse(argc, argv, all, NP + 2, flag_names, flags, 2))
         return 2;
     memcpy(params, all, sizeof params);

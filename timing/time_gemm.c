@@ -108,6 +108,8 @@ static int mpi_start(int *argc, char ***argv)
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return -1;
     mpi_started = 1;
+#else
+    (void)argc, (void)argv;
 #endif
     return 0;
 }
