@@ -3,7 +3,9 @@
 # Plot a timing CSV (header line first) with gnuplot: one line per distinct
 # value of groupcol (several columns: "mode,workers"), points sorted by x.
 # Columns are found by name. Defaults: x = mb, y = ratio_to_blas (gflops when
-# that column is missing or all nan), group = mode.
+# that column is missing or all nan), group = mode. When every x is a power
+# of two spanning a factor 4 or more (tile sweeps), the x axis is log2. Lines
+# differ in dash and point type and size, so identical lines stay visible.
 set -eu
 
 usage() {
@@ -62,7 +64,17 @@ split_groups() {
     done
 }
 
+# 1 when every x value is a power of two and they span a factor >= 4.
+x_is_powers_of_two() {
+    cat "$tmp"/g*.dat | awk '{ x = $1; if (x <= 0) exit 1; l = log(x) / log(2); if (l != int(l)) exit 1;
+        if (!n++ || x < lo) lo = x; if (x > hi) hi = x } END { exit !(n && hi >= 4 * lo) }'
+}
+
 gnuplot_script() {
+    if x_is_powers_of_two; then
+        echo "set logscale x 2"
+        xaxis="; log2 x axis"
+    fi
     cat <<EOF
 set terminal pngcairo size 900,600 enhanced font 'sans,11'
 set output '$png'
@@ -78,7 +90,12 @@ EOF
     while IFS= read -r title; do
         n=$((n + 1))
         [ "$n" -gt 1 ] && printf ', \\\n     '
-        printf "'%s/g%d.dat' using 1:2 with linespoints pointtype 7 title '%s' noenhanced" "$tmp" "$n" "$title"
+        # later lines: other dashes and point shapes, smaller points, so a line
+        # hidden by an identical one still shows its points
+        ps=$(awk -v n="$n" 'BEGIN { s = 2.4 - 0.6 * (n - 1); printf "%.2f", s < 0.6 ? 0.6 : s }')
+        pt=$(( (n - 1) % 6 ))
+        printf "'%s/g%d.dat' using 1:2 with linespoints dashtype %d pointtype %d pointsize %s title '%s' noenhanced" \
+            "$tmp" "$n" "$n" "$(echo 7 5 9 11 13 3 | cut -d' ' -f$((pt + 1)))" "$ps" "$title"
     done <"$tmp/titles"
     printf '\n'
 }
@@ -101,6 +118,8 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 split_groups
+xaxis=""
 gnuplot_script >"$tmp/plot.gp"
+x_is_powers_of_two && xaxis="; log2 x axis"
 gnuplot "$tmp/plot.gp" || die "gnuplot failed"
-echo "wrote $png ($ycol vs $xcol, one line per $gcol)" >&2
+echo "wrote $png ($ycol vs $xcol, one line per $gcol$xaxis)" >&2
