@@ -9,7 +9,7 @@ pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAILED: $*"; }
 printf 'mb,mode,gflops\n64,ordered,10\n128,ordered,20\n256,ordered,30\n64,redux,10\n128,redux,20\n256,redux,30\n' > "$work/pow2.csv"
-printf 'mb,mode,gflops\n60,ordered,10\n128,ordered,20\n' > "$work/lin.csv"
+printf 'mb,mode,gflops\n64,ordered,10\n384,ordered,20\n768,ordered,20\n' > "$work/lin.csv"
 msg=$(sh "$plot" "$work/pow2.csv" "$work/pow2.png" mb gflops mode 2>&1)
 [ -s "$work/pow2.png" ] && grep -q "log2 x axis" <<< "$msg" && ok || bad "power-of-two sweep: $msg"
 msg=$(sh "$plot" "$work/lin.csv" "$work/lin.png" mb gflops mode 2>&1)

@@ -66,8 +66,8 @@ split_groups() {
 
 # 1 when every x value is a power of two and they span a factor >= 4.
 x_is_powers_of_two() {
-    cat "$tmp"/g*.dat | awk '{ x = $1; if (x <= 0) exit 1; l = log(x) / log(2); if (l != int(l)) exit 1;
-        if (!n++ || x < lo) lo = x; if (x > hi) hi = x } END { exit !(n && hi >= 4 * lo) }'
+    cat "$tmp"/g*.dat | awk '{ x = $1; l = x > 0 ? log(x) / log(2) : 0.5; if (l != int(l)) { bad = 1; exit }
+        if (!n++ || x < lo) lo = x; if (x > hi) hi = x } END { exit bad || !(n && hi >= 4 * lo) }'
 }
 
 gnuplot_script() {
