@@ -1,0 +1,191 @@
+/* Mutation fuzzing of the GPT-2 file loaders: llm.c checkpoints, token files
+ * (and the batch loader on them), the GPT-2 decode table and llm.c debug
+ * states. Each iteration mutates a bundled file (byte flips, header integers
+ * set to edge values, truncation, appended bytes), writes it, loads it and
+ * checks that the loader returned 0 or a TSR_E* code; a crash or hang fails
+ * the run. Deterministic (xorshift from SEED): a failure names its iteration
+ * and keeps the file as WORKDIR/fuzz_fail_<loader>.bin.
+ *
+ *   fuzz_gpt2_loaders DATA_DIR WORKDIR ITERATIONS [SEED]
+ *   (CI: 2000 iterations per loader; the long run: 1000000) */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tsr_core.h"
+#include "gpt2_data.h"
+#include "gpt2_debug_state.h"
+#include "gpt2_model_io.h"
+#include "gpt2_tokenizer.h"
+
+static uint64_t rng_state;
+
+static uint64_t next_random(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static unsigned char *read_whole(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = n > 0 ? malloc((size_t)n + 4096) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+/* One to eight mutations of buf (capacity size + 4096); returns the new size. */
+static size_t mutate(unsigned char *buf, size_t size)
+{
+    static const int32_t edges[] = { 0, 1, -1, 2, 3, 7, 64, 255, 256, 1024, 50257, 50304, 65535, 65536,
+                                     1 << 20, 1 << 30, INT32_MAX, INT32_MIN, -2, 20240326, 20240327 };
+    int n = 1 + (int)(next_random() % 8);
+    for (int k = 0; k < n && size > 0; k++) {
+        uint64_t r = next_random();
+        switch (r % 5) {
+        case 0: /* flip a byte anywhere */
+            buf[(r >> 8) % size] ^= (unsigned char)(1 + (r >> 40) % 255);
+            break;
+        case 1: /* a header integer (first 256 int32) gets an edge value */
+        case 2: {
+            size_t slots = size / 4 < 256 ? size / 4 : 256;
+            if (slots) {
+                int32_t v = edges[(r >> 8) % (sizeof edges / sizeof edges[0])];
+                memcpy(buf + 4 * ((r >> 20) % slots), &v, 4);
+            }
+            break;
+        }
+        case 3: /* truncate */
+            size = (r >> 8) % (size + 1);
+            break;
+        default: { /* append up to 4 KiB of random bytes, last (the buffer has 4 KiB spare) */
+            size_t extra = 1 + (r >> 8) % 4096;
+            for (size_t i = 0; i < extra; i++)
+                buf[size + i] = (unsigned char)next_random();
+            size += extra;
+            n = k + 1;
+        }
+        }
+    }
+    return size;
+}
+
+typedef int (*load_fn)(const char *path);
+
+static int load_checkpoint(const char *path)
+{
+    tsr_gpt2_config_t cfg;
+    float *params = NULL;
+    int rc = tsr_gpt2_checkpoint_read(path, &cfg, &params);
+    free(params);
+    return rc;
+}
+
+static int load_tokens(const char *path)
+{
+    tsr_gpt2_loader_t ld;
+    int rc = tsr_gpt2_loader_open(&ld, path, 50257, 2, 8, 1, 42);
+    int in[16], tg[16];
+    size_t sample;
+    for (int i = 0; !rc && i < 4; i++)
+        rc = tsr_gpt2_loader_next(&ld, in, tg, &sample);
+    tsr_gpt2_loader_free(&ld);
+    return rc;
+}
+
+static int load_tokenizer(const char *path)
+{
+    tsr_gpt2_tokenizer_t tok;
+    int rc = tsr_gpt2_tokenizer_read(path, &tok);
+    if (!rc)
+        tsr_gpt2_tokenizer_free(&tok);
+    return rc;
+}
+
+static int load_debug_state(const char *path)
+{
+    tsr_gpt2_config_t cfg;
+    tsr_gpt2_debug_state_t st;
+    int rc = tsr_gpt2_config_preset("micro", &cfg);
+    if (!rc)
+        rc = tsr_gpt2_debug_state_read(path, &cfg, &st);
+    if (!rc)
+        tsr_gpt2_debug_state_free(&st);
+    return rc;
+}
+
+static const struct {
+    const char *name, *seed_file;
+    load_fn load;
+} loaders[] = {
+    { "checkpoint", "micro_init.bin", load_checkpoint },
+    { "tokens", "tiny_shakespeare_val.bin", load_tokens },
+    { "tokenizer", "gpt2_tokenizer.bin", load_tokenizer },
+    { "debug_state", "micro_debug_state.bin", load_debug_state },
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || atol(argv[3]) < 1) {
+        fprintf(stderr, "usage: %s DATA_DIR WORKDIR ITERATIONS [SEED]\n", argv[0]);
+        return 2;
+    }
+    const char *data = argv[1], *work = argv[2];
+    long iterations = atol(argv[3]);
+    uint64_t seed = argc > 4 ? strtoull(argv[4], NULL, 10) : 1;
+    char path[4096], fuzz_path[4096];
+    snprintf(fuzz_path, sizeof fuzz_path, "%s/fuzz.bin", work);
+    tsr_set_verbose(-1); /* the loaders' messages for every bad file: not wanted here */
+    int failed = 0;
+    for (size_t l = 0; l < sizeof loaders / sizeof loaders[0]; l++) {
+        size_t seed_size;
+        snprintf(path, sizeof path, "%s/%s", data, loaders[l].seed_file);
+        unsigned char *orig = read_whole(path, &seed_size), *buf = malloc(seed_size + 4096);
+        if (!orig || !buf) {
+            fprintf(stderr, "error: cannot read %s\n", path);
+            return 2;
+        }
+        rng_state = seed * 0x9E3779B97F4A7C15ull + l + 1;
+        long accepted = 0;
+        for (long i = 0; i < iterations; i++) {
+            memcpy(buf, orig, seed_size);
+            size_t size = mutate(buf, seed_size);
+            FILE *f = fopen(fuzz_path, "wb");
+            if (!f || fwrite(buf, 1, size, f) != size || fclose(f) != 0) {
+                fprintf(stderr, "error: cannot write %s\n", fuzz_path);
+                return 2;
+            }
+            int rc = loaders[l].load(fuzz_path);
+            accepted += rc == 0;
+            if (rc > 0 || rc < TSR_EALREADY) { /* neither 0 nor a TSR_E* code */
+                char kept[4200];
+                snprintf(kept, sizeof kept, "%s/fuzz_fail_%s.bin", work, loaders[l].name);
+                rename(fuzz_path, kept);
+                fprintf(stderr, "FAILED %s iteration %ld: return code %d (file kept as %s)\n", loaders[l].name, i,
+                        rc, kept);
+                failed++;
+                break;
+            }
+        }
+        printf("%s: %ld mutated files, %ld accepted, the rest refused with an error\n", loaders[l].name, iterations,
+               accepted);
+        free(orig);
+        free(buf);
+    }
+    unlink(fuzz_path);
+    printf("fuzz_gpt2_loaders: %d passed, %d failed\n", (int)(sizeof loaders / sizeof loaders[0]) - failed, failed);
+    return failed ? 1 : 0;
+}
