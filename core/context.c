@@ -170,14 +170,14 @@ static int count_nvidia_gpus(void)
     return n;
 }
 
-/* StarPU will start CUDA workers: it has CUDA, they are not turned off (by
- * the config or STARPU_NCUDA=0), a GPU is there. */
+/* CUDA workers are turned off by the config or by STARPU_NCUDA=0. */
 static int cuda_turned_off(const tsr_config_t *cfg)
 {
     const char *env = getenv("STARPU_NCUDA");
     return cfg->ncuda == 0 || (cfg->ncuda < 0 && env && atoi(env) == 0);
 }
 
+/* StarPU will start CUDA workers: it has CUDA, they are not turned off, a GPU is there. */
 static int will_use_gpus(const tsr_config_t *cfg)
 {
     return STARPU_HAS_CUDA && !cuda_turned_off(cfg) && count_nvidia_gpus() > 0;
