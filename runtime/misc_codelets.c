@@ -54,7 +54,7 @@ static void cpu_stats_init(void *buffers[], void *cl_arg)
     (void)cl_arg;
     tsr_view_t S = tsr_view(buffers[0]);
     for (int c = 0; c < S.cols; c++)
-        memset(S.ptr + (size_t)c * S.ld * sizeof(float), 0, (size_t)S.rows * sizeof(float));
+        memset((float *)S.ptr + (size_t)c * S.ld, 0, (size_t)S.rows * sizeof(float));
 }
 
 static void cpu_loss(void *buffers[], void *cl_arg)

@@ -19,12 +19,12 @@ static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
 
 /* A tile (StarPU block interface) as depth consecutive column-major
  * matrices: rows x cols with leading dimension ld, zstride bytes apart. */
-typedef struct { char *ptr; int rows, cols, depth, ld; size_t zstride; tsr_dtype_t dtype; } tsr_view_t;
+typedef struct { void *ptr; int rows, cols, depth, ld; size_t zstride; tsr_dtype_t dtype; } tsr_view_t;
 static inline tsr_view_t tsr_view(void *iface)
 {
     tsr_view_t v;
     size_t es = STARPU_BLOCK_GET_ELEMSIZE(iface);
-    v.ptr = (char *)STARPU_BLOCK_GET_PTR(iface);
+    v.ptr = (void *)STARPU_BLOCK_GET_PTR(iface);
     v.rows = (int)STARPU_BLOCK_GET_NX(iface);
     v.cols = (int)STARPU_BLOCK_GET_NY(iface);
     v.depth = (int)STARPU_BLOCK_GET_NZ(iface);
@@ -34,7 +34,7 @@ static inline tsr_view_t tsr_view(void *iface)
     return v;
 }
 /* Pointer to matrix z of the view. */
-static inline void *tsr_view_at(tsr_view_t v, int z) { return v.ptr + (size_t)z * v.zstride; }
+static inline void *tsr_view_at(tsr_view_t v, int z) { return (char *)v.ptr + (size_t)z * v.zstride; }
 /* Threads available to the running task (>1 on a combined worker). */
 static inline int tsr_task_threads(void)
 {
