@@ -1,13 +1,14 @@
 /* Mutation fuzzing of the GPT-2 file loaders: llm.c checkpoints, token files
- * (and the batch loader on them), the GPT-2 decode table and llm.c debug
- * states. Each iteration mutates a bundled file (byte flips, header integers
+ * (and the batch loader on them), the GPT-2 decode table, llm.c debug states
+ * and tsr_gpt2's training states. Each iteration mutates a seed file (bundled,
+ * or written here for the training state; the unmutated seed must load) (byte flips, header integers
  * set to edge values, truncation, appended bytes), writes it, loads it and
  * checks that the loader returned 0 or a TSR_E* code; a crash or hang fails
  * the run. Deterministic (xorshift from SEED): a failure names its iteration
  * and keeps the file as WORKDIR/fuzz_fail_<loader>.bin.
  *
  *   fuzz_gpt2_loaders DATA_DIR WORKDIR ITERATIONS [SEED]
- *   (CI: 2000 iterations per loader; the long run: 1000000) */
+ *   (CI: 5000 iterations per loader; the long run: 1000000, WORKDIR on tmpfs) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "gpt2_debug_state.h"
 #include "gpt2_model_io.h"
 #include "gpt2_tokenizer.h"
+#include "gpt2_train_state.h"
 
 static uint64_t rng_state;
 
@@ -127,14 +129,56 @@ static int load_debug_state(const char *path)
     return rc;
 }
 
+/* The training state's seed: a tiny model (the loader state, 2048 samples of
+ * the val tokens, is most of the file, so random flips land in it). */
+static const tsr_gpt2_config_t tiny_cfg = { 8, 16, 16, 1, 1, 4 };
+static char val_tokens[4096];
+
+static int open_val_loader(tsr_gpt2_loader_t *ld) { return tsr_gpt2_loader_open(ld, val_tokens, 50257, 2, 8, 1, 42); }
+
+static int write_train_state_seed(const char *path)
+{
+    size_t np = tsr_gpt2_num_params(&tiny_cfg);
+    tsr_gpt2_train_state_t st = { 3, 1234567, calloc(np, sizeof(float)), calloc(np, sizeof(float)),
+                                  calloc(np, sizeof(float)) };
+    tsr_gpt2_loader_t ld;
+    int in[16], tg[16], rc = st.params && st.m && st.v ? open_val_loader(&ld) : TSR_ENOMEM;
+    size_t sample;
+    for (int i = 0; !rc && i < 5; i++) /* a position mid-epoch */
+        rc = tsr_gpt2_loader_next(&ld, in, tg, &sample);
+    if (!rc)
+        rc = tsr_gpt2_train_state_write(path, &tiny_cfg, 2, 8, &st, &ld);
+    tsr_gpt2_loader_free(&ld);
+    tsr_gpt2_train_state_free(&st);
+    return rc;
+}
+
+static int load_train_state(const char *path)
+{
+    tsr_gpt2_loader_t ld;
+    tsr_gpt2_train_state_t st;
+    int in[16], tg[16], rc = open_val_loader(&ld);
+    size_t sample;
+    if (!rc)
+        rc = tsr_gpt2_train_state_read(path, &tiny_cfg, 2, 8, &ld, &st);
+    if (!rc) { /* the restored loader must work */
+        rc = tsr_gpt2_loader_next(&ld, in, tg, &sample);
+        tsr_gpt2_train_state_free(&st);
+    }
+    tsr_gpt2_loader_free(&ld);
+    return rc;
+}
+
 static const struct {
-    const char *name, *seed_file;
+    const char *name, *seed_file; /* seed_file in DATA_DIR, or NULL: written by make_seed in WORKDIR */
+    int (*make_seed)(const char *path);
     load_fn load;
 } loaders[] = {
-    { "checkpoint", "micro_init.bin", load_checkpoint },
-    { "tokens", "tiny_shakespeare_val.bin", load_tokens },
-    { "tokenizer", "gpt2_tokenizer.bin", load_tokenizer },
-    { "debug_state", "micro_debug_state.bin", load_debug_state },
+    { "checkpoint", "micro_init.bin", NULL, load_checkpoint },
+    { "tokens", "tiny_shakespeare_val.bin", NULL, load_tokens },
+    { "tokenizer", "gpt2_tokenizer.bin", NULL, load_tokenizer },
+    { "debug_state", "micro_debug_state.bin", NULL, load_debug_state },
+    { "train_state", NULL, write_train_state_seed, load_train_state },
 };
 
 int main(int argc, char **argv)
@@ -148,11 +192,23 @@ int main(int argc, char **argv)
     uint64_t seed = argc > 4 ? strtoull(argv[4], NULL, 10) : 1;
     char path[4096], fuzz_path[4096];
     snprintf(fuzz_path, sizeof fuzz_path, "%s/fuzz.bin", work);
-    tsr_set_verbose(-1); /* the loaders' messages for every bad file: not wanted here */
-    int failed = 0;
+    snprintf(val_tokens, sizeof val_tokens, "%s/tiny_shakespeare_val.bin", data);
+    int failed = 0, verbose = tsr_get_verbose();
     for (size_t l = 0; l < sizeof loaders / sizeof loaders[0]; l++) {
         size_t seed_size;
-        snprintf(path, sizeof path, "%s/%s", data, loaders[l].seed_file);
+        if (loaders[l].seed_file)
+            snprintf(path, sizeof path, "%s/%s", data, loaders[l].seed_file);
+        else
+            snprintf(path, sizeof path, "%s/seed_%s.bin", work, loaders[l].name);
+        if (!loaders[l].seed_file && loaders[l].make_seed(path) != 0) {
+            fprintf(stderr, "error: cannot write the seed %s\n", path);
+            return 2;
+        }
+        if (loaders[l].load(path) != 0) { /* a seed that is refused would test nothing */
+            fprintf(stderr, "error: the unmutated seed %s is refused by the %s loader\n", path, loaders[l].name);
+            return 2;
+        }
+        tsr_set_verbose(-1); /* the loaders' messages for every bad file: not wanted here */
         unsigned char *orig = read_whole(path, &seed_size), *buf = malloc(seed_size + 4096);
         if (!orig || !buf) {
             fprintf(stderr, "error: cannot read %s\n", path);
@@ -180,6 +236,7 @@ int main(int argc, char **argv)
                 break;
             }
         }
+        tsr_set_verbose(verbose);
         printf("%s: %ld mutated files, %ld accepted, the rest refused with an error\n", loaders[l].name, iterations,
                accepted);
         free(orig);

@@ -17,6 +17,7 @@
 #include "gpt2_data.h"
 #include "gpt2_init.h"
 #include "gpt2_tokenizer.h"
+#include "gpt2_train_state.h"
 
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
@@ -260,16 +261,6 @@ static int parse_options(int argc, char **argv, options_t *o)
 
 /* ---- training state files (--save / --resume) ----------------------------- */
 
-#define STATE_MAGIC 0x31525354 /* "TSR1" */
-
-typedef struct {
-    int32_t magic, version;
-    int32_t cfg[6];     /* maxT V Vp L NH C */
-    int32_t B, T, step; /* next step to run */
-    int32_t pad;
-    uint64_t loader_bytes, num_params, gen_rng;
-} state_header_t;
-
 /* SIGINT (Ctrl-C), SIGTERM (what batch schedulers send before killing a
  * job) and SIGUSR1 (a pre-emption warning): stop after the current step,
  * saving the state when --save is given; exit with 128 + the signal. */
@@ -291,122 +282,69 @@ typedef struct {
     float last_loss, last_val; /* for the summary (NAN: none) */
 } trainer_t;
 
+/* Gathers the state on rank 0, which writes it (collective). */
 static int save_state(trainer_t *t, const char *path)
 {
-    size_t np = tsr_gpt2_num_params(&t->cfg), lb = tsr_gpt2_loader_state_bytes(&t->train);
+    size_t np = tsr_gpt2_num_params(&t->cfg);
     int root = tsr_rank() == 0, rc = 0;
-    float *p = root ? malloc(np * sizeof(float)) : NULL, *m = root ? malloc(np * sizeof(float)) : NULL,
-          *v = root ? malloc(np * sizeof(float)) : NULL;
-    void *ls = root ? malloc(lb) : NULL;
-    if (root && (!p || !m || !v || !ls))
-        rc = TSR_ENOMEM;
+    tsr_gpt2_train_state_t st = { t->step, t->gen_rng, NULL, NULL, NULL };
+    if (root) {
+        st.params = malloc(np * sizeof(float));
+        st.m = malloc(np * sizeof(float));
+        st.v = malloc(np * sizeof(float));
+        rc = st.params && st.m && st.v ? 0 : TSR_ENOMEM;
+    }
     rc = tsr_any(rc) ? TSR_ENOMEM : 0;
     if (!rc)
-        rc = tsr_gpt2_params_gather(&t->model, p);
+        rc = tsr_gpt2_params_gather(&t->model, st.params);
     if (!rc)
-        rc = tsr_gpt2_adam_gather(&t->model, m, v);
-    if (!rc && root) {
-        state_header_t h = { STATE_MAGIC, 1, { t->cfg.maxT, t->cfg.V, t->cfg.Vp, t->cfg.L, t->cfg.NH, t->cfg.C },
-                             t->opt.B, t->opt.T, t->step, 0, lb, np, t->gen_rng };
-        tsr_gpt2_atomic_file_t af;
-        rc = tsr_gpt2_loader_save_state(&t->train, ls, lb);
-        if (!rc)
-            rc = tsr_gpt2_atomic_begin(&af, path);
-        if (!rc) {
-            rc = tsr_gpt2_atomic_write(&af, &h, sizeof h);
-            if (!rc) rc = tsr_gpt2_atomic_write(&af, p, np * sizeof(float));
-            if (!rc) rc = tsr_gpt2_atomic_write(&af, m, np * sizeof(float));
-            if (!rc) rc = tsr_gpt2_atomic_write(&af, v, np * sizeof(float));
-            if (!rc) rc = tsr_gpt2_atomic_write(&af, ls, lb);
-            if (!rc) rc = tsr_gpt2_atomic_commit(&af);
-            else tsr_gpt2_atomic_abort(&af);
-        }
-        if (!rc)
-            tsr_log(TSR_LOG_INFO, "saved training state (step %d) to %s", t->step, path);
-    }
-    free(p); free(m); free(v); free(ls);
+        rc = tsr_gpt2_adam_gather(&t->model, st.m, st.v);
+    if (!rc && root)
+        rc = tsr_gpt2_train_state_write(path, &t->cfg, t->opt.B, t->opt.T, &st, &t->train);
+    if (!rc && root)
+        tsr_log(TSR_LOG_INFO, "saved training state (step %d) to %s", t->step, path);
+    tsr_gpt2_train_state_free(&st);
     return tsr_any(rc) ? (rc ? rc : TSR_EIO) : 0;
 }
 
-/* Reads a state file on rank 0 into the model (collective). */
+/* Rank 0 reads a state file; the model, step, data position and sampler of
+ * every rank continue from it (collective). */
 static int load_state(trainer_t *t, const char *path)
 {
     int root = tsr_rank() == 0, rc = 0;
-    size_t np = tsr_gpt2_num_params(&t->cfg);
-    float *p = NULL, *m = NULL, *v = NULL;
-    state_header_t h = { 0 };
-    if (root) {
-        FILE *f = NULL;
-        int64_t size = 0;
-        rc = tsr_gpt2_file_open(path, "training state", &f, &size);
-        if (!rc)
-            rc = tsr_gpt2_file_read(f, &h, sizeof h, path, "training state", "header");
-        int32_t want[6] = { t->cfg.maxT, t->cfg.V, t->cfg.Vp, t->cfg.L, t->cfg.NH, t->cfg.C };
-        if (!rc && (h.magic != STATE_MAGIC || h.version != 1)) {
-            tsr_log(TSR_LOG_ERROR, "%s: not a tsr_gpt2 training state (bad magic or version)", path);
-            rc = TSR_EFORMAT;
-        } else if (!rc && (memcmp(h.cfg, want, sizeof want) || h.B != t->opt.B || h.T != t->opt.T ||
-                           h.num_params != np)) {
-            tsr_log(TSR_LOG_ERROR, "%s: saved for another model or batch shape (B=%d T=%d, C=%d, L=%d)", path, h.B,
-                    h.T, h.cfg[5], h.cfg[3]);
-            rc = TSR_EFORMAT;
-        } else if (!rc && h.loader_bytes != tsr_gpt2_loader_state_bytes(&t->train)) {
-            tsr_log(TSR_LOG_ERROR, "%s: its data position does not fit --train %s (saved for another training file)",
-                    path, t->opt.train);
-            rc = TSR_EFORMAT;
-        } else if (!rc && (h.step < 0 || h.gen_rng == 0 || h.pad != 0)) {
-            tsr_log(TSR_LOG_ERROR, "%s: corrupt header (step %d, sampler state %s)", path, h.step,
-                    h.gen_rng ? "set" : "zero");
-            rc = TSR_EFORMAT;
-        } else if (!rc && (uint64_t)size != sizeof h + 3 * np * sizeof(float) + h.loader_bytes) {
-            tsr_log(TSR_LOG_ERROR, "%s: %lld bytes, expected %llu (truncated or trailing bytes)", path,
-                    (long long)size, (unsigned long long)(sizeof h + 3 * np * sizeof(float) + h.loader_bytes));
-            rc = TSR_EFORMAT;
-        }
-        void *ls = NULL;
-        if (!rc) {
-            p = malloc(np * sizeof(float));
-            m = malloc(np * sizeof(float));
-            v = malloc(np * sizeof(float));
-            ls = malloc(h.loader_bytes);
-            rc = p && m && v && ls ? 0 : TSR_ENOMEM;
-        }
-        if (!rc) rc = tsr_gpt2_file_read(f, p, np * sizeof(float), path, "training state", "parameters");
-        if (!rc) rc = tsr_gpt2_file_read(f, m, np * sizeof(float), path, "training state", "AdamW m");
-        if (!rc) rc = tsr_gpt2_file_read(f, v, np * sizeof(float), path, "training state", "AdamW v");
-        if (!rc) rc = tsr_gpt2_file_read(f, ls, h.loader_bytes, path, "training state", "data position");
-        if (!rc) rc = tsr_gpt2_loader_restore_state(&t->train, ls, h.loader_bytes);
-        free(ls);
-        if (f)
-            fclose(f);
-    }
+    tsr_gpt2_train_state_t st = { 0 };
+    if (root)
+        rc = tsr_gpt2_train_state_read(path, &t->cfg, t->opt.B, t->opt.T, &t->train, &st);
     if (tsr_any(rc)) {
-        free(p); free(m); free(v);
+        tsr_gpt2_train_state_free(&st);
         return rc ? rc : TSR_EFORMAT;
     }
-    rc = tsr_gpt2_params_scatter(&t->model, p);
+    rc = tsr_gpt2_params_scatter(&t->model, st.params);
     if (!rc)
-        rc = tsr_gpt2_adam_scatter(&t->model, m, v);
-    free(p); free(m); free(v);
-    /* every rank continues from the same step, data position and sampler */
-    int32_t shared[2] = { h.step, 0 };
-    uint64_t rng = h.gen_rng;
+        rc = tsr_gpt2_adam_scatter(&t->model, st.m, st.v);
+    int32_t step = st.step;
+    uint64_t rng = st.gen_rng;
+    tsr_gpt2_train_state_free(&st);
     if (!rc && tsr_size() > 1) {
         /* rank 0 read the file: the others replay the loader to the same place */
         size_t lb = tsr_gpt2_loader_state_bytes(&t->train);
         void *ls = malloc(lb);
-        if (root)
-            tsr_gpt2_loader_save_state(&t->train, ls, lb);
-        rc = tsr_broadcast(ls, lb, 0);
+        rc = ls ? 0 : TSR_ENOMEM;
+        if (!rc && root)
+            rc = tsr_gpt2_loader_save_state(&t->train, ls, lb);
+        if (tsr_any(rc))
+            rc = rc ? rc : TSR_ENOMEM;
+        else
+            rc = tsr_broadcast(ls, lb, 0);
         if (!rc && !root)
             rc = tsr_gpt2_loader_restore_state(&t->train, ls, lb);
         free(ls);
         if (!rc)
-            rc = tsr_broadcast(shared, sizeof shared, 0);
+            rc = tsr_broadcast(&step, sizeof step, 0);
         if (!rc)
             rc = tsr_broadcast(&rng, sizeof rng, 0);
     }
-    t->step = shared[0];
+    t->step = step;
     t->gen_rng = rng;
     if (!rc)
         tsr_log(TSR_LOG_INFO, "resumed from %s at step %d", path, t->step);

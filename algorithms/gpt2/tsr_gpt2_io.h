@@ -1,6 +1,6 @@
 /* GPT-2 driver I/O (no StarPU): model config and llm.c checkpoints, llm.c's
  * from-scratch init, token files and the batch loader, the decode table, the
- * debug-state oracle. Library target tsr_gpt2io. */
+ * debug-state oracle, the training state files. Library target tsr_gpt2io. */
 #ifndef TSR_GPT2_IO_H
 #define TSR_GPT2_IO_H
 
@@ -10,5 +10,6 @@
 #include "gpt2_model_io.h"
 #include "gpt2_rand.h"
 #include "gpt2_tokenizer.h"
+#include "gpt2_train_state.h"
 
 #endif

@@ -1,0 +1,143 @@
+/* tsr_gpt2's training state files: see gpt2_train_state.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "gpt2_train_state.h"
+#include "tsr_core.h"
+
+#define STATE_MAGIC 0x31525354 /* "TSR1" */
+#define STATE_VERSION 1
+#define KIND "training state"
+
+typedef struct {
+    int32_t magic, version;
+    int32_t cfg[6]; /* maxT V Vp L NH C */
+    int32_t B, T, step;
+    int32_t pad;
+    uint64_t loader_bytes, num_params, gen_rng;
+} state_header_t;
+
+static void config_ints(const tsr_gpt2_config_t *cfg, int32_t out[6])
+{
+    int32_t v[6] = { cfg->maxT, cfg->V, cfg->Vp, cfg->L, cfg->NH, cfg->C };
+    memcpy(out, v, sizeof v);
+}
+
+int tsr_gpt2_train_state_write(const char *path, const tsr_gpt2_config_t *cfg, int B, int T,
+                               const tsr_gpt2_train_state_t *st, const tsr_gpt2_loader_t *train)
+{
+    size_t np = tsr_gpt2_num_params(cfg), lb = tsr_gpt2_loader_state_bytes(train);
+    state_header_t h = { STATE_MAGIC, STATE_VERSION, { 0 }, B, T, st->step, 0, lb, np, st->gen_rng };
+    config_ints(cfg, h.cfg);
+    void *ls = malloc(lb ? lb : 1);
+    if (!ls)
+        return TSR_ENOMEM;
+    int rc = tsr_gpt2_loader_save_state(train, ls, lb);
+    tsr_gpt2_atomic_file_t af;
+    if (!rc)
+        rc = tsr_gpt2_atomic_begin(&af, path);
+    if (!rc) {
+        rc = tsr_gpt2_atomic_write(&af, &h, sizeof h);
+        if (!rc) rc = tsr_gpt2_atomic_write(&af, st->params, np * sizeof(float));
+        if (!rc) rc = tsr_gpt2_atomic_write(&af, st->m, np * sizeof(float));
+        if (!rc) rc = tsr_gpt2_atomic_write(&af, st->v, np * sizeof(float));
+        if (!rc) rc = tsr_gpt2_atomic_write(&af, ls, lb);
+        if (!rc) rc = tsr_gpt2_atomic_commit(&af);
+        else tsr_gpt2_atomic_abort(&af);
+    }
+    free(ls);
+    return rc;
+}
+
+/* Every header field against what this run expects; the message names the
+ * first one that does not fit. */
+static int check_header(const state_header_t *h, const char *path, const tsr_gpt2_config_t *cfg, int B, int T,
+                        const tsr_gpt2_loader_t *train, int64_t size)
+{
+    static const char *cfg_names[6] = { "maxT", "V", "Vp", "L", "NH", "C" };
+    int32_t want[6];
+    config_ints(cfg, want);
+    size_t np = tsr_gpt2_num_params(cfg);
+    if (h->magic != STATE_MAGIC || h->version != STATE_VERSION) {
+        tsr_log(TSR_LOG_ERROR, "%s: not a tsr_gpt2 training state (bad magic or version)", path);
+        return TSR_EFORMAT;
+    }
+    for (int i = 0; i < 6; i++)
+        if (h->cfg[i] != want[i]) {
+            tsr_log(TSR_LOG_ERROR, "%s: saved for another model (%s %d, this model has %d)", path, cfg_names[i],
+                    h->cfg[i], want[i]);
+            return TSR_EFORMAT;
+        }
+    if (h->B != B || h->T != T) {
+        tsr_log(TSR_LOG_ERROR, "%s: saved for another batch shape (B %d T %d, this run has B %d T %d)", path, h->B,
+                h->T, B, T);
+        return TSR_EFORMAT;
+    }
+    if (h->num_params != np || h->pad != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: corrupt header (%llu parameters for a model of %zu)", path,
+                (unsigned long long)h->num_params, np);
+        return TSR_EFORMAT;
+    }
+    if (h->loader_bytes != tsr_gpt2_loader_state_bytes(train)) {
+        tsr_log(TSR_LOG_ERROR, "%s: saved for another training file (its data position does not fit %s)",
+                path, train->data.path);
+        return TSR_EFORMAT;
+    }
+    if (h->step < 0 || h->gen_rng == 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: corrupt header (step %d, sampler state %s)", path, h->step,
+                h->gen_rng ? "set" : "zero");
+        return TSR_EFORMAT;
+    }
+    uint64_t want_size = sizeof *h + 3 * (uint64_t)np * sizeof(float) + h->loader_bytes;
+    if ((uint64_t)size != want_size) {
+        tsr_log(TSR_LOG_ERROR, "%s: %lld bytes, expected %llu (truncated or trailing bytes)", path, (long long)size,
+                (unsigned long long)want_size);
+        return TSR_EFORMAT;
+    }
+    return 0;
+}
+
+int tsr_gpt2_train_state_read(const char *path, const tsr_gpt2_config_t *cfg, int B, int T,
+                              tsr_gpt2_loader_t *train, tsr_gpt2_train_state_t *st)
+{
+    memset(st, 0, sizeof *st);
+    FILE *f = NULL;
+    int64_t size = 0;
+    state_header_t h;
+    void *ls = NULL;
+    size_t np = tsr_gpt2_num_params(cfg);
+    int rc = tsr_gpt2_file_open(path, KIND, &f, &size);
+    if (!rc)
+        rc = tsr_gpt2_file_read(f, &h, sizeof h, path, KIND, "header");
+    if (!rc)
+        rc = check_header(&h, path, cfg, B, T, train, size);
+    if (!rc) {
+        st->params = malloc(np * sizeof(float));
+        st->m = malloc(np * sizeof(float));
+        st->v = malloc(np * sizeof(float));
+        ls = malloc(h.loader_bytes);
+        rc = st->params && st->m && st->v && ls ? 0 : TSR_ENOMEM;
+    }
+    if (!rc) rc = tsr_gpt2_file_read(f, st->params, np * sizeof(float), path, KIND, "parameters");
+    if (!rc) rc = tsr_gpt2_file_read(f, st->m, np * sizeof(float), path, KIND, "AdamW m");
+    if (!rc) rc = tsr_gpt2_file_read(f, st->v, np * sizeof(float), path, KIND, "AdamW v");
+    if (!rc) rc = tsr_gpt2_file_read(f, ls, h.loader_bytes, path, KIND, "data position");
+    if (!rc) rc = tsr_gpt2_loader_restore_state(train, ls, h.loader_bytes);
+    if (f)
+        fclose(f);
+    free(ls);
+    if (rc) {
+        tsr_gpt2_train_state_free(st);
+        return rc;
+    }
+    st->step = h.step;
+    st->gen_rng = h.gen_rng;
+    return 0;
+}
+
+void tsr_gpt2_train_state_free(tsr_gpt2_train_state_t *st)
+{
+    free(st->params);
+    free(st->m);
+    free(st->v);
+    memset(st, 0, sizeof *st);
+}
