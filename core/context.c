@@ -244,7 +244,8 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     if (rc)
         return rc;
 
-    if ((rc = tsr_trace_prepare(cfg.trace_dir)) != 0)
+    if ((rc = tsr_trace_prepare(cfg.trace_dir)) != 0 ||
+        (rc = tsr_schedule_prepare(cfg.schedule_png, cfg.schedule_summary)) != 0)
         return rc;
     int use_mpi = want_mpi(&cfg);
 #if TSR_USE_MPI
@@ -294,6 +295,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     tsr_ctx.next_tag = 1;
     tsr_ctx.initialized = 1;
     atomic_store(&tasks_submitted, 0);
+    tsr_schedule_start();
     describe_runtime();
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
     if (tsr_ctx.rank == 0)
@@ -306,6 +308,7 @@ int tsr_finalize(void)
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
     starpu_task_wait_for_all();
+    int rc = tsr_schedule_finish();
 #if TSR_USE_MPI
     if (tsr_ctx.mpi_active) {
         starpu_mpi_wait_for_all(tsr_ctx.comm);
@@ -313,10 +316,10 @@ int tsr_finalize(void)
     } else
 #endif
         starpu_shutdown();
-    int rc = TSR_SUCCESS;
     if (tsr_trace_active()) {
         tsr_barrier(); /* every rank has written its trace file */
-        rc = tsr_trace_finish(tsr_ctx.rank, tsr_ctx.size);
+        int trace_rc = tsr_trace_finish(tsr_ctx.rank, tsr_ctx.size);
+        rc = rc ? rc : trace_rc;
     }
 #if TSR_USE_MPI
     if (tsr_ctx.mpi_active) {

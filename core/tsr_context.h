@@ -30,6 +30,14 @@ int64_t tsr_tag_alloc(int64_t n);
 int tsr_trace_prepare(const char *dir);
 int tsr_trace_active(void);
 int tsr_trace_finish(int rank, int nranks);
+/* Schedule recording (core/schedule.c): prepare before StarPU starts (png
+ * NULL and summary 0: off), start once it runs, finish before it stops
+ * (prints the summary, writes FILE.csv and FILE.png). task_done is every
+ * Tessera codelet's callback. */
+int tsr_schedule_prepare(const char *png, int summary);
+int tsr_schedule_start(void);
+int tsr_schedule_finish(void);
+void tsr_schedule_task_done(void *arg);
 /* Count a submitted task. */
 void tsr_count_task(void);
 #endif

@@ -49,7 +49,17 @@ typedef struct {
                             * converts it with starpu_fxt_tool into this directory
                             * (paje.trace for ViTE, tasks.rec: the task list). Needs a
                             * StarPU built with FxT (deps/starpu/build.sh builds one) */
+    const char *schedule_png; /* non-NULL (a name ending in .png): record every task from
+                               * StarPU's profiling data (no FxT needed); tsr_finalize prints
+                               * the schedule summary (stderr), draws the Gantt chart into this file
+                               * (gnuplot) and writes the task list beside it (.csv); under
+                               * MPI each rank writes NAME.rankR.png / .csv */
+    int schedule_summary;     /* 1: record tasks as above and print only the summary */
 } tsr_config_t;
+
+/* A time mark in the recorded schedule (e.g. "step 3"; drawn on the Gantt
+ * chart); does nothing unless cfg.schedule_png or schedule_summary is set. */
+void tsr_schedule_mark(const char *label);
 
 /* Defaults: all cores, all GPUs, default scheduler, no parallel workers,
  * MPI auto, verbose from $TSR_VERBOSE (default 1). */

@@ -142,6 +142,7 @@ void tsr_codelet_init(struct starpu_codelet *cl, struct starpu_perfmodel *pm, co
         cl->modes[b] = modes[b];
     cl->model = pm;
     cl->name = symbol;
+    cl->callback_func = tsr_schedule_task_done; /* records the task when a schedule is recorded */
 }
 
 void tsr_codelet_allow_parallel(struct starpu_codelet *cl)

@@ -126,6 +126,20 @@ if [ ${#launch[@]} -eq 0 ]; then
         bad "SIGTERM: exit $rc, state $(ls -l "$work/term.bin" 2>&1)"
 fi
 
+# --trace FILE.png: the Gantt chart (steps marked), the task list and the
+# schedule summary; --profile: the summary alone
+# (schedule, or schedule.rank0 under mpirun)
+rm -f "$work"/sched*.png "$work"/sched*.csv
+run --steps 3 --trace "$work/sched.png" > "$work/sched.log" 2>&1
+stem="$work/sched"; [ ${#launch[@]} -gt 0 ] && stem="$work/sched.rank0"
+[ "$(head -c 4 "$stem.png" 2> /dev/null | tail -c 3)" = PNG ] && grep -q "^task,kind,worker" "$stem.csv" &&
+    [ "$(grep -c linear_fwd "$stem.csv")" -gt 0 ] && grep -q "schedule.*critical path" "$work/sched.log" &&
+    grep -q "verdict:" "$work/sched.log" && ok || bad "--trace FILE.png: $(tail -3 "$work/sched.log")"
+run --steps 2 --profile > "$work/profile.log" 2>&1
+grep -q "schedule.*critical path" "$work/profile.log" && grep -q "^  adamw " "$work/profile.log" && ok ||
+    bad "--profile: $(tail -3 "$work/profile.log")"
+expect_error "must end in .png\|cannot" --trace "$work/no/such/dir/x.png"
+
 # an option error is short: the message and a pointer to --help, not the
 # usage (without mpirun, which adds its own report)
 if [ ${#launch[@]} -eq 0 ]; then

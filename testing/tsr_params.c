@@ -188,3 +188,13 @@ int tsr_param_check_trace(const tsr_param_t *trace, const tsr_param_t *threads)
     }
     return 0;
 }
+
+void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg)
+{
+    const char *path = trace->path;
+    size_t n = path ? strlen(path) : 0;
+    if (n > 4 && strcmp(path + n - 4, ".png") == 0)
+        cfg->schedule_png = path;
+    else
+        cfg->trace_dir = path;
+}

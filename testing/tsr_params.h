@@ -5,6 +5,8 @@
 #ifndef TSR_PARAMS_H
 #define TSR_PARAMS_H
 
+#include "tessera.h"
+
 #define TSR_PARAM_MAX_VALUES 256
 
 enum { TSR_PARAM_NUMBERS = 0, TSR_PARAM_WORDS = 1, TSR_PARAM_PATH = 2 };
@@ -36,9 +38,16 @@ int tsr_param_check_min(const tsr_param_t *p, long min);
 /* The run settings every timing program shares: --threads values are -1
  * (all cores) or >= 1, --niter >= 1 and --warmup >= 0 take one value each. */
 int tsr_param_check_run(const tsr_param_t *threads, const tsr_param_t *niter, const tsr_param_t *warmup);
-/* --trace DIR (FxT trace of the run) needs a single --threads value: the
- * trace of one StarPU start. */
+/* --trace DIR (FxT trace of the run) or FILE.png (Gantt chart + task list +
+ * schedule summary) needs a single --threads value: the trace of one
+ * StarPU start. */
 int tsr_param_check_trace(const tsr_param_t *trace, const tsr_param_t *threads);
+/* Puts --trace into the config: a name ending in .png is the Gantt chart
+ * (cfg->schedule_png), anything else the FxT directory (cfg->trace_dir). */
+void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg);
+#define TSR_TRACE_HELP "DIR or FILE.png: DIR records the run's FxT trace (paje.trace for ViTE, tasks.rec); " \
+                       "FILE.png draws the Gantt chart of the run's tasks, writes their list to FILE.csv and " \
+                       "prints the schedule summary"
 /* Odometer over the cartesian product: idx[] holds one index per parameter.
  * Returns 0 when every combination has been visited. */
 int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);

@@ -28,7 +28,7 @@ static tsr_param_t params[NP] = {
     [P_THREADS] = { "threads", "CPU workers (-1: all cores), one value", 0, 1, { -1 } },
     [P_NITER] = { "niter", "timed repetitions of each variant, the best is reported", 0, 1, { 3 } },
     [P_WARMUP] = { "warmup", "untimed repetitions first", 0, 1, { 1 } },
-    [P_TRACE] = { "trace", "DIR: record the run's FxT trace; DIR gets paje.trace (ViTE) and tasks.rec",
+    [P_TRACE] = { "trace", TSR_TRACE_HELP,
                   TSR_PARAM_PATH },
     [P_OP] = { "op", "gelu (Linear+bias+GeLU) and/or qkv (Linear+bias+reshape)", 1, 2, {0}, { "gelu", "qkv" } },
     [P_C] = { "C", "channels (input features)", 0, 1, { 768 } },
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = (int)params[P_THREADS].values[0];
-    cfg.trace_dir = params[P_TRACE].path;
+    tsr_param_apply_trace(&params[P_TRACE], &cfg);
     int rc = tsr_init(&cfg, &argc, &argv);
     if (rc) {
         fprintf(stderr, "error: tsr_init: %s\n", tsr_strerror(rc));

@@ -22,7 +22,7 @@ static tsr_param_t params[NP] = {
     [P_THREADS] = { "threads", "CPU workers per rank, a list: StarPU restarts for each (-1: all cores)", 0, 1, { -1 } },
     [P_NITER] = { "niter", "timed repetitions, the best is reported (one value)", 0, 1, { 3 } },
     [P_WARMUP] = { "warmup", "untimed repetitions before timing (one value)", 0, 1, { 1 } },
-    [P_TRACE] = { "trace", "DIR: record the run's FxT trace; DIR gets paje.trace (ViTE) and tasks.rec",
+    [P_TRACE] = { "trace", TSR_TRACE_HELP,
                   TSR_PARAM_PATH },
     [P_M] = { "m", "rows of C and A", 0, 1, { 2048 } },
     [P_N] = { "n", "columns of C and B", 0, 1, { 2048 } },
@@ -277,7 +277,7 @@ static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = ncpus;
-    cfg.trace_dir = params[P_TRACE].path;
+    tsr_param_apply_trace(&params[P_TRACE], &cfg);
     int rc = tsr_init(&cfg, argc, argv);
     if (rc) {
         fprintf(stderr, "error: tsr_init (%d CPU workers): %s\n", ncpus, tsr_strerror(rc));

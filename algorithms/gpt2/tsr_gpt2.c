@@ -22,7 +22,7 @@
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
     int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
-    int threads, pws, nsub, no_shuffle, quiet;
+    int threads, pws, nsub, no_shuffle, quiet, profile;
     unsigned seed;
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
@@ -68,6 +68,11 @@ static void usage(FILE *out)
 "  --sched NAME        StarPU scheduler\n"
 "  --trace DIR         record StarPU's FxT trace of the run; at exit DIR holds paje.trace\n"
 "                      (ViTE) and tasks.rec (the task list), made by starpu_fxt_tool\n"
+"  --trace FILE.png    draw the run's schedule: a Gantt chart (one lane per worker, steps\n"
+"                      marked) from StarPU's profiling data, the task list in FILE.csv,\n"
+"                      and the --profile summary\n"
+"  --profile           at exit, print the schedule summary: time per operation, busy /\n"
+"                      idle / runtime overhead per worker, critical path, a verdict\n"
 "Output\n"
 "  --val-every N       validation loss every N steps (default 10, 0: never)\n"
 "  --val-batches N     validation batches (default 5)\n"
@@ -161,7 +166,7 @@ static int parse_float(const char *s, const char *name, float *out)
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE };
+       O_NSUB, O_TRACE, O_PROFILE };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -172,7 +177,7 @@ static const struct option long_options[] = {
     { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "tile-q", 1, 0, O_TQ },
     { "tile-k", 1, 0, O_TK }, { "redux", 0, 0, O_REDUX },
     { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
-    { "trace", 1, 0, O_TRACE },
+    { "trace", 1, 0, O_TRACE }, { "profile", 0, 0, O_PROFILE },
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
     { "quiet", 0, 0, O_QUIET }, { "save", 1, 0, O_SAVE }, { "save-every", 1, 0, O_SAVEEVERY },
@@ -235,6 +240,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
         case O_SCHED: o->sched = optarg; break;
         case O_TRACE: o->trace = optarg; break;
+        case O_PROFILE: o->profile = 1; break;
         case O_VALEVERY: bad = parse_int(optarg, "val-every", 0, &o->val_every); break;
         case O_VALBATCHES: bad = parse_int(optarg, "val-batches", 1, &o->val_batches); break;
         case O_SAMPLEEVERY: bad = parse_int(optarg, "sample-every", 0, &o->sample_every); break;
@@ -534,6 +540,9 @@ static int train(trainer_t *t)
         }
         if (!rc && sample)
             rc = generate(t);
+        char mark[32];
+        snprintf(mark, sizeof mark, "step %d", s);
+        tsr_schedule_mark(mark);
         if (!rc)
             rc = train_step(t, &loss, &ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
         if (rc)
@@ -753,7 +762,12 @@ int main(int argc, char **argv)
     cfg.ncpus = t.opt.threads;
     cfg.parallel_worker_size = t.opt.pws;
     cfg.sched = t.opt.sched;
-    cfg.trace_dir = t.opt.trace;
+    size_t trace_len = t.opt.trace ? strlen(t.opt.trace) : 0;
+    if (trace_len > 4 && strcmp(t.opt.trace + trace_len - 4, ".png") == 0)
+        cfg.schedule_png = t.opt.trace;
+    else
+        cfg.trace_dir = t.opt.trace;
+    cfg.schedule_summary = t.opt.profile;
     int rc = tsr_init(&cfg, &argc, &argv);
     if (rc) {
         fprintf(stderr, "error: %s\n", tsr_strerror(rc));

@@ -1,0 +1,646 @@
+/* Schedule recording from StarPU's per-task profiling data (no FxT needed).
+ *
+ * Every Tessera codelet has tsr_schedule_task_done as its codelet callback:
+ * StarPU calls it when a task ends, also for the reduction tasks StarPU
+ * submits itself on REDUX tiles. While recording, it copies the task's
+ * profiling data (worker, ready, start and end times), its flops, tile sizes
+ * and data accesses. At tsr_finalize the records give:
+ *  - the schedule summary: time per operation kind, per worker busy / idle /
+ *    runtime overhead, the critical path of the task graph (rebuilt from the
+ *    tasks' data accesses in submission order, the dependencies StarPU's
+ *    sequential consistency implies) with measured durations, the ideal
+ *    makespan max(work / workers, critical path) and a verdict on the tiles;
+ *  - optionally FILE.csv (one line per task) and FILE.png (a Gantt chart
+ *    drawn by gnuplot, one lane per worker, steps marked). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <starpu.h>
+#include <starpu_profiling.h>
+#include "tsr_context.h"
+
+#define MAX_HANDLES 8       /* buffers recorded per task (Tessera's tasks have <= 8) */
+#define CHUNK_RECORDS 16384 /* records are never moved: callbacks write while the array grows */
+#define MAX_CHUNKS 256      /* at most 4M tasks recorded */
+#define MAX_MARKS 4096
+
+typedef struct {
+    const char *kind; /* codelet name (static storage) */
+    unsigned long job; /* submission order */
+    int worker, nhandles;
+    int rows, cols, depth; /* the first written tile */
+    double flops, ready_us, start_us, end_us;
+    starpu_data_handle_t handles[MAX_HANDLES];
+    enum starpu_data_access_mode modes[MAX_HANDLES];
+} task_record_t;
+
+typedef struct {
+    char label[32];
+    double us;
+} mark_t;
+
+static struct {
+    atomic_int recording;
+    char png[4096]; /* "" : summary only */
+    pthread_mutex_t lock;
+    task_record_t *chunks[MAX_CHUNKS];
+    atomic_long next;  /* next free record */
+    atomic_long dropped;
+    mark_t marks[MAX_MARKS];
+    int nmarks;
+} rec = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+int tsr_schedule_prepare(const char *png, int summary)
+{
+    rec.png[0] = '\0';
+    if (png) {
+        if (!ends_with(png, ".png") || strlen(png) >= sizeof rec.png - 16) {
+            tsr_log(TSR_LOG_ERROR, "schedule: the Gantt chart's name must end in .png ('%s')", png);
+            return TSR_EINVAL;
+        }
+        /* the outputs must be writable before a long run starts */
+        char csv[4096 + 8];
+        snprintf(csv, sizeof csv, "%.*s.csv", (int)(strlen(png) - 4), png);
+        FILE *f = fopen(csv, "a");
+        if (!f) {
+            tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", csv, strerror(errno));
+            return TSR_EIO;
+        }
+        fclose(f);
+        snprintf(rec.png, sizeof rec.png, "%s", png);
+    }
+    atomic_store(&rec.recording, png || summary);
+    return TSR_SUCCESS;
+}
+
+int tsr_schedule_start(void)
+{
+    if (!atomic_load(&rec.recording))
+        return TSR_SUCCESS;
+    atomic_store(&rec.next, 0);
+    atomic_store(&rec.dropped, 0);
+    rec.nmarks = 0;
+    starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+    for (unsigned w = 0; w < starpu_worker_get_count(); w++)
+        starpu_profiling_worker_get_info((int)w, NULL); /* resets the worker counters */
+    return TSR_SUCCESS;
+}
+
+void tsr_schedule_mark(const char *label)
+{
+    if (!atomic_load(&rec.recording) || !tsr_ctx.initialized || rec.nmarks >= MAX_MARKS)
+        return;
+    mark_t *m = &rec.marks[rec.nmarks++];
+    snprintf(m->label, sizeof m->label, "%s", label ? label : "");
+    m->us = starpu_timing_now();
+}
+
+static task_record_t *record_at(long i) { return &rec.chunks[i / CHUNK_RECORDS][i % CHUNK_RECORDS]; }
+
+static task_record_t *new_record(void)
+{
+    long i = atomic_fetch_add(&rec.next, 1);
+    long c = i / CHUNK_RECORDS;
+    if (c >= MAX_CHUNKS) {
+        atomic_fetch_add(&rec.dropped, 1);
+        return NULL;
+    }
+    if (!rec.chunks[c]) {
+        pthread_mutex_lock(&rec.lock);
+        if (!rec.chunks[c])
+            rec.chunks[c] = malloc(sizeof(task_record_t) * CHUNK_RECORDS);
+        pthread_mutex_unlock(&rec.lock);
+        if (!rec.chunks[c]) {
+            atomic_fetch_add(&rec.dropped, 1);
+            return NULL;
+        }
+    }
+    return record_at(i);
+}
+
+static void tile_size(starpu_data_handle_t h, task_record_t *r)
+{
+    if (starpu_data_get_interface_id(h) == STARPU_BLOCK_INTERFACE_ID) {
+        r->rows = (int)starpu_block_get_nx(h);
+        r->cols = (int)starpu_block_get_ny(h);
+        r->depth = (int)starpu_block_get_nz(h);
+    }
+}
+
+void tsr_schedule_task_done(void *arg)
+{
+    (void)arg;
+    if (!atomic_load(&rec.recording))
+        return;
+    struct starpu_task *task = starpu_task_get_current();
+    struct starpu_profiling_task_info *pi = task ? task->profiling_info : NULL;
+    if (!pi || !task->cl)
+        return;
+    task_record_t *r = new_record();
+    if (!r)
+        return;
+    r->kind = task->cl->name ? task->cl->name : "?";
+    r->job = starpu_task_get_job_id(task);
+    r->worker = pi->workerid;
+    r->flops = task->flops;
+    r->ready_us = starpu_timing_timespec_to_us(&pi->push_start_time);
+    r->start_us = starpu_timing_timespec_to_us(&pi->start_time);
+    r->end_us = starpu_timing_timespec_to_us(&pi->end_time);
+    int n = (int)STARPU_TASK_GET_NBUFFERS(task);
+    r->nhandles = n < MAX_HANDLES ? n : MAX_HANDLES;
+    r->rows = r->cols = r->depth = 0;
+    for (int b = 0; b < r->nhandles; b++) {
+        r->handles[b] = STARPU_TASK_GET_HANDLE(task, b);
+        r->modes[b] = STARPU_TASK_GET_MODE(task, b);
+        if (!r->rows && (r->modes[b] & (STARPU_W | STARPU_REDUX)))
+            tile_size(r->handles[b], r);
+    }
+}
+
+/* ---- the task graph's critical path --------------------------------------- */
+
+/* Per data handle: the last writer, the readers since, the REDUX
+ * contributions since (record indices, -1: none) and their finish times on
+ * the critical-path clock. */
+typedef struct {
+    starpu_data_handle_t h;
+    long writer, reader, redux;
+    double writer_end, reader_end, redux_end;
+} handle_state_t;
+
+typedef struct {
+    handle_state_t *slots;
+    size_t mask;
+} handle_map_t;
+
+static handle_state_t *handle_state(handle_map_t *m, starpu_data_handle_t h)
+{
+    size_t i = ((uintptr_t)h >> 4) * 0x9E3779B97F4A7C15ull & m->mask;
+    while (m->slots[i].h && m->slots[i].h != h)
+        i = (i + 1) & m->mask;
+    if (!m->slots[i].h)
+        m->slots[i] = (handle_state_t){ h, -1, -1, -1, 0, 0, 0 };
+    return &m->slots[i];
+}
+
+static void later(double t, long idx, double *best, long *pred)
+{
+    if (idx >= 0 && t > *best) {
+        *best = t;
+        *pred = idx;
+    }
+}
+
+/* order[k]: record indices in submission order. Fills cp_end and pred
+ * (the predecessor on the longest path); returns the index ending the
+ * critical path, -1 on allocation failure. Reads wait for the last writer
+ * and any REDUX contributions; writes also wait for the readers since;
+ * REDUX contributions wait only for the last writer. */
+static long critical_path(const long *order, long n, double *cp_end, long *pred)
+{
+    handle_map_t m;
+    size_t cap = 64;
+    while (cap < (size_t)n * MAX_HANDLES * 2)
+        cap *= 2;
+    m.slots = calloc(cap, sizeof *m.slots);
+    m.mask = cap - 1;
+    if (!m.slots)
+        return -1;
+    long last = -1;
+    for (long k = 0; k < n; k++) {
+        long i = order[k];
+        task_record_t *r = record_at(i);
+        double ready = 0;
+        pred[i] = -1;
+        for (int b = 0; b < r->nhandles; b++) {
+            handle_state_t *s = handle_state(&m, r->handles[b]);
+            enum starpu_data_access_mode mode = r->modes[b];
+            later(s->writer_end, s->writer, &ready, &pred[i]);
+            if (!(mode & STARPU_REDUX))
+                later(s->redux_end, s->redux, &ready, &pred[i]);
+            if ((mode & STARPU_W) && !(mode & STARPU_REDUX))
+                later(s->reader_end, s->reader, &ready, &pred[i]);
+        }
+        cp_end[i] = ready + (r->end_us - r->start_us);
+        for (int b = 0; b < r->nhandles; b++) {
+            handle_state_t *s = handle_state(&m, r->handles[b]);
+            enum starpu_data_access_mode mode = r->modes[b];
+            if (mode & STARPU_REDUX) {
+                if (cp_end[i] > s->redux_end || s->redux < 0) {
+                    s->redux_end = cp_end[i];
+                    s->redux = i;
+                }
+            } else if (mode & STARPU_W) {
+                *s = (handle_state_t){ s->h, i, -1, -1, cp_end[i], 0, 0 };
+            } else if (cp_end[i] > s->reader_end || s->reader < 0) {
+                s->reader_end = cp_end[i];
+                s->reader = i;
+            }
+        }
+        if (last < 0 || cp_end[i] > cp_end[last])
+            last = i;
+    }
+    free(m.slots);
+    return last;
+}
+
+/* ---- summary ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *kind;
+    long count, on_path;
+    double us, path_us, flops;
+} kind_stat_t;
+
+typedef struct {
+    double busy, idle, overhead;
+    long tasks;
+} worker_stat_t;
+
+#define MAX_KINDS 256
+
+/* "tsr_linear_fwd_float32" -> "linear_fwd", "..._float64" -> "... f64". */
+static const char *display_name(const char *kind, char *buf, size_t size)
+{
+    const char *k = strncmp(kind, "tsr_", 4) == 0 ? kind + 4 : kind;
+    size_t n = strlen(k);
+    if (n > 8 && strcmp(k + n - 8, "_float32") == 0)
+        snprintf(buf, size, "%.*s", (int)(n - 8), k);
+    else if (n > 8 && strcmp(k + n - 8, "_float64") == 0)
+        snprintf(buf, size, "%.*s f64", (int)(n - 8), k);
+    else
+        snprintf(buf, size, "%s", k);
+    return buf;
+}
+
+/* The kind's entry (added when new); -1 when the table is full. */
+static int kind_index(kind_stat_t *kinds, int *nkinds, const char *kind)
+{
+    for (int k = 0; k < *nkinds; k++)
+        if (kinds[k].kind == kind || strcmp(kinds[k].kind, kind) == 0)
+            return k;
+    if (*nkinds == MAX_KINDS)
+        return -1;
+    kinds[*nkinds] = (kind_stat_t){ kind, 0, 0, 0, 0, 0 };
+    return (*nkinds)++;
+}
+
+static int by_job(const void *a, const void *b)
+{
+    unsigned long x = record_at(*(const long *)a)->job, y = record_at(*(const long *)b)->job;
+    return x < y ? -1 : x > y;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    double x = record_at(*(const long *)a)->start_us, y = record_at(*(const long *)b)->start_us;
+    return x < y ? -1 : x > y;
+}
+
+/* The workers a record ran on: its worker, or the members of a combined
+ * worker (a parallel task occupies each of them). */
+static int task_workers(const task_record_t *r, int *ids, int max)
+{
+    int nw = (int)starpu_worker_get_count();
+    if (r->worker >= 0 && r->worker < nw) {
+        ids[0] = r->worker;
+        return 1;
+    }
+    int size = 0, *members = NULL;
+    if (starpu_combined_worker_get_description(r->worker, &size, &members) != 0 || size <= 0)
+        return 0;
+    size = size < max ? size : max;
+    memcpy(ids, members, (size_t)size * sizeof(int));
+    return size;
+}
+
+/* Busy time (union of the worker's task intervals: a CUDA worker overlaps
+ * tasks), runtime overhead (gaps while the next task was already ready: pop,
+ * data acquisition, release, callbacks) and idle time (gaps while no task
+ * was ready) of each worker within [t0, t1]. */
+static void worker_times(const long *order, long n, double t0, double t1, worker_stat_t *ws, int nw)
+{
+    long *lane = malloc(sizeof(long) * (size_t)(n ? n : 1));
+    for (int w = 0; lane && w < nw; w++) {
+        long m = 0;
+        for (long k = 0; k < n; k++) {
+            int ids[STARPU_NMAXWORKERS], c = task_workers(record_at(order[k]), ids, STARPU_NMAXWORKERS);
+            for (int j = 0; j < c; j++)
+                if (ids[j] == w)
+                    lane[m++] = order[k];
+        }
+        qsort(lane, (size_t)m, sizeof *lane, by_start);
+        double free_at = t0;
+        ws[w] = (worker_stat_t){ 0, 0, 0, m };
+        for (long k = 0; k < m; k++) {
+            const task_record_t *r = record_at(lane[k]);
+            if (r->start_us > free_at) {
+                double ready = r->ready_us > free_at ? r->ready_us : free_at;
+                double overhead = r->start_us > ready ? r->start_us - ready : 0;
+                ws[w].overhead += overhead;
+                ws[w].idle += r->start_us - free_at - overhead;
+            }
+            double from = r->start_us > free_at ? r->start_us : free_at;
+            if (r->end_us > from)
+                ws[w].busy += r->end_us - from;
+            if (r->end_us > free_at)
+                free_at = r->end_us;
+        }
+        ws[w].idle += t1 > free_at ? t1 - free_at : 0;
+    }
+    free(lane);
+}
+
+static void print_verdict(FILE *out, double makespan, double ideal, double cp, double overhead_share,
+                          double idle_share, double mean_task, double per_task_overhead)
+{
+    fprintf(out, "  verdict: ");
+    if (overhead_share >= 0.10 && overhead_share >= idle_share)
+        fprintf(out, "tiles too small: %.0f%% of the time is task overhead (mean task %.0f us, %.0f us of "
+                "runtime overhead per task); larger tiles\n", 100 * overhead_share, mean_task, per_task_overhead);
+    else if (idle_share >= 0.20 && cp >= 0.5 * makespan)
+        fprintf(out, "tiles too big: workers idle %.0f%% waiting on the critical path (%.1f ms of a %.1f ms "
+                "run); smaller tiles or more independent work\n", 100 * idle_share, cp / 1e3, makespan / 1e3);
+    else if (idle_share >= 0.20)
+        fprintf(out, "workers idle %.0f%% although the critical path is short (%.1f ms of %.1f ms): tasks "
+                "arrive too slowly (submission, transfers or pauses between iterations)\n", 100 * idle_share,
+                cp / 1e3, makespan / 1e3);
+    else
+        fprintf(out, "tiles fit: %.0f%% of the ideal makespan reached, overhead %.0f%%, idle %.0f%%\n",
+                100 * ideal / makespan, 100 * overhead_share, 100 * idle_share);
+}
+
+static void print_summary(FILE *out, const long *order, long n, const double *cp_end, const long *pred, long last,
+                          kind_stat_t *kinds, int nkinds)
+{
+    int nw = (int)starpu_worker_get_count();
+    double t0 = INFINITY, t1 = -INFINITY, work = 0;
+    for (long k = 0; k < n; k++) {
+        const task_record_t *r = record_at(order[k]);
+        t0 = fmin(t0, r->start_us);
+        t1 = fmax(t1, r->end_us);
+    }
+    worker_stat_t *ws = calloc((size_t)nw, sizeof *ws);
+    if (!ws)
+        return;
+    worker_times(order, n, t0, t1, ws, nw);
+    double makespan = t1 - t0, busy = 0, idle = 0, overhead = 0;
+    for (int w = 0; w < nw; w++) {
+        busy += ws[w].busy;
+        idle += ws[w].idle;
+        overhead += ws[w].overhead;
+    }
+    for (int k = 0; k < nkinds; k++)
+        work += kinds[k].us;
+    double cp = last >= 0 ? cp_end[last] : 0, ideal = fmax(busy / nw, cp);
+    char prefix[32] = "";
+    if (tsr_ctx.size > 1)
+        snprintf(prefix, sizeof prefix, " (rank %d)", tsr_ctx.rank);
+    fprintf(out, "schedule%s: %ld tasks on %d workers in %.1f ms; work %.1f ms; critical path %.1f ms; "
+            "ideal makespan %.1f ms = %.0f%% of the measured one\n", prefix, n, nw, makespan / 1e3, work / 1e3,
+            cp / 1e3, ideal / 1e3, makespan > 0 ? 100 * ideal / makespan : 0);
+    fprintf(out, "  %-24s %8s %10s %6s %10s %9s %8s\n", "operation", "tasks", "ms", "share", "mean us", "GFLOP/s",
+            "on path");
+    char name[64];
+    for (int k = 0; k < nkinds; k++)
+        fprintf(out, "  %-24s %8ld %10.1f %5.1f%% %10.1f %9.1f %8ld\n", display_name(kinds[k].kind, name, sizeof name),
+                kinds[k].count,
+                kinds[k].us / 1e3, work > 0 ? 100 * kinds[k].us / work : 0, kinds[k].us / kinds[k].count,
+                kinds[k].us > 0 ? kinds[k].flops / kinds[k].us / 1e3 : 0, kinds[k].on_path);
+    fprintf(out, "  %-24s %8s %9s %9s %9s\n", "worker", "tasks", "busy", "idle", "overhead");
+    for (int w = 0; w < nw; w++) {
+        starpu_worker_get_name(w, name, sizeof name);
+        fprintf(out, "  %-24s %8ld %8.1f%% %8.1f%% %8.1f%%\n", name, ws[w].tasks,
+                makespan > 0 ? 100 * ws[w].busy / makespan : 0, makespan > 0 ? 100 * ws[w].idle / makespan : 0,
+                makespan > 0 ? 100 * ws[w].overhead / makespan : 0);
+    }
+    double total = makespan * nw;
+    print_verdict(out, makespan, ideal, cp, total > 0 ? overhead / total : 0, total > 0 ? idle / total : 0,
+                  n ? work / n : 0, n ? overhead / n : 0);
+    (void)pred;
+    free(ws);
+}
+
+/* ---- task list (CSV) and Gantt chart (gnuplot) ----------------------------- */
+
+static int write_csv(const char *path, const long *order, long n, double t0)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", path, strerror(errno));
+        return TSR_EIO;
+    }
+    fprintf(f, "task,kind,worker,worker_name,ready_ms,start_ms,end_ms,rows,cols,depth,flops\n");
+    for (long k = 0; k < n; k++) {
+        const task_record_t *r = record_at(order[k]);
+        char name[64] = "combined";
+        if (r->worker >= 0 && r->worker < (int)starpu_worker_get_count())
+            starpu_worker_get_name(r->worker, name, sizeof name);
+        fprintf(f, "%lu,%s,%d,%s,%.3f,%.3f,%.3f,%d,%d,%d,%.0f\n", r->job, r->kind, r->worker, name,
+                (r->ready_us - t0) / 1e3, (r->start_us - t0) / 1e3, (r->end_us - t0) / 1e3, r->rows, r->cols,
+                r->depth, r->flops);
+    }
+    if (ferror(f) | (fclose(f) != 0)) {
+        tsr_log(TSR_LOG_ERROR, "schedule: writing %s failed", path);
+        return TSR_EIO;
+    }
+    return TSR_SUCCESS;
+}
+
+/* A distinct colour per kind (hues around the circle, two lightness levels). */
+static void kind_colour(int k, int nkinds, char out[8])
+{
+    double h = fmod(k * 0.618033988749895, 1.0) * 6, s = 0.75, v = k % 2 ? 0.70 : 0.95;
+    double c = v * s, x = c * (1 - fabs(fmod(h, 2) - 1)), m = v - c, rgb[3];
+    int sector = (int)h;
+    double table[6][3] = { { c, x, 0 }, { x, c, 0 }, { 0, c, x }, { 0, x, c }, { x, 0, c }, { c, 0, x } };
+    for (int i = 0; i < 3; i++)
+        rgb[i] = table[sector % 6][i] + m;
+    snprintf(out, 8, "#%02x%02x%02x", (int)(255 * rgb[0]), (int)(255 * rgb[1]), (int)(255 * rgb[2]));
+    (void)nkinds;
+}
+
+/* One gnuplot data block per kind (x centre, lane, half width, half height). */
+static int write_gantt_data(FILE *f, const long *order, long n, double t0, kind_stat_t *kinds, int nkinds)
+{
+    for (int k = 0; k < nkinds; k++) {
+        fprintf(f, "# %s\n", kinds[k].kind);
+        int any = 0;
+        for (long j = 0; j < n; j++) {
+            const task_record_t *r = record_at(order[j]);
+            if (strcmp(r->kind, kinds[k].kind) != 0)
+                continue;
+            int ids[STARPU_NMAXWORKERS], c = task_workers(r, ids, STARPU_NMAXWORKERS);
+            double a = (r->start_us - t0) / 1e3, b = (r->end_us - t0) / 1e3;
+            for (int i = 0; i < c; i++, any = 1)
+                fprintf(f, "%.4f %d %.4f 0.4\n", (a + b) / 2, ids[i], (b - a) / 2);
+        }
+        if (!any)
+            fprintf(f, "-1 -1 0 0\n");
+        fprintf(f, "\n\n");
+    }
+    return ferror(f) ? TSR_EIO : TSR_SUCCESS;
+}
+
+static int write_gantt(const char *png, const long *order, long n, double t0, double t1, kind_stat_t *kinds,
+                       int nkinds)
+{
+    char data[] = "/tmp/tsr_gantt_XXXXXX";
+    int fd = mkstemp(data);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot create a temporary file: %s", strerror(errno));
+        return TSR_EIO;
+    }
+    int rc = write_gantt_data(f, order, n, t0, kinds, nkinds);
+    if (fclose(f) != 0 || rc) {
+        unlink(data);
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot write the chart's data");
+        return TSR_EIO;
+    }
+    FILE *gp = popen("gnuplot", "w");
+    if (!gp) {
+        unlink(data);
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot run gnuplot (Debian package gnuplot-nox)");
+        return TSR_EIO;
+    }
+    int nw = (int)starpu_worker_get_count();
+    fprintf(gp, "set terminal pngcairo noenhanced size 1600,%d font 'sans,10'\nset output '%s'\n",
+            nw < 8 ? 360 + 40 * nw : 200 + 28 * nw, png);
+    fprintf(gp, "set title 'Tessera schedule: %ld tasks, %d workers, %.1f ms'\n", n, nw, (t1 - t0) / 1e3);
+    fprintf(gp, "set xlabel 'time (ms)'\nset xrange [0:%.3f]\nset yrange [-0.6:%d.6] reverse\n", (t1 - t0) / 1e3,
+            nw - 1);
+    fprintf(gp, "set key outside right top vertical maxrows %d font 'sans,9'\nset grid xtics\nset ytics (",
+            nkinds < 12 ? 12 : (nkinds + 1) / 2);
+    for (int w = 0; w < nw; w++) {
+        char name[64];
+        starpu_worker_get_name(w, name, sizeof name);
+        fprintf(gp, "%s'%s' %d", w ? ", " : "", name, w);
+    }
+    fprintf(gp, ")\n");
+    for (int i = 0; i < rec.nmarks; i++) {
+        double x = (rec.marks[i].us - t0) / 1e3;
+        if (x < -(t1 - t0) / 1e3 || x > (t1 - t0) / 1e3)
+            continue; /* a mark from before or after the run */
+        x = x < 0 ? 0 : x;
+        fprintf(gp, "set arrow from %.3f, graph 0 to %.3f, graph 1 nohead dt 2 lc rgb '#404040' front\n", x, x);
+        fprintf(gp, "set label '%s' at %.3f, graph 1.01 font 'sans,8'\n", rec.marks[i].label, x);
+    }
+    fprintf(gp, "plot ");
+    for (int k = 0; k < nkinds; k++) {
+        char colour[8], name[64];
+        kind_colour(k, nkinds, colour);
+        fprintf(gp, "%s'%s' index %d using 1:2:3:4 with boxxyerror fs solid 1.0 noborder lc rgb '%s' title '%s'",
+                k ? ", \\\n  " : "", data, k, colour, display_name(kinds[k].kind, name, sizeof name));
+    }
+    fprintf(gp, "\n");
+    int status = pclose(gp);
+    unlink(data);
+    if (status != 0) {
+        tsr_log(TSR_LOG_ERROR, "schedule: gnuplot failed to draw %s (status %d; is gnuplot-nox installed?)", png,
+                status);
+        return TSR_EIO;
+    }
+    return TSR_SUCCESS;
+}
+
+static void rank_path(char *out, size_t size, const char *png, const char *ext)
+{
+    int stem = (int)strlen(png) - 4;
+    if (tsr_ctx.size > 1)
+        snprintf(out, size, "%.*s.rank%d%s", stem, png, tsr_ctx.rank, ext);
+    else
+        snprintf(out, size, "%.*s%s", stem, png, ext);
+}
+
+static void free_records(void)
+{
+    for (int c = 0; c < MAX_CHUNKS; c++) {
+        free(rec.chunks[c]);
+        rec.chunks[c] = NULL;
+    }
+}
+
+int tsr_schedule_finish(void)
+{
+    if (!atomic_load(&rec.recording))
+        return TSR_SUCCESS;
+    starpu_task_wait_for_all();
+    atomic_store(&rec.recording, 0);
+    starpu_profiling_status_set(STARPU_PROFILING_DISABLE);
+    long n = atomic_load(&rec.next);
+    n = n < (long)MAX_CHUNKS * CHUNK_RECORDS ? n : (long)MAX_CHUNKS * CHUNK_RECORDS;
+    if (atomic_load(&rec.dropped))
+        tsr_log(TSR_LOG_ERROR, "schedule: %ld tasks not recorded (the first %ld are)", atomic_load(&rec.dropped), n);
+    if (n == 0) {
+        tsr_log(TSR_LOG_INFO, "schedule: no task ran while recording");
+        free_records();
+        return TSR_SUCCESS;
+    }
+    int rc = TSR_SUCCESS;
+    long *order = malloc(sizeof(long) * (size_t)n), *pred = malloc(sizeof(long) * (size_t)n);
+    double *cp_end = malloc(sizeof(double) * (size_t)n);
+    kind_stat_t *kinds = calloc(MAX_KINDS, sizeof *kinds);
+    if (!order || !pred || !cp_end || !kinds)
+        rc = TSR_ENOMEM;
+    int nkinds = 0;
+    long last = -1;
+    if (!rc) {
+        for (long i = 0; i < n; i++)
+            order[i] = i;
+        qsort(order, (size_t)n, sizeof *order, by_job);
+        last = critical_path(order, n, cp_end, pred);
+        for (long i = 0; i < n; i++) {
+            const task_record_t *r = record_at(order[i]);
+            int k = kind_index(kinds, &nkinds, r->kind);
+            if (k < 0)
+                continue;
+            kinds[k].count++;
+            kinds[k].us += r->end_us - r->start_us;
+            kinds[k].flops += r->flops;
+        }
+        for (long i = last; i >= 0; i = pred[i]) {
+            const task_record_t *r = record_at(i);
+            int k = kind_index(kinds, &nkinds, r->kind);
+            if (k < 0)
+                continue;
+            kinds[k].on_path++;
+            kinds[k].path_us += r->end_us - r->start_us;
+        }
+        print_summary(stderr, order, n, cp_end, pred, last, kinds, nkinds);
+    }
+    if (!rc && rec.png[0]) {
+        double t0 = INFINITY, t1 = -INFINITY;
+        for (long i = 0; i < n; i++) {
+            t0 = fmin(t0, record_at(i)->start_us);
+            t1 = fmax(t1, record_at(i)->end_us);
+        }
+        char csv[4200], png[4200];
+        rank_path(csv, sizeof csv, rec.png, ".csv");
+        rank_path(png, sizeof png, rec.png, ".png");
+        rc = write_csv(csv, order, n, t0);
+        if (!rc)
+            rc = write_gantt(png, order, n, t0, t1, kinds, nkinds);
+        if (!rc)
+            tsr_log(TSR_LOG_INFO, "schedule: Gantt chart %s, task list %s", png, csv);
+    }
+    free(order);
+    free(pred);
+    free(cp_end);
+    free(kinds);
+    free_records();
+    return rc;
+}

@@ -1,0 +1,157 @@
+/* The recorded schedule (cfg.schedule_png): task list, critical path, chart.
+ *  - a chain: ordered GEMM into one C tile over 8 k-tiles. Its 8 tasks must
+ *    be in the CSV, one after another in time, and the critical path must
+ *    cover all of them (>= the sum of their durations);
+ *  - independent tasks: 16 C tiles with one k-tile each. The critical path
+ *    is one task long (plus the fills), far below the sum of the work;
+ *  - the PNG is a PNG; bad chart names are refused before StarPU starts.
+ *   test_schedule WORKDIR */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tessera.h"
+#include "tsr_check.h"
+
+#define ROUNDING 0.06 /* ms: the summary prints one decimal, the CSV three */
+
+typedef struct {
+    int gemms;
+    double gemm_sum_ms, gemm_max_ms;
+    int overlapping; /* gemm intervals that overlap the previous one */
+    double critical_path_ms, work_ms;
+    long tasks;
+} run_result_t;
+
+/* GEMM m x n x k in tiles of 64, recorded; the summary goes to TXT. */
+static int run_recorded(const char *png, const char *txt, int m, int n, int k)
+{
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.schedule_png = png;
+    cfg.ncpus = 2;
+    int rc = tsr_init(&cfg, NULL, NULL);
+    if (rc)
+        return rc;
+    tsr_desc_t *A, *B, *C;
+    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
+    tsr_desc_create_2d(&A, TSR_FLOAT32, m, k, 64, 64, &grid);
+    tsr_desc_create_2d(&B, TSR_FLOAT32, k, n, 64, 64, &grid);
+    tsr_desc_create_2d(&C, TSR_FLOAT32, m, n, 64, 64, &grid);
+    tsr_desc_fill_random(A, 1);
+    tsr_desc_fill_random(B, 2);
+    rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_ACCUM_ORDERED);
+    tsr_wait();
+    tsr_desc_destroy(A);
+    tsr_desc_destroy(B);
+    tsr_desc_destroy(C);
+    /* the summary is printed on stderr by tsr_finalize */
+    fflush(stderr);
+    FILE *saved = fdopen(dup(fileno(stderr)), "w");
+    if (!freopen(txt, "w", stderr))
+        return -1;
+    int frc = tsr_finalize();
+    fflush(stderr);
+    dup2(fileno(saved), fileno(stderr));
+    fclose(saved);
+    return rc ? rc : frc;
+}
+
+static int read_results(const char *csv, const char *txt, run_result_t *r)
+{
+    memset(r, 0, sizeof *r);
+    FILE *f = fopen(csv, "r");
+    if (!f)
+        return -1;
+    char line[512], kind[128];
+    double prev_end = -1;
+    if (!fgets(line, sizeof line, f) || strncmp(line, "task,kind,worker,", 17) != 0) {
+        fclose(f);
+        return -1;
+    }
+    while (fgets(line, sizeof line, f)) {
+        unsigned long id;
+        int worker;
+        char wname[64];
+        double ready, start, end;
+        if (sscanf(line, "%lu,%127[^,],%d,%63[^,],%lf,%lf,%lf", &id, kind, &worker, wname, &ready, &start, &end) != 7)
+            continue;
+        r->tasks++;
+        if (strcmp(kind, "tsr_gemm_float32") != 0)
+            continue;
+        r->gemms++;
+        r->gemm_sum_ms += end - start;
+        r->gemm_max_ms = fmax(r->gemm_max_ms, end - start);
+        if (start < prev_end - 1e-3)
+            r->overlapping++;
+        prev_end = end;
+    }
+    fclose(f);
+    f = fopen(txt, "r");
+    if (!f)
+        return -1;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "; work ");
+        if (strncmp(line, "schedule", 8) == 0 && p &&
+            sscanf(p, "; work %lf ms; critical path %lf ms", &r->work_ms, &r->critical_path_ms) == 2)
+            found = 1;
+        fputs(line, stdout);
+    }
+    fclose(f);
+    return found ? 0 : -1;
+}
+
+static int is_png(const char *path)
+{
+    unsigned char sig[8] = { 0 };
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(sig, 1, 8, f) : 0;
+    if (f)
+        fclose(f);
+    return n == 8 && memcmp(sig, "\x89PNG\r\n\x1a\n", 8) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s WORKDIR\n", argv[0]);
+        return 2;
+    }
+    char png[4096], csv[4096], txt[4096];
+    run_result_t r;
+
+    /* a chain of 8 GEMMs on one C tile */
+    snprintf(png, sizeof png, "%s/chain.png", argv[1]);
+    snprintf(csv, sizeof csv, "%s/chain.csv", argv[1]);
+    snprintf(txt, sizeof txt, "%s/chain.txt", argv[1]);
+    CHECK_RC(run_recorded(png, txt, 64, 64, 512), TSR_SUCCESS);
+    CHECK(read_results(csv, txt, &r) == 0);
+    CHECK(r.gemms == 8);
+    CHECK(r.overlapping == 0);
+    CHECK(r.critical_path_ms >= r.gemm_sum_ms - ROUNDING);
+    CHECK(r.critical_path_ms <= r.work_ms + ROUNDING);
+    CHECK(is_png(png));
+
+    /* 16 independent GEMMs */
+    snprintf(png, sizeof png, "%s/independent.png", argv[1]);
+    snprintf(csv, sizeof csv, "%s/independent.csv", argv[1]);
+    snprintf(txt, sizeof txt, "%s/independent.txt", argv[1]);
+    CHECK_RC(run_recorded(png, txt, 256, 256, 64), TSR_SUCCESS);
+    CHECK(read_results(csv, txt, &r) == 0);
+    CHECK(r.gemms == 16);
+    CHECK(r.critical_path_ms >= r.gemm_max_ms - ROUNDING);
+    CHECK(r.critical_path_ms < r.work_ms - r.gemm_sum_ms + 2 * r.gemm_max_ms + ROUNDING);
+    CHECK(is_png(png));
+
+    /* bad chart names: refused by tsr_init, nothing started */
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.schedule_png = "chart.jpg";
+    CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EINVAL);
+    cfg.schedule_png = "/nonexistent-directory/chart.png";
+    CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EIO);
+    CHECK(!tsr_initialized());
+    return tsr_check_report("test_schedule");
+}
