@@ -37,6 +37,25 @@ int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int
                    double alpha, const void *A, int lda, const void *B, int ldb,
                    double beta, void *C, int ldc, int tile, tsr_accum_t accum);
 
+/* Tile sizes for tsr_gemm on the running workers, chosen from a model:
+ * the GEMM kernel's time at 12 square tile sizes (32 .. 2048), measured
+ * through StarPU with every worker busy on the first call for a given
+ * element type, worker count and BLAS kernel set (about a second; cached in
+ * $TSR_CACHE_DIR/tile_models, default ~/.cache/tessera/tile_models), and a
+ * schedule model (work per worker, task rounds, the longest chain: kt tasks
+ * ordered, one task plus the buffer additions with REDUX). Every
+ * (mb, nb, kb) from 32 .. 2048 (and each whole dimension up to 2048) is
+ * evaluated.
+ * Collective under MPI. predicted_seconds: the model's time for C = A B. */
+typedef struct {
+    int mb, nb, kb;
+    double predicted_seconds;
+} tsr_gemm_tiles_t;
+int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *tiles);
+/* The same model's time for one mb x nb x kb GEMM task (with every worker
+ * busy); calibrates on first use like tsr_gemm_auto_tiles. */
+int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *seconds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -140,6 +140,13 @@ grep -q "schedule.*critical path" "$work/profile.log" && grep -q "^  adamw " "$w
     bad "--profile: $(tail -3 "$work/profile.log")"
 expect_error "must end in .png\|cannot" --trace "$work/no/such/dir/x.png"
 
+# --tiles auto: the model chooses every tile and predicts the step time
+run --steps 2 --tiles auto > "$work/auto.log" 2>&1
+grep -q "^tiles: --tiles auto predicts" "$work/auto.log" && grep -q "^step 1:" "$work/auto.log" && ok ||
+    bad "--tiles auto: $(tail -3 "$work/auto.log")"
+expect_error "chooses every tile" --tiles auto --tile-tok 64
+expect_error "only value is auto" --tiles best
+
 # an option error is short: the message and a pointer to --help, not the
 # usage (without mpirun, which adds its own report)
 if [ ${#launch[@]} -eq 0 ]; then

@@ -15,7 +15,7 @@
 
 /* P_THREADS, P_NITER and P_WARMUP are outside the cartesian product: the
  * product runs over params[P_FIRST_CASE .. NP). */
-enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_M, P_N, P_K, P_TILE, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
+enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_M, P_N, P_K, P_TILES, P_TILE, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
 enum { P_FIRST_CASE = P_M };
 
 static tsr_param_t params[NP] = {
@@ -27,6 +27,8 @@ static tsr_param_t params[NP] = {
     [P_M] = { "m", "rows of C and A", 0, 1, { 2048 } },
     [P_N] = { "n", "columns of C and B", 0, 1, { 2048 } },
     [P_K] = { "k", "inner dimension", 0, 1, { 2048 } },
+    [P_TILES] = { "tiles", "manual (--tile or --mb --nb --kb) or auto (tsr_gemm_auto_tiles: a calibrated "
+                           "model; predicted_seconds in the CSV), a list", 1, 1, {0}, { "manual" } },
     [P_TILE] = { "tile", "square tiles: mb = nb = kb = tile (0: use --mb --nb --kb)", 0, 1, { 0 } },
     [P_MB] = { "mb", "tile rows (C, A)", 0, 1, { 512 } },
     [P_NB] = { "nb", "tile columns (C, B)", 0, 1, { 512 } },
@@ -48,13 +50,16 @@ static const char *about =
     "Baseline: one call of the same BLAS (single node) on plain column-major arrays with as\n"
     "many threads as CPU workers, measured on rank 0 alone (with several MPI ranks it is\n"
     "still a single-node BLAS on one rank's workers). ratio_to_blas = BLAS seconds / Tessera\n"
-    "seconds. CSV columns: m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype";
+    "seconds. CSV columns: m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype,tiles,\n"
+    "predicted_seconds (the model's time with --tiles auto, else nan)";
 
 typedef struct {
     int m, n, k, mb, nb, kb, P, Q;
     tsr_dtype_t dtype;
     tsr_accum_t mode;
     int niter, warmup;
+    int auto_tiles;           /* mb, nb, kb from tsr_gemm_auto_tiles */
+    double predicted_seconds; /* its prediction (auto), else NAN */
 } gemm_case_t;
 
 /* ---- options -------------------------------------------------------------- */
@@ -67,7 +72,8 @@ static int validate_params(void)
         if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
     if (tsr_param_check_min(&params[P_TILE], 0) ||
-        tsr_param_check_words(&params[P_MODE], "ordered", "redux") || tsr_param_check_words(&params[P_DTYPE], "s", "d"))
+        tsr_param_check_words(&params[P_MODE], "ordered", "redux") ||
+        tsr_param_check_words(&params[P_TILES], "manual", "auto") || tsr_param_check_words(&params[P_DTYPE], "s", "d"))
         return -1;
     if (tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
         return -1;
@@ -88,6 +94,8 @@ static void make_case(const int *idx, int nranks, gemm_case_t *c)
     c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
     c->niter = (int)params[P_NITER].values[0];
     c->warmup = (int)params[P_WARMUP].values[0];
+    c->auto_tiles = strcmp(W(P_TILES), "auto") == 0;
+    c->predicted_seconds = NAN;
 #undef V
 #undef W
 }
@@ -240,25 +248,36 @@ static void print_header_once(void)
     static int printed;
     if (printed++)
         return;
-    printf("m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype\n");
+    printf("m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype,tiles,predicted_seconds\n");
     fflush(stdout);
 }
 
 static void print_row(const gemm_case_t *c, int workers, double seconds, double blas)
 {
     double gflops = 2.0 * c->m * c->n * c->k / seconds * 1e-9;
-    printf("%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%.6f,%.2f,%.3f,%s\n", c->m, c->n, c->k, c->mb, c->nb, c->kb, c->P, c->Q,
-           workers, c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered", seconds, gflops, blas / seconds,
-           c->dtype == TSR_FLOAT64 ? "d" : "s");
+    printf("%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%.6f,%.2f,%.3f,%s,%s,%.6f\n", c->m, c->n, c->k, c->mb, c->nb, c->kb, c->P,
+           c->Q, workers, c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered", seconds, gflops, blas / seconds,
+           c->dtype == TSR_FLOAT64 ? "d" : "s", c->auto_tiles ? "auto" : "manual", c->predicted_seconds);
     fflush(stdout);
 }
 
 /* The baseline comes first (rank 0 alone, before the descriptors exist), then
  * Tessera on every rank. */
-static int run_case(const gemm_case_t *c, int baseline)
+static int run_case(gemm_case_t *c, int baseline)
 {
     int workers = tsr_ncpu_workers();
     double blas = NAN, seconds;
+    if (c->auto_tiles) {
+        tsr_gemm_tiles_t t;
+        int rc = tsr_gemm_auto_tiles(c->dtype, c->m, c->n, c->k, c->mode, &t);
+        if (rc)
+            return rc;
+        c->mb = t.mb, c->nb = t.nb, c->kb = t.kb, c->predicted_seconds = t.predicted_seconds;
+        if (tsr_rank() == 0)
+            fprintf(stderr, "time_gemm: --tiles auto for %dx%dx%d %s: mb %d nb %d kb %d, predicted %.4f s\n", c->m,
+                    c->n, c->k, c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered", c->mb, c->nb, c->kb,
+                    c->predicted_seconds);
+    }
     if (baseline && tsr_rank() == 0) {
         blas = blas_seconds(c, workers);
         if (blas < 0)
@@ -291,6 +310,8 @@ static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
     do {
         gemm_case_t c;
         make_case(idx, tsr_size(), &c);
+        if (c.auto_tiles && (idx[P_TILE] || idx[P_MB] || idx[P_NB] || idx[P_KB]))
+            continue; /* auto ignores the manual tile lists: once per shape */
         if (tsr_size() % c.P) {
             if (tsr_rank() == 0)
                 fprintf(stderr, "error: --P %d does not divide the %d rank(s)\n", c.P, tsr_size());

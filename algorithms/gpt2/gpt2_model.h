@@ -34,6 +34,14 @@ typedef struct {
  * tile set afterwards). */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
 
+/* Tiles chosen from a calibrated model (gpt2_tiles_auto.c: the step's
+ * GEMMs and loss phase by phase, plus the runtime's cost of the other tasks)
+ * for the running workers; tiles->accum is kept, q and k set to 0.
+ * *predicted_seconds (may be NULL): the model's step time. Calibrates the
+ * GEMM kernel on first use (tsr_gemm_auto_tiles). Collective under MPI. */
+int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
+                        double *predicted_seconds);
+
 /* Activations and scratch of one layer. */
 typedef struct {
     tsr_desc_t *ln1, *ln1_mean, *ln1_rstd;

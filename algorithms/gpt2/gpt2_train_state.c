@@ -102,7 +102,7 @@ int tsr_gpt2_train_state_read(const char *path, const tsr_gpt2_config_t *cfg, in
     memset(st, 0, sizeof *st);
     FILE *f = NULL;
     int64_t size = 0;
-    state_header_t h;
+    state_header_t h = { 0 };
     void *ls = NULL;
     size_t np = tsr_gpt2_num_params(cfg);
     int rc = tsr_gpt2_file_open(path, KIND, &f, &size);

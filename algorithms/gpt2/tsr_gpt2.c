@@ -22,7 +22,7 @@
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
     int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
-    int threads, pws, nsub, no_shuffle, quiet, profile;
+    int threads, pws, nsub, no_shuffle, quiet, profile, auto_tiles;
     unsigned seed;
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
@@ -57,6 +57,9 @@ static void usage(FILE *out)
 "                      (<= T; default the token tile, or T when it is longer; when both\n"
 "                      equal a token tile dividing T the projections write the attention\n"
 "                      tensors directly, otherwise through split/merge tasks)\n"
+"  --tiles auto        choose the tiles from a model: the GEMM kernel and the loss\n"
+"                      calibrated on first use (the GEMM cached in ~/.cache/tessera/\n"
+"                      tile_models), the step's phases; prints the predicted step time\n"
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
 "  --threads N         CPU workers (default: all cores)\n"
@@ -166,7 +169,7 @@ static int parse_float(const char *s, const char *name, float *out)
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE, O_PROFILE };
+       O_NSUB, O_TRACE, O_PROFILE, O_TILES };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -175,7 +178,7 @@ static const struct option long_options[] = {
     { "beta1", 1, 0, O_BETA1 }, { "beta2", 1, 0, O_BETA2 }, { "eps", 1, 0, O_EPS }, { "wd", 1, 0, O_WD },
     { "tile-tok", 1, 0, O_TTOK }, { "tile-ch", 1, 0, O_TCH }, { "tile-hid", 1, 0, O_THID },
     { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "tile-q", 1, 0, O_TQ },
-    { "tile-k", 1, 0, O_TK }, { "redux", 0, 0, O_REDUX },
+    { "tile-k", 1, 0, O_TK }, { "tiles", 1, 0, O_TILES }, { "redux", 0, 0, O_REDUX },
     { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
     { "trace", 1, 0, O_TRACE }, { "profile", 0, 0, O_PROFILE },
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
@@ -196,6 +199,9 @@ static int check_option_combinations(const options_t *o)
         error = "--load and --resume both give the model: --resume's state holds it";
     else if (o->sample_len > o->T)
         error = "--sample-len is longer than the sequence (-T): the model sees at most T tokens";
+    else if (o->auto_tiles && (o->tiles.tok || o->tiles.ch || o->tiles.hid || o->tiles.voc || o->tiles.heads ||
+                               o->tiles.q || o->tiles.k))
+        error = "--tiles auto chooses every tile: leave out the --tile-* options";
     else if (o->pws > 1 && o->threads > 0 && o->pws > o->threads)
         error = "--pws is larger than --threads: a parallel worker combines that many CPU workers";
     if (error)
@@ -235,6 +241,13 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_TQ: bad = parse_int(optarg, "tile-q", 1, &o->tiles.q); break;
         case O_TK: bad = parse_int(optarg, "tile-k", 1, &o->tiles.k); break;
         case O_REDUX: o->tiles.accum = TSR_ACCUM_REDUX; break;
+        case O_TILES:
+            o->auto_tiles = strcmp(optarg, "auto") == 0;
+            if (!o->auto_tiles) {
+                fprintf(stderr, "error: --tiles %s: the only value is auto (else give --tile-* sizes)\n", optarg);
+                bad = 1;
+            }
+            break;
         case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
@@ -644,15 +657,28 @@ static int load_model_params(trainer_t *t, float **params)
     return rc;
 }
 
-static void fill_tiles(trainer_t *t)
+/* The tiles: --tiles auto, else the defaults where no --tile-* was given.
+ * Called with the workers paused; the calibration needs them running. */
+static int fill_tiles(trainer_t *t)
 {
     tsr_gpt2_tiles_t def, *o = &t->opt.tiles;
+    if (t->opt.auto_tiles) {
+        double predicted = 0;
+        tsr_resume();
+        int rc = tsr_gpt2_tiles_auto(&t->cfg, t->opt.B, t->opt.T, t->opt.nsub, o, &predicted);
+        tsr_pause();
+        if (!rc && tsr_rank() == 0)
+            printf("tiles: --tiles auto predicts %.1f ms a step (its model; the measured steps follow)\n",
+                   predicted * 1e3);
+        return rc;
+    }
     tsr_gpt2_tiles_default(&t->cfg, t->opt.B, t->opt.T, &def);
     if (!o->tok) o->tok = def.tok;
     if (!o->ch) o->ch = def.ch;
     if (!o->hid) o->hid = def.hid;
     if (!o->voc) o->voc = def.voc;
     if (!o->heads) o->heads = def.heads;
+    return TSR_SUCCESS;
 }
 
 /* Every file the run will write can be written (a temporary file is created
@@ -690,10 +716,11 @@ static int setup(trainer_t *t)
         free(params);
         return rc ? rc : TSR_EIO;
     }
-    fill_tiles(t);
     if (!t->opt.nsub)
         t->opt.nsub = tsr_size() > 1 && o->B % tsr_size() == 0 ? tsr_size() : 1;
-    rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
+    rc = fill_tiles(t);
+    if (!rc)
+        rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
     if (!rc && tsr_rank() == 0)
         printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
                "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,

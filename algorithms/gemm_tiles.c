@@ -1,0 +1,318 @@
+/* Tile sizes for tsr_gemm chosen from a calibrated model.
+ *
+ * Kernel model: the time of one GEMM task with square tiles t x t x t,
+ * measured through StarPU with every worker busy (p independent tasks at
+ * once, so memory contention and the runtime's per-task cost are included),
+ * for t in CALIBRATED; cached per BLAS kernels, element type and worker
+ * count. A task costs the runtime's per-task overhead (from the smallest
+ * size) plus its flops at the best rate times the geometric mean of the
+ * efficiencies of its three sides (each the square size's, interpolated on
+ * log t).
+ *
+ * Schedule model, p workers: with W the work (sum of the task times), N the
+ * task count and CP the longest chain (ordered: the kt tasks of one C tile;
+ * REDUX: one task plus the additions of the per-worker buffers), the
+ * predicted time is max(W / p, ceil(N / p) * W / N, CP) plus, for REDUX, the
+ * additions' work spread over the workers; a task that accumulates into C
+ * also pays for reading and writing its C tile. Every (mb, nb, kb) from
+ * CANDIDATES (and the whole dimension, when smaller) is evaluated; the
+ * fastest wins, the larger tiles on a tie within 1 %. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include "tsr_algorithms.h"
+#include "tsr_compute.h"
+
+static const int CALIBRATED[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
+#define NCAL (int)(sizeof CALIBRATED / sizeof CALIBRATED[0])
+/* Candidates stop at the largest calibrated size: beyond it the model would
+ * extrapolate (tiles of 4096 measured 15 % below the 768-tile rate). */
+static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
+#define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
+/* Memory traffic one core sustains for streaming tiles: a task that
+ * accumulates into C (every k-tile after the first) reads and writes its C
+ * tile; REDUX adds the per-worker copies (two reads, one write). */
+#define TILE_BYTES_PER_S 8e9
+
+typedef struct {
+    double seconds[NCAL]; /* one task of t x t x t with every worker busy */
+    int workers;
+} gemm_model_t;
+
+/* ---- calibration and its cache ---------------------------------------------- */
+
+static unsigned long long fnv1a(const char *s)
+{
+    unsigned long long h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void cache_path(char *out, size_t size, tsr_dtype_t dtype, int workers, char *key, size_t key_size)
+{
+    /* the cache root of deps/starpu/build.sh */
+    const char *dir = getenv("TSR_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char base[3000];
+    if (dir && *dir)
+        snprintf(base, sizeof base, "%s", dir);
+    else if (xdg && *xdg)
+        snprintf(base, sizeof base, "%s/tessera", xdg);
+    else
+        snprintf(base, sizeof base, "%s/.cache/tessera", home && *home ? home : "/tmp");
+    snprintf(key, key_size, "gemm %s, %d CPU workers, %s", tsr_dtype_name(dtype), workers, tsr_blas_description());
+    snprintf(out, size, "%s/tile_models/gemm_%016llx.txt", base, fnv1a(key));
+}
+
+static int read_model(const char *path, const char *key, gemm_model_t *m)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int ok = fgets(line, sizeof line, f) && strncmp(line, "# ", 2) == 0 && strncmp(line + 2, key, strlen(key)) == 0;
+    for (int i = 0; ok && i < NCAL; i++) {
+        int t;
+        ok = fscanf(f, "%d %lf", &t, &m->seconds[i]) == 2 && t == CALIBRATED[i] && m->seconds[i] > 0 &&
+             isfinite(m->seconds[i]);
+    }
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+static void write_model(const char *path, const char *key, const gemm_model_t *m)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++) /* mkdir -p of the directory */
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0777);
+            *p = '/';
+        }
+    char tmp[4210];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        tsr_log(TSR_LOG_INFO, "gemm tiles: cannot cache the calibration in %s: %s", path, strerror(errno));
+        return;
+    }
+    fprintf(f, "# %s\n", key);
+    for (int i = 0; i < NCAL; i++)
+        fprintf(f, "%d %.9g\n", CALIBRATED[i], m->seconds[i]);
+    if (fclose(f) == 0)
+        rename(tmp, path);
+    else
+        remove(tmp);
+}
+
+/* p independent t x t x t tasks at once (C: t x p*t, one tile each); the
+ * best of 3 after a warm-up. On a 1 x 1 grid: under MPI rank 0 runs them. */
+static int calibrate_size(tsr_dtype_t dtype, int t, int p, double *seconds)
+{
+    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
+    tsr_desc_t *A = NULL, *B = NULL, *C = NULL;
+    int rc = tsr_desc_create_2d(&A, dtype, t, t, t, t, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&B, dtype, t, p * t, t, t, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&C, dtype, t, p * t, t, t, &grid);
+    if (!rc) rc = tsr_desc_fill_random(A, 1);
+    if (!rc) rc = tsr_desc_fill_random(B, 2);
+    if (!rc) rc = tsr_wait();
+    *seconds = INFINITY;
+    for (int it = 0; !rc && it < 4; it++) {
+        tsr_barrier();
+        double t0 = tsr_wtime();
+        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_ACCUM_ORDERED);
+        if (!rc)
+            rc = tsr_wait();
+        double s = tsr_wtime() - t0;
+        if (it > 0 && s < *seconds)
+            *seconds = s;
+    }
+    tsr_desc_destroy(A);
+    tsr_desc_destroy(B);
+    tsr_desc_destroy(C);
+    return rc;
+}
+
+static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
+{
+    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
+    char path[4200], key[512];
+    cache_path(path, sizeof path, dtype, p, key, sizeof key);
+    m->workers = p;
+    int cached = tsr_rank() == 0 ? read_model(path, key, m) == 0 : 0;
+    int rc = tsr_broadcast(&cached, sizeof cached, 0);
+    if (!rc && !cached) {
+        tsr_log(TSR_LOG_INFO, "gemm tiles: calibrating the %s GEMM kernel at %d tile sizes on %d workers "
+                "(once; cached in %s)", tsr_dtype_name(dtype), NCAL, p, path);
+        for (int i = 0; !rc && i < NCAL; i++)
+            rc = calibrate_size(dtype, CALIBRATED[i], p, &m->seconds[i]);
+        if (!rc && tsr_rank() == 0)
+            write_model(path, key, m);
+    }
+    if (!rc)
+        rc = tsr_broadcast(m->seconds, sizeof m->seconds, 0);
+    return rc;
+}
+
+/* ---- the model ------------------------------------------------------------------ */
+
+/* The runtime's cost of one task: the smallest calibrated time (the
+ * smallest tiles' arithmetic is negligible against it). */
+static double task_overhead(const gemm_model_t *m)
+{
+    double o = m->seconds[0];
+    for (int i = 1; i < NCAL; i++)
+        o = fmin(o, m->seconds[i]);
+    return o;
+}
+
+/* Kernel rate of the calibrated size i: without the overhead where the
+ * arithmetic dominates (twice the overhead or more), else the whole time
+ * (small tiles: the overhead hides the kernel). */
+static double kernel_rate(const gemm_model_t *m, double overhead, int i)
+{
+    double s = m->seconds[i] >= 2 * overhead ? m->seconds[i] - overhead : m->seconds[i];
+    return 2.0 * pow(CALIBRATED[i], 3) / s;
+}
+
+static double peak_rate(const gemm_model_t *m, double overhead)
+{
+    double peak = 0;
+    for (int i = 0; i < NCAL; i++)
+        peak = fmax(peak, kernel_rate(m, overhead, i));
+    return peak;
+}
+
+/* Kernel efficiency (0..1] of the square size t, log-interpolated between
+ * calibrated sizes, clamped to their range. */
+static double efficiency(const gemm_model_t *m, double overhead, double peak, int t)
+{
+    if (t <= CALIBRATED[0])
+        return kernel_rate(m, overhead, 0) / peak;
+    if (t >= CALIBRATED[NCAL - 1])
+        return kernel_rate(m, overhead, NCAL - 1) / peak;
+    int i = 0;
+    while (CALIBRATED[i + 1] < t)
+        i++;
+    double w = log((double)t / CALIBRATED[i]) / log((double)CALIBRATED[i + 1] / CALIBRATED[i]);
+    return exp((1 - w) * log(kernel_rate(m, overhead, i)) + w * log(kernel_rate(m, overhead, i + 1))) / peak;
+}
+
+/* Seconds of one mb x nb x kb task: the per-task overhead plus its flops at
+ * the peak rate times the geometric mean of its three sides' efficiencies
+ * (a square tile: its calibrated time). */
+static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb)
+{
+    double o = task_overhead(m), peak = peak_rate(m, o);
+    double e = cbrt(efficiency(m, o, peak, mb) * efficiency(m, o, peak, nb) * efficiency(m, o, peak, kb));
+    return o + 2.0 * mb * nb * (double)kb / (peak * e);
+}
+
+static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, int K, int mb, int nb, int kb,
+                      tsr_accum_t accum)
+{
+    int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
+    int sizes_m[2] = { mb, M - (mt - 1) * mb }, sizes_n[2] = { nb, N - (nt - 1) * nb },
+        sizes_k[2] = { kb, K - (kt - 1) * kb };
+    int count_m[2] = { mt - 1, 1 }, count_n[2] = { nt - 1, 1 }, count_k[2] = { kt - 1, 1 };
+    double work = 0, chain = 0, tasks = (double)mt * nt * kt;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 2; c++)
+                work += (double)count_m[a] * count_n[b] * count_k[c] *
+                        task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]);
+    double full = task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[0]);
+    double accumulate = (double)mb * nb * esize * 2 / TILE_BYTES_PER_S; /* C read + written again */
+    work += (double)mt * nt * (kt - 1) * accumulate;
+    full += accumulate;
+    if (accum == TSR_ACCUM_ORDERED) {
+        chain = (kt - 1) * full + task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[1]);
+    } else {
+        int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
+        double add = (double)mb * nb * esize * 3 / TILE_BYTES_PER_S + m->seconds[0];
+        chain = full + ceil(log2(buffers + 1.0)) * add;
+        work += (double)mt * nt * buffers * add;
+        tasks += (double)mt * nt * buffers;
+    }
+    double rounds = ceil(tasks / p) * work / tasks;
+    double t = work / p > rounds ? work / p : rounds;
+    return t > chain ? t : chain;
+}
+
+/* Candidate tile sizes along a dimension of size n: CANDIDATES below n, and
+ * n itself when the model has measured tiles that large. */
+static int candidates(int n, int *out)
+{
+    int c = 0;
+    for (int i = 0; i < NCAND && CANDIDATES[i] < n; i++)
+        out[c++] = CANDIDATES[i];
+    if (n <= CANDIDATES[NCAND - 1])
+        out[c++] = n;
+    return c;
+}
+
+/* The model of the running workers for dtype, calibrated (or read from the
+ * cache) on first use. */
+static int current_model(tsr_dtype_t dtype, const gemm_model_t **out)
+{
+    static gemm_model_t model[TSR_NDTYPES];
+    static int model_workers[TSR_NDTYPES];
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    if (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64)
+        return TSR_EINVAL;
+    int p = tsr_ncpu_workers() + tsr_ncuda_workers(), rc = 0;
+    if (model_workers[dtype] != p) {
+        if ((rc = load_or_calibrate(dtype, &model[dtype])) != 0)
+            return rc;
+        model_workers[dtype] = p;
+    }
+    *out = &model[dtype];
+    return TSR_SUCCESS;
+}
+
+int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *seconds)
+{
+    const gemm_model_t *m;
+    if (mb < 1 || nb < 1 || kb < 1 || !seconds)
+        return TSR_EINVAL;
+    int rc = current_model(dtype, &m);
+    if (!rc)
+        *seconds = task_seconds(m, mb, nb, kb);
+    return rc;
+}
+
+int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *out)
+{
+    if (!out || m < 1 || n < 1 || k < 1 || (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) ||
+        (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64)) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: bad arguments (m %d, n %d, k %d, accumulation %d)", m, n, k,
+                accum);
+        return TSR_EINVAL;
+    }
+    const gemm_model_t *model;
+    int rc = current_model(dtype, &model);
+    if (rc)
+        return rc;
+    int cm[NCAND + 1], cn[NCAND + 1], ck[NCAND + 1];
+    int nm = candidates(m, cm), nn = candidates(n, cn), nk = candidates(k, ck);
+    int ptotal = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
+    double best = INFINITY;
+    for (int a = 0; a < nm; a++)
+        for (int b = 0; b < nn; b++)
+            for (int c = 0; c < nk; c++) {
+                double s = predict(model, ptotal, tsr_dtype_size(dtype), m, n, k, cm[a], cn[b], ck[c], accum);
+                /* later candidates are larger: they win ties within 1 % (fewer tasks, less memory traffic) */
+                if (s <= best * 1.01) {
+                    if (s < best)
+                        best = s;
+                    *out = (tsr_gemm_tiles_t){ cm[a], cn[b], ck[c], s };
+                }
+            }
+    return TSR_SUCCESS;
+}

@@ -1,0 +1,195 @@
+/* GPT-2 tile sizes chosen from the calibrated GEMM model (gemm_tiles.c).
+ *
+ * A training step is modelled by its GEMMs, which are most of its work: per
+ * layer the QKV, attention-projection, MLP-up and MLP-down linear layers, and
+ * the LM head, each forward (out = W in: a chain over the input-feature
+ * tiles), backward-data (din = W^T dout: a chain over the output-feature
+ * tiles) and backward-weight (dW += dout in^T: a chain over the token tiles).
+ * The forward and backward-data phases follow each other through the layers;
+ * each takes max(work / p, rounds of tasks, its chain). The weight gradients
+ * fill the gaps: the step takes max(all the work / p, the sum of the phases)
+ * plus the runtime's cost of the other tasks (layernorm, attention, AdamW;
+ * counted per tile, spread over the workers). The loss over the vocabulary
+ * is a phase of its own, with a per-logit cost measured once: the softmax
+ * statistics chain over the vocabulary tiles of a token tile (ordered), the
+ * gradient's tasks are independent. Every combination of token,
+ * channel, hidden, vocabulary and head tiles from a candidate list (divisors
+ * where the model needs them) is evaluated; the fastest wins. */
+#include <math.h>
+#include <stdlib.h>
+#include "gpt2_model.h"
+
+typedef struct {
+    double work, phases, other_tasks;
+    int p;
+    int failed;
+} step_model_t;
+
+/* Work, task count and longest chain of C (M x N) = sum over K of A B in
+ * tiles mb x nb x kb, chained along K (edge tiles included). */
+static void gemm_phase(int M, int N, int K, int mb, int nb, int kb, double *work, double *tasks, double *chain,
+                       int *failed)
+{
+    int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
+    int sm[2] = { mb, M - (mt - 1) * mb }, sn[2] = { nb, N - (nt - 1) * nb }, sk[2] = { kb, K - (kt - 1) * kb };
+    int cm[2] = { mt - 1, 1 }, cn[2] = { nt - 1, 1 }, ck[2] = { kt - 1, 1 };
+    *work = 0;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 2; c++) {
+                double s = 0;
+                if (!cm[a] || !cn[b] || !ck[c])
+                    continue;
+                if (tsr_gemm_task_seconds(TSR_FLOAT32, sm[a], sn[b], sk[c], &s))
+                    *failed = 1;
+                *work += (double)cm[a] * cn[b] * ck[c] * s;
+            }
+    double full = 0, last = 0;
+    if (tsr_gemm_task_seconds(TSR_FLOAT32, sm[0], sn[0], sk[0], &full) ||
+        tsr_gemm_task_seconds(TSR_FLOAT32, sm[0], sn[0], sk[1], &last))
+        *failed = 1;
+    *tasks = (double)mt * nt * kt;
+    *chain = (kt - 1) * full + last;
+}
+
+/* One linear layer (in I features in tiles it, out O in tiles ot, N tokens
+ * in tiles tok) added to the step. */
+static void add_linear(step_model_t *s, int I, int it, int O, int ot, int N, int tok)
+{
+    double work, tasks, chain;
+    gemm_phase(O, N, I, ot, tok, it, &work, &tasks, &chain, &s->failed); /* forward */
+    s->work += work;
+    s->phases += fmax(fmax(work / s->p, ceil(tasks / s->p) * work / tasks), chain);
+    gemm_phase(I, N, O, it, tok, ot, &work, &tasks, &chain, &s->failed); /* backward data */
+    s->work += work;
+    s->phases += fmax(fmax(work / s->p, ceil(tasks / s->p) * work / tasks), chain);
+    gemm_phase(O, I, N, ot, it, tok, &work, &tasks, &chain, &s->failed); /* backward weight */
+    s->work += work;
+}
+
+/* Seconds per logit of the softmax statistics (forward) task: one tile of
+ * 6288 x 256 logits, the best of 3. */
+static int calibrate_loss(double *per_logit)
+{
+    const int rows = 6288, cols = 256;
+    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
+    tsr_desc_t *logits = NULL, *stats = NULL;
+    int *targets = calloc(cols, sizeof(int));
+    int rc = targets ? 0 : TSR_ENOMEM;
+    if (!rc) rc = tsr_desc_create_2d(&logits, TSR_FLOAT32, rows, cols, rows, cols, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&stats, TSR_FLOAT32, 2, cols, 2, cols, &grid);
+    if (!rc) rc = tsr_desc_fill_random(logits, 3);
+    if (!rc) rc = tsr_wait();
+    double best = INFINITY;
+    for (int it = 0; !rc && it < 4; it++) {
+        double t0 = tsr_wtime();
+        rc = tsr_crossentropy_forward(logits, stats, NULL, targets, rows, TSR_ACCUM_ORDERED);
+        if (!rc)
+            rc = tsr_wait();
+        if (it > 0)
+            best = fmin(best, tsr_wtime() - t0);
+    }
+    if (logits) tsr_desc_destroy(logits);
+    if (stats) tsr_desc_destroy(stats);
+    free(targets);
+    *per_logit = best / ((double)rows * cols);
+    return rc;
+}
+
+/* The loss phases: softmax statistics (a chain over the vocabulary tiles
+ * when ordered) and the gradient (independent tasks, about as long). */
+static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double per_logit, tsr_accum_t accum)
+{
+    double nv = ceil((double)Vp / voc), nt = ceil((double)N / tok), task = per_logit * voc * tok;
+    double tasks = nv * nt, work = tasks * task;
+    double chain = accum == TSR_ACCUM_ORDERED ? nv * task : task;
+    s->work += 2 * work;
+    s->phases += fmax(fmax(work / s->p, ceil(tasks / s->p) * task), chain);
+    s->phases += fmax(work / s->p, ceil(tasks / s->p) * task);
+}
+
+static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, int p, const tsr_gpt2_tiles_t *t,
+                           double task_cost, double per_logit)
+{
+    int C = c->C, hd = C / c->NH, fb = t->heads * hd;
+    step_model_t s = { 0, 0, 0, p, 0 };
+    add_linear(&s, C, t->ch, 3 * C, fb, N, t->tok);     /* QKV */
+    add_linear(&s, C, fb, C, t->ch, N, t->tok);         /* attention projection */
+    add_linear(&s, C, t->ch, 4 * C, t->hid, N, t->tok); /* MLP up */
+    add_linear(&s, 4 * C, t->hid, C, t->ch, N, t->tok); /* MLP down */
+    s.work *= c->L;                                     /* every layer is the same */
+    s.phases *= c->L;
+    add_linear(&s, C, t->ch, c->Vp, t->voc, N, t->tok); /* LM head */
+    add_loss(&s, c->Vp, t->voc, N, t->tok, per_logit, t->accum);
+    if (s.failed)
+        return NAN;
+    /* tasks besides the GEMMs, per layer: ~14 per (channel, token) tile
+     * (layernorms, residuals, AdamW of the C-sized tensors), ~6 per (head,
+     * query) tile (attention), AdamW per weight tile; LM head: 3 per
+     * (vocabulary, token) tile */
+    double nch = ceil((double)C / t->ch), ntok = ceil((double)N / t->tok), nheads = (double)c->NH / t->heads;
+    double nq = ceil((double)(t->tok < T ? t->tok : T) / (t->q ? t->q : (t->tok < T ? t->tok : T)));
+    double weights = nch * ceil(3.0 * C / fb) + ceil((double)C / fb) * nch + 2 * nch * ceil(4.0 * C / t->hid);
+    double other = c->L * (14 * nch * ntok + 6 * nheads * ntok * nq + weights) +
+                   3 * ceil((double)c->Vp / t->voc) * ntok;
+    double work = nsub * (s.work + other * task_cost);
+    return fmax(work / p, s.phases + other * task_cost / p);
+}
+
+/* Candidate sizes: n / d for the divisors d of n up to max_parts. */
+static int divisions(int n, int max_parts, int *out, int max_out)
+{
+    int c = 0;
+    for (int d = 1; d <= max_parts && c < max_out; d++)
+        if (n % d == 0)
+            out[c++] = n / d;
+    return c;
+}
+
+int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
+                        double *predicted_seconds)
+{
+    if (!cfg || !tiles || B < 1 || T < 1 || nsub < 1 || B % nsub)
+        return TSR_EINVAL;
+    static double per_logit; /* measured once per process */
+    double task_cost;
+    int rc = tsr_gemm_task_seconds(TSR_FLOAT32, 1, 1, 1, &task_cost); /* the smallest task: the runtime's cost */
+    if (!rc && per_logit == 0)
+        rc = calibrate_loss(&per_logit);
+    if (rc)
+        return rc;
+    int per_rank = B / tsr_size() > 0 ? B / tsr_size() : 1, sub_b = per_rank / nsub > 0 ? per_rank / nsub : 1;
+    int N = sub_b * T, p = tsr_ncpu_workers() + tsr_ncuda_workers();
+    int toks[32], chs[16], hids[16], heads[16], nt = 0;
+    for (int d = T; d >= 1 && nt < 16; d--) /* token tiles dividing T, at least 16 */
+        if (T % d == 0 && d >= (T < 16 ? T : 16))
+            toks[nt++] = d;
+    for (int s = 2; s <= sub_b && nt < 32; s++) /* or several whole sequences */
+        if (sub_b % s == 0)
+            toks[nt++] = s * T;
+    int nc = divisions(cfg->C, 16, chs, 16), nh = divisions(4 * cfg->C, 16, hids, 16);
+    int nhd = 0;
+    for (int d = 1; d <= cfg->NH && nhd < 16; d++)
+        if (cfg->NH % d == 0)
+            heads[nhd++] = d;
+    static const int voc_parts[] = { 1, 2, 4, 8, 16, 32 };
+    double best = INFINITY;
+    for (int a = 0; a < nt; a++)
+        for (int b = 0; b < nc; b++)
+            for (int h = 0; h < nh; h++)
+                for (int v = 0; v < 6; v++)
+                    for (int e = 0; e < nhd; e++) {
+                        tsr_gpt2_tiles_t t = { toks[a], chs[b], hids[h], (cfg->Vp + voc_parts[v] - 1) / voc_parts[v],
+                                               heads[e], 0, 0, tiles->accum };
+                        double s = predict_step(cfg, N, T, nsub, p, &t, task_cost, per_logit);
+                        if (s < best) {
+                            best = s;
+                            *tiles = t;
+                        }
+                    }
+    if (!isfinite(best))
+        return TSR_ERUNTIME;
+    if (predicted_seconds)
+        *predicted_seconds = best;
+    return TSR_SUCCESS;
+}

@@ -1,0 +1,91 @@
+/* tsr_gemm_auto_tiles: calibrates once and caches the model in
+ * $TSR_CACHE_DIR/tile_models, reads it back, returns tiles within the
+ * shape and the calibrated range, prefers chains short enough to keep the
+ * workers busy, computes a right product with the tiles it chose, and
+ * refuses bad arguments.   test_tiles_auto CACHE_DIR */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tessera.h"
+#include "tsr_check.h"
+
+static int count_models(const char *cache)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tile_models", cache);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strstr(e->d_name, ".txt") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CACHE_DIR\n", argv[0]);
+        return 2;
+    }
+    setenv("TSR_CACHE_DIR", argv[1], 1);
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = 2;
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_ACCUM_ORDERED, &(tsr_gemm_tiles_t){ 0 }),
+             TSR_ENOTINIT);
+    CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_SUCCESS);
+
+    tsr_gemm_tiles_t t, again;
+    double t0 = tsr_wtime();
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    double first = tsr_wtime() - t0;
+    CHECK(count_models(argv[1]) >= 1);
+    CHECK(t.mb >= 1 && t.mb <= 1000 && t.nb >= 1 && t.nb <= 700 && t.kb >= 1 && t.kb <= 2048);
+    CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
+    printf("1000x700x3000 ordered: tiles %d x %d x %d, predicted %.4f s (first call %.2f s)\n", t.mb, t.nb, t.kb,
+           t.predicted_seconds, first);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &again), TSR_SUCCESS);
+    CHECK(again.mb == t.mb && again.nb == t.nb && again.kb == t.kb);
+
+    /* one C tile of 512 x 512 and k = 16384, two workers: one chain of
+     * k-tiles would idle a worker; REDUX or a C split must be chosen */
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 512, 512, 16384, TSR_ACCUM_REDUX, &t), TSR_SUCCESS);
+    CHECK(t.kb < 16384);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 512, 512, 16384, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK(t.mb < 512 || t.nb < 512);
+
+    /* the chosen tiles compute the right product */
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 300, 200, 500, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
+    tsr_desc_t *A, *B, *C;
+    CHECK_RC(tsr_desc_create_2d(&A, TSR_FLOAT32, 300, 500, t.mb, t.kb, &grid), TSR_SUCCESS);
+    CHECK_RC(tsr_desc_create_2d(&B, TSR_FLOAT32, 500, 200, t.kb, t.nb, &grid), TSR_SUCCESS);
+    CHECK_RC(tsr_desc_create_2d(&C, TSR_FLOAT32, 300, 200, t.mb, t.nb, &grid), TSR_SUCCESS);
+    tsr_desc_fill_random(A, 1);
+    tsr_desc_fill_random(B, 2);
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    float *c = malloc(sizeof(float) * 300 * 200);
+    CHECK_RC(tsr_desc_gather(C, c, 300, 0), TSR_SUCCESS);
+    double ref = 0;
+    for (int l = 0; l < 500; l++)
+        ref += tsr_random_value(1, 0, 299, l) * tsr_random_value(2, 0, l, 199);
+    CHECK(fabs(c[199 * 300 + 299] - ref) < 1e-3);
+    free(c);
+    tsr_desc_destroy(A);
+    tsr_desc_destroy(B);
+    tsr_desc_destroy(C);
+
+    /* bad arguments */
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 0, 10, 10, TSR_ACCUM_ORDERED, &t), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 10, 10, 10, (tsr_accum_t)7, &t), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 10, 10, 10, TSR_ACCUM_ORDERED, NULL), TSR_EINVAL);
+    double s;
+    CHECK_RC(tsr_gemm_task_seconds(TSR_FLOAT32, 0, 1, 1, &s), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_task_seconds(TSR_FLOAT32, 256, 256, 256, &s), TSR_SUCCESS);
+    CHECK(s > 0);
+    tsr_finalize();
+    return tsr_check_report("test_tiles_auto");
+}
