@@ -3,6 +3,7 @@
  * tiles with merge(); a sum of 0 marks an empty statistic. */
 #include <math.h>
 #include "tsr_compute_misc.h"
+#include "simd_math.h"
 
 /* (m, s) = merge((m, s), (m2, s2)), the online-softmax rescaling. */
 static void merge_one(float *m, float *s, float m2, float s2)
@@ -19,18 +20,30 @@ static void merge_one(float *m, float *s, float m2, float s2)
     *m = mx;
 }
 
+/* sum of exp(x[r] - mx), r < n: LANES float partial sums (each of at most
+ * n / LANES terms <= 1) added in double; one pass, vectorised. */
+static inline double exp_sum(const float *x, int n, float mx)
+{
+    float lane[LANES] = { 0 };
+    int r = 0;
+    for (; r + LANES <= n; r += LANES)
+        for (int u = 0; u < LANES; u++)
+            lane[u] += exp_approx(x[r + u] - mx);
+    double sum = 0.0;
+    for (; r < n; r++)
+        sum += exp_approx(x[r] - mx);
+    for (int u = 0; u < LANES; u++)
+        sum += lane[u];
+    return sum;
+}
+
+TSR_SIMD_CLONES
 void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *stats, int lds, int merge)
 {
     for (int c = 0; c < cols; c++) {
         const float *col = x + (size_t)c * ldx;
-        float mx = -INFINITY;
-        for (int r = 0; r < rows; r++)
-            mx = fmaxf(mx, col[r]);
-        /* within a tile the sum is accumulated in double: a vocabulary tile
-         * may hold thousands of rows */
-        double sum = 0.0;
-        for (int r = 0; r < rows; r++)
-            sum += expf(col[r] - mx);
+        float mx = rows > 0 ? max_of(col, rows) : -INFINITY;
+        double sum = rows > 0 ? exp_sum(col, rows, mx) : 0.0;
         float *st = stats + (size_t)c * lds;
         if (merge) {
             merge_one(&st[0], &st[1], mx, (float)sum);
@@ -56,6 +69,7 @@ float tsr_cpu_crossentropy_loss(const float *stats, float target_logit)
     return logf(stats[1]) + stats[0] - target_logit;
 }
 
+TSR_SIMD_CLONES
 void tsr_cpu_crossentropy_backward(int rows, int cols, float *x, int ldx, int row0, int V,
                                    const float *stats, int lds, const int *target_row, float dloss)
 {
@@ -66,11 +80,14 @@ void tsr_cpu_crossentropy_backward(int rows, int cols, float *x, int ldx, int ro
         float *col = x + (size_t)c * ldx;
         const float *st = stats + (size_t)c * lds;
         float mx = st[0], inv_sum = 1.0f / st[1];
-        for (int r = 0; r < valid; r++) {
-            float p = expf(col[r] - mx) * inv_sum;
-            float indicator = r == target_row[c] ? 1.0f : 0.0f;
-            col[r] = (p - indicator) * dloss;
-        }
+        /* (p - [r == target]) * dloss in one vectorised pass, then the
+         * target's row fixed up */
+        int t = target_row[c];
+        float p_target = t >= 0 && t < valid ? exp_approx(col[t] - mx) * inv_sum : 0.0f;
+        for (int r = 0; r < valid; r++)
+            col[r] = exp_approx(col[r] - mx) * inv_sum * dloss;
+        if (t >= 0 && t < valid)
+            col[t] = (p_target - 1.0f) * dloss;
         for (int r = valid; r < rows; r++) /* padded vocabulary rows */
             col[r] = 0.0f;
     }
