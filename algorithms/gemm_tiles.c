@@ -16,7 +16,9 @@
  * additions' work spread over the workers; a task that accumulates into C
  * also pays for reading and writing its C tile. Every (mb, nb, kb) from
  * CANDIDATES (and the whole dimension, when smaller) is evaluated; the
- * fastest wins, the larger tiles on a tie within 1 %. */
+ * REFINE fastest are then refined: their exact task shape is measured the
+ * same way as the squares (once, cached with them) and replaces the model's
+ * task time; the fastest wins, the larger tiles on a tie within 1 %. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +39,19 @@ static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024
  * tile; REDUX adds the per-worker copies (two reads, one write). */
 #define TILE_BYTES_PER_S 8e9
 
+#define MAX_SHAPES 512 /* task shapes measured for themselves */
+#define REFINE 6       /* the model's best candidates whose shapes get measured */
+
+typedef struct {
+    int mb, nb, kb;
+    double seconds;
+} measured_shape_t;
+
 typedef struct {
     double seconds[NCAL]; /* one task of t x t x t with every worker busy */
-    int workers;
+    int nshapes;          /* tasks of exactly mb x nb x kb, measured the same way */
+    measured_shape_t shapes[MAX_SHAPES];
+    char path[4200], key[512]; /* the cache file and its first line */
 } gemm_model_t;
 
 /* ---- calibration and its cache ---------------------------------------------- */
@@ -79,12 +91,22 @@ static int read_model(const char *path, const char *key, gemm_model_t *m)
         ok = fscanf(f, "%d %lf", &t, &m->seconds[i]) == 2 && t == CALIBRATED[i] && m->seconds[i] > 0 &&
              isfinite(m->seconds[i]);
     }
+    m->nshapes = 0;
+    while (ok && m->nshapes < MAX_SHAPES) { /* then "mb nb kb seconds" lines */
+        int a, b, c;
+        double sec;
+        if (fscanf(f, "%d %d %d %lf", &a, &b, &c, &sec) != 4)
+            break;
+        if (a > 0 && b > 0 && c > 0 && sec > 0 && isfinite(sec))
+            m->shapes[m->nshapes++] = (measured_shape_t){ a, b, c, sec };
+    }
     fclose(f);
     return ok ? 0 : -1;
 }
 
-static void write_model(const char *path, const char *key, const gemm_model_t *m)
+static void write_model(const gemm_model_t *m)
 {
+    const char *path = m->path, *key = m->key;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", path);
     for (char *p = dir + 1; *p; p++) /* mkdir -p of the directory */
@@ -103,21 +125,24 @@ static void write_model(const char *path, const char *key, const gemm_model_t *m
     fprintf(f, "# %s\n", key);
     for (int i = 0; i < NCAL; i++)
         fprintf(f, "%d %.9g\n", CALIBRATED[i], m->seconds[i]);
+    for (int i = 0; i < m->nshapes; i++)
+        fprintf(f, "%d %d %d %.9g\n", m->shapes[i].mb, m->shapes[i].nb, m->shapes[i].kb, m->shapes[i].seconds);
     if (fclose(f) == 0)
         rename(tmp, path);
     else
         remove(tmp);
 }
 
-/* p independent t x t x t tasks at once (C: t x p*t, one tile each); the
- * best of 3 after a warm-up. On a 1 x 1 grid: under MPI rank 0 runs them. */
-static int calibrate_size(tsr_dtype_t dtype, int t, int p, double *seconds)
+/* p independent mb x nb x kb tasks at once (C: mb x p*nb, one tile each);
+ * the best of 3 after a warm-up. On a 1 x 1 grid: under MPI rank 0 runs
+ * them, every rank gets the time. */
+static int calibrate_shape(tsr_dtype_t dtype, int mb, int nb, int kb, int p, double *seconds)
 {
     tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
     tsr_desc_t *A = NULL, *B = NULL, *C = NULL;
-    int rc = tsr_desc_create_2d(&A, dtype, t, t, t, t, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&B, dtype, t, p * t, t, t, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&C, dtype, t, p * t, t, t, &grid);
+    int rc = tsr_desc_create_2d(&A, dtype, mb, kb, mb, kb, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&B, dtype, kb, p * nb, kb, nb, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&C, dtype, mb, p * nb, mb, nb, &grid);
     if (!rc) rc = tsr_desc_fill_random(A, 1);
     if (!rc) rc = tsr_desc_fill_random(B, 2);
     if (!rc) rc = tsr_wait();
@@ -132,31 +157,43 @@ static int calibrate_size(tsr_dtype_t dtype, int t, int p, double *seconds)
         if (it > 0 && s < *seconds)
             *seconds = s;
     }
-    tsr_desc_destroy(A);
-    tsr_desc_destroy(B);
-    tsr_desc_destroy(C);
-    return rc;
+    if (A) tsr_desc_destroy(A);
+    if (B) tsr_desc_destroy(B);
+    if (C) tsr_desc_destroy(C);
+    return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
 }
 
 static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
 {
     int p = tsr_ncpu_workers() + tsr_ncuda_workers();
-    char path[4200], key[512];
-    cache_path(path, sizeof path, dtype, p, key, sizeof key);
-    m->workers = p;
-    int cached = tsr_rank() == 0 ? read_model(path, key, m) == 0 : 0;
+    cache_path(m->path, sizeof m->path, dtype, p, m->key, sizeof m->key);
+    int cached = tsr_rank() == 0 ? read_model(m->path, m->key, m) == 0 : 0;
     int rc = tsr_broadcast(&cached, sizeof cached, 0);
     if (!rc && !cached) {
         tsr_log(TSR_LOG_INFO, "gemm tiles: calibrating the %s GEMM kernel at %d tile sizes on %d workers "
-                "(once; cached in %s)", tsr_dtype_name(dtype), NCAL, p, path);
+                "(once; cached in %s)", tsr_dtype_name(dtype), NCAL, p, m->path);
+        m->nshapes = 0;
         for (int i = 0; !rc && i < NCAL; i++)
-            rc = calibrate_size(dtype, CALIBRATED[i], p, &m->seconds[i]);
+            rc = calibrate_shape(dtype, CALIBRATED[i], CALIBRATED[i], CALIBRATED[i], p, &m->seconds[i]);
         if (!rc && tsr_rank() == 0)
-            write_model(path, key, m);
+            write_model(m);
     }
     if (!rc)
         rc = tsr_broadcast(m->seconds, sizeof m->seconds, 0);
+    if (!rc)
+        rc = tsr_broadcast(&m->nshapes, sizeof m->nshapes, 0);
+    if (!rc)
+        rc = tsr_broadcast(m->shapes, sizeof m->shapes, 0);
     return rc;
+}
+
+/* The measured time of a task shape, or -1. */
+static double measured_shape(const gemm_model_t *m, int mb, int nb, int kb)
+{
+    for (int i = 0; i < m->nshapes; i++)
+        if (m->shapes[i].mb == mb && m->shapes[i].nb == nb && m->shapes[i].kb == kb)
+            return m->shapes[i].seconds;
+    return -1;
 }
 
 /* ---- the model ------------------------------------------------------------------ */
@@ -208,6 +245,9 @@ static double efficiency(const gemm_model_t *m, double overhead, double peak, in
  * (a square tile: its calibrated time). */
 static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb)
 {
+    double measured = measured_shape(m, mb, nb, kb);
+    if (measured > 0)
+        return measured;
     double o = task_overhead(m), peak = peak_rate(m, o);
     double e = cbrt(efficiency(m, o, peak, mb) * efficiency(m, o, peak, nb) * efficiency(m, o, peak, kb));
     return o + 2.0 * mb * nb * (double)kb / (peak * e);
@@ -258,7 +298,7 @@ static int candidates(int n, int *out)
 
 /* The model of the running workers for dtype, calibrated (or read from the
  * cache) on first use. */
-static int current_model(tsr_dtype_t dtype, const gemm_model_t **out)
+static int current_model(tsr_dtype_t dtype, gemm_model_t **out)
 {
     static gemm_model_t model[TSR_NDTYPES];
     static int model_workers[TSR_NDTYPES];
@@ -278,7 +318,7 @@ static int current_model(tsr_dtype_t dtype, const gemm_model_t **out)
 
 int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *seconds)
 {
-    const gemm_model_t *m;
+    gemm_model_t *m;
     if (mb < 1 || nb < 1 || kb < 1 || !seconds)
         return TSR_EINVAL;
     int rc = current_model(dtype, &m);
@@ -295,24 +335,62 @@ int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accu
                 accum);
         return TSR_EINVAL;
     }
-    const gemm_model_t *model;
+    gemm_model_t *model;
     int rc = current_model(dtype, &model);
     if (rc)
         return rc;
     int cm[NCAND + 1], cn[NCAND + 1], ck[NCAND + 1];
     int nm = candidates(m, cm), nn = candidates(n, cn), nk = candidates(k, ck);
     int ptotal = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
-    double best = INFINITY;
+    size_t esize = tsr_dtype_size(dtype);
+    /* the model's best REFINE candidates (best first) */
+    tsr_gemm_tiles_t top[REFINE];
+    int ntop = 0;
     for (int a = 0; a < nm; a++)
         for (int b = 0; b < nn; b++)
             for (int c = 0; c < nk; c++) {
-                double s = predict(model, ptotal, tsr_dtype_size(dtype), m, n, k, cm[a], cn[b], ck[c], accum);
-                /* later candidates are larger: they win ties within 1 % (fewer tasks, less memory traffic) */
-                if (s <= best * 1.01) {
-                    if (s < best)
-                        best = s;
-                    *out = (tsr_gemm_tiles_t){ cm[a], cn[b], ck[c], s };
+                tsr_gemm_tiles_t t = { cm[a], cn[b], ck[c], predict(model, ptotal, esize, m, n, k, cm[a], cn[b], ck[c],
+                                                                    accum) };
+                int at = ntop < REFINE ? ntop : REFINE - 1;
+                if (ntop == REFINE && t.predicted_seconds >= top[at].predicted_seconds)
+                    continue;
+                while (at > 0 && top[at - 1].predicted_seconds > t.predicted_seconds) {
+                    top[at] = top[at - 1];
+                    at--;
                 }
+                top[at] = t;
+                ntop += ntop < REFINE;
             }
+    /* their task shapes measured (once: cached with the model), then ranked
+     * again; the larger tiles win ties within 1 % */
+    int added = 0;
+    for (int i = 0; !rc && i < ntop; i++) {
+        const tsr_gemm_tiles_t *t = &top[i];
+        if (measured_shape(model, t->mb, t->nb, t->kb) > 0 || model->nshapes == MAX_SHAPES)
+            continue;
+        double sec;
+        rc = calibrate_shape(dtype, t->mb, t->nb, t->kb, ptotal / tsr_size(), &sec);
+        if (!rc) {
+            model->shapes[model->nshapes++] = (measured_shape_t){ t->mb, t->nb, t->kb, sec };
+            added = 1;
+        }
+    }
+    if (rc)
+        return rc;
+    if (added && tsr_rank() == 0)
+        write_model(model);
+    double best = INFINITY;
+    for (int i = 0; i < ntop; i++) {
+        top[i].predicted_seconds = predict(model, ptotal, esize, m, n, k, top[i].mb, top[i].nb, top[i].kb, accum);
+        best = fmin(best, top[i].predicted_seconds);
+    }
+    long volume = 0;
+    for (int i = 0; i < ntop; i++) {
+        long v = (long)top[i].mb * top[i].nb * top[i].kb;
+        if (top[i].predicted_seconds <= best * 1.01 && v > volume) {
+            volume = v;
+            *out = top[i];
+        }
+    }
     return TSR_SUCCESS;
 }
