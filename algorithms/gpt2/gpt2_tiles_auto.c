@@ -7,8 +7,10 @@
  * tiles) and backward-weight (dW += dout in^T: a chain over the token tiles).
  * The forward and backward-data phases follow each other through the layers;
  * each takes max(work / p, rounds of tasks, its chain). The weight gradients
- * fill the gaps: the step takes max(all the work / p, the sum of the phases)
- * plus the runtime's cost of the other tasks (layernorm, attention, AdamW;
+ * fill the gaps the backward-data phases leave (not the forward's: they need
+ * the backward's output gradients); what does not fit is spread over the
+ * workers. The step takes max(all the work / p, the sum of the phases plus
+ * that excess) plus the runtime's cost of the other tasks (layernorm, attention, AdamW;
  * counted per tile, spread over the workers). The loss over the vocabulary
  * is a phase of its own, with a per-logit cost measured once: the softmax
  * statistics chain over the vocabulary tiles of a token tile (ordered), the
@@ -20,10 +22,19 @@
 #include "gpt2_model.h"
 
 typedef struct {
-    double work, phases, other_tasks;
+    double work;        /* every task's time */
+    double phases;      /* forward, backward-data and loss phases, one after another */
+    double weight_work; /* the weight-gradient GEMMs */
+    double bwd_idle;    /* worker time the backward-data phases leave idle */
     int p;
     int failed;
 } step_model_t;
+
+/* A phase of `tasks` tasks of total `work` whose longest chain is `chain`. */
+static double phase_time(double work, double tasks, double chain, int p)
+{
+    return fmax(fmax(work / p, ceil(tasks / p) * work / tasks), chain);
+}
 
 /* Work, task count and longest chain of C (M x N) = sum over K of A B in
  * tiles mb x nb x kb, chained along K (edge tiles included). */
@@ -59,12 +70,15 @@ static void add_linear(step_model_t *s, int I, int it, int O, int ot, int N, int
     double work, tasks, chain;
     gemm_phase(O, N, I, ot, tok, it, &work, &tasks, &chain, &s->failed); /* forward */
     s->work += work;
-    s->phases += fmax(fmax(work / s->p, ceil(tasks / s->p) * work / tasks), chain);
+    s->phases += phase_time(work, tasks, chain, s->p);
     gemm_phase(I, N, O, it, tok, ot, &work, &tasks, &chain, &s->failed); /* backward data */
+    double t = phase_time(work, tasks, chain, s->p);
     s->work += work;
-    s->phases += fmax(fmax(work / s->p, ceil(tasks / s->p) * work / tasks), chain);
+    s->phases += t;
+    s->bwd_idle += s->p * t - work;
     gemm_phase(O, I, N, ot, it, tok, &work, &tasks, &chain, &s->failed); /* backward weight */
     s->work += work;
+    s->weight_work += work;
 }
 
 /* Seconds per logit of the softmax statistics (forward) task: one tile of
@@ -104,21 +118,23 @@ static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double pe
     double tasks = nv * nt, work = tasks * task;
     double chain = accum == TSR_ACCUM_ORDERED ? nv * task : task;
     s->work += 2 * work;
-    s->phases += fmax(fmax(work / s->p, ceil(tasks / s->p) * task), chain);
-    s->phases += fmax(work / s->p, ceil(tasks / s->p) * task);
+    s->phases += phase_time(work, tasks, chain, s->p);
+    s->phases += phase_time(work, tasks, task, s->p);
 }
 
 static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, int p, const tsr_gpt2_tiles_t *t,
                            double task_cost, double per_logit)
 {
     int C = c->C, hd = C / c->NH, fb = t->heads * hd;
-    step_model_t s = { 0, 0, 0, p, 0 };
+    step_model_t s = { 0, 0, 0, 0, p, 0 };
     add_linear(&s, C, t->ch, 3 * C, fb, N, t->tok);     /* QKV */
     add_linear(&s, C, fb, C, t->ch, N, t->tok);         /* attention projection */
     add_linear(&s, C, t->ch, 4 * C, t->hid, N, t->tok); /* MLP up */
     add_linear(&s, 4 * C, t->hid, C, t->ch, N, t->tok); /* MLP down */
-    s.work *= c->L;                                     /* every layer is the same */
+    s.work *= c->L; /* every layer is the same */
     s.phases *= c->L;
+    s.weight_work *= c->L;
+    s.bwd_idle *= c->L;
     add_linear(&s, C, t->ch, c->Vp, t->voc, N, t->tok); /* LM head */
     add_loss(&s, c->Vp, t->voc, N, t->tok, per_logit, t->accum);
     if (s.failed)
@@ -133,7 +149,8 @@ static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, i
     double other = c->L * (14 * nch * ntok + 6 * nheads * ntok * nq + weights) +
                    3 * ceil((double)c->Vp / t->voc) * ntok;
     double work = nsub * (s.work + other * task_cost);
-    return fmax(work / p, s.phases + other * task_cost / p);
+    double weight_excess = fmax(0, s.weight_work - s.bwd_idle); /* what the backward's gaps cannot take */
+    return fmax(work / p, s.phases + weight_excess / p + other * task_cost / p);
 }
 
 /* Candidate sizes: n / d for the divisors d of n up to max_parts. */
