@@ -51,6 +51,8 @@ typedef struct {
     double seconds[NCAL]; /* one task of t x t x t with every worker busy */
     int nshapes;          /* tasks of exactly mb x nb x kb, measured the same way */
     measured_shape_t shapes[MAX_SHAPES];
+    int use_shapes; /* 0 while choosing the candidates to refine: the same
+                     * candidates every call, whatever was measured since */
     char path[4200], key[512]; /* the cache file and its first line */
 } gemm_model_t;
 
@@ -167,6 +169,7 @@ static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
 {
     int p = tsr_ncpu_workers() + tsr_ncuda_workers();
     cache_path(m->path, sizeof m->path, dtype, p, m->key, sizeof m->key);
+    m->use_shapes = 1;
     int cached = tsr_rank() == 0 ? read_model(m->path, m->key, m) == 0 : 0;
     int rc = tsr_broadcast(&cached, sizeof cached, 0);
     if (!rc && !cached) {
@@ -245,7 +248,7 @@ static double efficiency(const gemm_model_t *m, double overhead, double peak, in
  * (a square tile: its calibrated time). */
 static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb)
 {
-    double measured = measured_shape(m, mb, nb, kb);
+    double measured = m->use_shapes ? measured_shape(m, mb, nb, kb) : -1;
     if (measured > 0)
         return measured;
     double o = task_overhead(m), peak = peak_rate(m, o);
@@ -343,9 +346,10 @@ int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accu
     int nm = candidates(m, cm), nn = candidates(n, cn), nk = candidates(k, ck);
     int ptotal = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
     size_t esize = tsr_dtype_size(dtype);
-    /* the model's best REFINE candidates (best first) */
+    /* the model's best REFINE candidates (best first), from the square sizes alone */
     tsr_gemm_tiles_t top[REFINE];
     int ntop = 0;
+    model->use_shapes = 0;
     for (int a = 0; a < nm; a++)
         for (int b = 0; b < nn; b++)
             for (int c = 0; c < nk; c++) {
@@ -375,6 +379,7 @@ int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accu
             added = 1;
         }
     }
+    model->use_shapes = 1;
     if (rc)
         return rc;
     if (added && tsr_rank() == 0)
