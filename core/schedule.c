@@ -262,7 +262,7 @@ static long critical_path(const long *order, long n, double *cp_end, long *pred)
 typedef struct {
     const char *kind;
     long count, on_path;
-    double us, path_us, flops;
+    double us, flops;
 } kind_stat_t;
 
 typedef struct {
@@ -294,7 +294,7 @@ static int kind_index(kind_stat_t *kinds, int *nkinds, const char *kind)
             return k;
     if (*nkinds == MAX_KINDS)
         return -1;
-    kinds[*nkinds] = (kind_stat_t){ kind, 0, 0, 0, 0, 0 };
+    kinds[*nkinds] = (kind_stat_t){ kind, 0, 0, 0, 0 };
     return (*nkinds)++;
 }
 
@@ -383,16 +383,12 @@ static void print_verdict(FILE *out, double makespan, double ideal, double cp, d
                 100 * ideal / makespan, 100 * overhead_share, 100 * idle_share);
 }
 
-static void print_summary(FILE *out, const long *order, long n, const double *cp_end, const long *pred, long last,
-                          kind_stat_t *kinds, int nkinds)
+/* The run spans [t0, t1]; cp is the critical path's length. */
+static void print_summary(FILE *out, const long *order, long n, double t0, double t1, double cp,
+                          const kind_stat_t *kinds, int nkinds)
 {
     int nw = (int)starpu_worker_get_count();
-    double t0 = INFINITY, t1 = -INFINITY, work = 0;
-    for (long k = 0; k < n; k++) {
-        const task_record_t *r = record_at(order[k]);
-        t0 = fmin(t0, r->start_us);
-        t1 = fmax(t1, r->end_us);
-    }
+    double work = 0;
     worker_stat_t *ws = calloc((size_t)nw, sizeof *ws);
     if (!ws)
         return;
@@ -405,7 +401,7 @@ static void print_summary(FILE *out, const long *order, long n, const double *cp
     }
     for (int k = 0; k < nkinds; k++)
         work += kinds[k].us;
-    double cp = last >= 0 ? cp_end[last] : 0, ideal = fmax(busy / nw, cp);
+    double ideal = fmax(busy / nw, cp);
     char prefix[32] = "";
     if (tsr_ctx.size > 1)
         snprintf(prefix, sizeof prefix, " (rank %d)", tsr_ctx.rank);
@@ -430,7 +426,6 @@ static void print_summary(FILE *out, const long *order, long n, const double *cp
     double total = makespan * nw;
     print_verdict(out, makespan, ideal, cp, total > 0 ? overhead / total : 0, total > 0 ? idle / total : 0,
                   n ? work / n : 0, n ? overhead / n : 0);
-    (void)pred;
     free(ws);
 }
 
@@ -461,7 +456,7 @@ static int write_csv(const char *path, const long *order, long n, double t0)
 }
 
 /* A distinct colour per kind (hues around the circle, two lightness levels). */
-static void kind_colour(int k, int nkinds, char out[8])
+static void kind_colour(int k, char out[8])
 {
     double h = fmod(k * 0.618033988749895, 1.0) * 6, s = 0.75, v = k % 2 ? 0.70 : 0.95;
     double c = v * s, x = c * (1 - fabs(fmod(h, 2) - 1)), m = v - c, rgb[3];
@@ -470,7 +465,6 @@ static void kind_colour(int k, int nkinds, char out[8])
     for (int i = 0; i < 3; i++)
         rgb[i] = table[sector % 6][i] + m;
     snprintf(out, 8, "#%02x%02x%02x", (int)(255 * rgb[0]), (int)(255 * rgb[1]), (int)(255 * rgb[2]));
-    (void)nkinds;
 }
 
 /* One gnuplot data block per kind (x centre, lane, half width, half height). */
@@ -542,7 +536,7 @@ static int write_gantt(const char *png, const long *order, long n, double t0, do
     fprintf(gp, "plot ");
     for (int k = 0; k < nkinds; k++) {
         char colour[8], name[64];
-        kind_colour(k, nkinds, colour);
+        kind_colour(k, colour);
         fprintf(gp, "%s'%s' index %d using 1:2:3:4 with boxxyerror fs solid 1.0 noborder lc rgb '%s' title '%s'",
                 k ? ", \\\n  " : "", data, k, colour, display_name(kinds[k].kind, name, sizeof name));
     }
@@ -618,16 +612,16 @@ int tsr_schedule_finish(void)
             if (k < 0)
                 continue;
             kinds[k].on_path++;
-            kinds[k].path_us += r->end_us - r->start_us;
         }
-        print_summary(stderr, order, n, cp_end, pred, last, kinds, nkinds);
     }
+    double t0 = INFINITY, t1 = -INFINITY; /* the recorded run's span */
+    for (long i = 0; i < n; i++) {
+        t0 = fmin(t0, record_at(i)->start_us);
+        t1 = fmax(t1, record_at(i)->end_us);
+    }
+    if (!rc)
+        print_summary(stderr, order, n, t0, t1, last >= 0 ? cp_end[last] : 0, kinds, nkinds);
     if (!rc && rec.png[0]) {
-        double t0 = INFINITY, t1 = -INFINITY;
-        for (long i = 0; i < n; i++) {
-            t0 = fmin(t0, record_at(i)->start_us);
-            t1 = fmax(t1, record_at(i)->end_us);
-        }
         char csv[4200], png[4200];
         rank_path(csv, sizeof csv, rec.png, ".csv");
         rank_path(png, sizeof png, rec.png, ".png");
