@@ -9,11 +9,7 @@
  *
  *   fuzz_gpt2_loaders DATA_DIR WORKDIR ITERATIONS [SEED]
  *   (CI: 5000 iterations per loader; the long run: 1000000, WORKDIR on tmpfs) */
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include "test_gpt2_common.h" /* read_file, write_file */
 #include "tsr_core.h"
 #include "gpt2_data.h"
 #include "gpt2_debug_state.h"
@@ -29,24 +25,6 @@ static uint64_t next_random(void)
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return rng_state;
-}
-
-static unsigned char *read_whole(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = n > 0 ? malloc((size_t)n + 4096) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
 }
 
 /* One to eight mutations of buf (capacity size + 4096); returns the new size. */
@@ -209,7 +187,7 @@ int main(int argc, char **argv)
             return 2;
         }
         tsr_set_verbose(-1); /* the loaders' messages for every bad file: not wanted here */
-        unsigned char *orig = read_whole(path, &seed_size), *buf = malloc(seed_size + 4096);
+        unsigned char *orig = read_file(path, &seed_size), *buf = orig ? malloc(seed_size + 4096) : NULL;
         if (!orig || !buf) {
             fprintf(stderr, "error: cannot read %s\n", path);
             return 2;
@@ -219,8 +197,7 @@ int main(int argc, char **argv)
         for (long i = 0; i < iterations; i++) {
             memcpy(buf, orig, seed_size);
             size_t size = mutate(buf, seed_size);
-            FILE *f = fopen(fuzz_path, "wb");
-            if (!f || fwrite(buf, 1, size, f) != size || fclose(f) != 0) {
+            if (write_file(fuzz_path, buf, size) != 0) {
                 fprintf(stderr, "error: cannot write %s\n", fuzz_path);
                 return 2;
             }

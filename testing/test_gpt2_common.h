@@ -56,14 +56,15 @@ static inline int has_all(const char *text, const char *a, const char *b)
     return (!a || strstr(text, a)) && (!b || strstr(text, b));
 }
 
+/* 0 when all bytes were written and the file closed without error */
 static inline int write_file(const char *path, const void *data, size_t bytes)
 {
     FILE *f = fopen(path, "wb");
     if (!f)
         return -1;
     size_t w = bytes ? fwrite(data, 1, bytes, f) : 0;
-    fclose(f);
-    return w == bytes ? 0 : -1;
+    int closed = fclose(f);
+    return w == bytes && closed == 0 ? 0 : -1;
 }
 
 /* malloc'd contents of a file (*bytes its size), NULL if unreadable */

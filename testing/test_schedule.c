@@ -113,37 +113,39 @@ static int is_png(const char *path)
     return n == 8 && memcmp(sig, "\x89PNG\r\n\x1a\n", 8) == 0;
 }
 
+/* Records GEMM m x n x k into DIR/NAME.png / .csv / .txt and reads the
+ * results back into *r (every step checked). */
+static void recorded_case(const char *dir, const char *name, int m, int n, int k, run_result_t *r)
+{
+    char png[4096], csv[4096], txt[4096];
+    snprintf(png, sizeof png, "%s/%s.png", dir, name);
+    snprintf(csv, sizeof csv, "%s/%s.csv", dir, name);
+    snprintf(txt, sizeof txt, "%s/%s.txt", dir, name);
+    CHECK_RC(run_recorded(png, txt, m, n, k), TSR_SUCCESS);
+    CHECK(read_results(csv, txt, r) == 0);
+    CHECK(is_png(png));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: %s WORKDIR\n", argv[0]);
         return 2;
     }
-    char png[4096], csv[4096], txt[4096];
     run_result_t r;
 
     /* a chain of 8 GEMMs on one C tile */
-    snprintf(png, sizeof png, "%s/chain.png", argv[1]);
-    snprintf(csv, sizeof csv, "%s/chain.csv", argv[1]);
-    snprintf(txt, sizeof txt, "%s/chain.txt", argv[1]);
-    CHECK_RC(run_recorded(png, txt, 64, 64, 512), TSR_SUCCESS);
-    CHECK(read_results(csv, txt, &r) == 0);
+    recorded_case(argv[1], "chain", 64, 64, 512, &r);
     CHECK(r.gemms == 8);
     CHECK(r.overlapping == 0);
     CHECK(r.critical_path_ms >= r.gemm_sum_ms - ROUNDING);
     CHECK(r.critical_path_ms <= r.work_ms + ROUNDING);
-    CHECK(is_png(png));
 
     /* 16 independent GEMMs */
-    snprintf(png, sizeof png, "%s/independent.png", argv[1]);
-    snprintf(csv, sizeof csv, "%s/independent.csv", argv[1]);
-    snprintf(txt, sizeof txt, "%s/independent.txt", argv[1]);
-    CHECK_RC(run_recorded(png, txt, 256, 256, 64), TSR_SUCCESS);
-    CHECK(read_results(csv, txt, &r) == 0);
+    recorded_case(argv[1], "independent", 256, 256, 64, &r);
     CHECK(r.gemms == 16);
     CHECK(r.critical_path_ms >= r.gemm_max_ms - ROUNDING);
     CHECK(r.critical_path_ms < r.work_ms - r.gemm_sum_ms + 2 * r.gemm_max_ms + ROUNDING);
-    CHECK(is_png(png));
 
     /* bad chart names: refused by tsr_init, nothing started */
     tsr_config_t cfg;
