@@ -140,24 +140,11 @@ static int redux_prepare(tsr_desc_t *X, int accumulate)
 {
     for (int bi = 0; bi < X->bt; bi++)
         for (int j = 0; j < X->nt; j++) {
-            tsr_tile_t t = tsr_tile(X, bi, 0, j);
-            int rc = tsr_tile_enable_redux(t);
-            if (!rc && !accumulate)
-                rc = tsr_insert_zero(t);
-            if (!rc && tsr_size() > 1 && !tsr_tile_is_local(X, bi, 0, j))
-                rc = tsr_insert_local_zero(t);
+            int rc = tsr_redux_start(tsr_tile(X, bi, 0, j), accumulate ? 1.0 : 0.0, NULL);
             if (rc)
                 return rc;
         }
     return TSR_SUCCESS;
-}
-
-/* Collective: reduce every rank's contributions onto the owners. */
-static void redux_finish(tsr_desc_t *X)
-{
-    for (int bi = 0; bi < X->bt; bi++)
-        for (int j = 0; j < X->nt; j++)
-            tsr_tile_mpi_redux(tsr_tile(X, bi, 0, j));
 }
 
 typedef struct {
@@ -220,9 +207,9 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
     if (rc)
         return rc;
     if (accum == TSR_ACCUM_REDUX && tsr_size() > 1) {
-        redux_finish(dQ);
-        redux_finish(dK);
-        redux_finish(dV);
+        tsr_redux_finish(dQ);
+        tsr_redux_finish(dK);
+        tsr_redux_finish(dV);
     }
     tsr_desc_flush(Q);
     tsr_desc_flush(K);

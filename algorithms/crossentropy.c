@@ -105,7 +105,7 @@ static int submit_stats(tsr_desc_t *logits, tsr_desc_t *stats, int j, int V, tsr
 
 static int cmp_ref(const void *a, const void *b)
 {
-    const tsr_target_ref_t *x = a, *y = b;
+    const tsr_loss_ref_t *x = a, *y = b;
     if (x->src != y->src)
         return x->src < y->src ? -1 : 1;
     return (x->col > y->col) - (x->col < y->col);
@@ -115,12 +115,12 @@ static int cmp_ref(const void *a, const void *b)
  * vocabulary tile holding it; tasks take at most TSR_MAX_TASK_TILES - 2 of
  * those tiles and write disjoint columns of the loss tile. */
 static int submit_losses(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *losses, const int *targets, int j,
-                         tsr_target_ref_t *refs, tsr_target_ref_t *task_refs)
+                         tsr_loss_ref_t *refs, tsr_loss_ref_t *task_refs)
 {
     int cols = tsr_tile_cols(logits, j);
     for (int c = 0; c < cols; c++) {
         int tgt = targets[j * logits->nb + c];
-        refs[c] = (tsr_target_ref_t){ c, tgt / logits->mb, tgt % logits->mb }; /* src: vocabulary tile for now */
+        refs[c] = (tsr_loss_ref_t){ c, tgt / logits->mb, tgt % logits->mb }; /* src: vocabulary tile for now */
     }
     qsort(refs, cols, sizeof *refs, cmp_ref);
     int first = 1;
@@ -133,7 +133,7 @@ static int submit_losses(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *loss
                     break;
                 x[nx++] = tsr_tile(logits, 0, refs[k].src, j);
             }
-            task_refs[n++] = (tsr_target_ref_t){ refs[k].col, nx - 1, refs[k].row };
+            task_refs[n++] = (tsr_loss_ref_t){ refs[k].col, nx - 1, refs[k].row };
         }
         int rc = tsr_insert_crossentropy_loss(tsr_tile(losses, 0, 0, j), first ? STARPU_W : STARPU_RW,
                                               tsr_tile(stats, 0, 0, j), x, nx, task_refs, n);
@@ -157,12 +157,11 @@ int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *
     }
     for (int j = 0; j < logits->nt && !rc; j++)
         rc = submit_stats(logits, stats, j, V, accum);
-    if (!rc && accum == TSR_ACCUM_REDUX && tsr_size() > 1)
-        for (int j = 0; j < stats->nt; j++)
-            tsr_tile_mpi_redux(tsr_tile(stats, 0, 0, j));
+    if (!rc && accum == TSR_ACCUM_REDUX)
+        tsr_redux_finish(stats);
     if (!rc && losses) {
-        tsr_target_ref_t *refs = malloc((size_t)logits->nb * sizeof *refs);
-        tsr_target_ref_t *task_refs = malloc((size_t)logits->nb * sizeof *task_refs);
+        tsr_loss_ref_t *refs = malloc((size_t)logits->nb * sizeof *refs);
+        tsr_loss_ref_t *task_refs = malloc((size_t)logits->nb * sizeof *task_refs);
         rc = refs && task_refs ? TSR_SUCCESS : TSR_ENOMEM;
         for (int j = 0; j < logits->nt && !rc; j++)
             rc = submit_losses(logits, stats, losses, targets, j, refs, task_refs);
@@ -190,16 +189,10 @@ int tsr_crossentropy_mean(tsr_desc_t *losses, float *mean)
         tsr_log(TSR_LOG_ERROR, "%s: losses must have one row (has %d)", fn, losses->m);
         return TSR_ESHAPE;
     }
-    float *all = malloc((size_t)losses->n * sizeof *all);
-    if (!all)
-        return TSR_ENOMEM;
-    /* every rank gathers the whole (small) vector in turn and sums it in the
-     * same order, so all ranks get the same bits */
-    for (int r = 0; r < tsr_size() && !rc; r++)
-        rc = tsr_desc_gather(losses, r == tsr_rank() ? all : NULL, 1, r);
+    double sum;
+    rc = tsr_desc_sum(losses, &sum); /* the same bits on every rank */
     if (!rc)
-        *mean = (float)(tsr_cpu_crossentropy_sum((size_t)losses->n, all) / losses->n);
-    free(all);
+        *mean = (float)(sum / losses->n);
     return rc;
 }
 

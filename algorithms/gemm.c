@@ -73,17 +73,8 @@ static int gemm_ordered(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t
 static int gemm_redux(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
                       double beta, tsr_tile_t c, int kt)
 {
-    int rc = tsr_tile_enable_redux(c);
-    if (rc)
-        return rc;
-    /* beta C first (on C's owner); then the k contributions in parallel */
-    if (beta == 0.0)
-        rc = tsr_insert_zero(c);
-    else if (beta != 1.0)
-        rc = tsr_insert_scale(beta, c);
-    /* under MPI every other rank starts its partial sum of this tile at zero */
-    if (!rc && tsr_size() > 1 && !tsr_tile_is_local(c.d, c.bi, c.i, c.j))
-        rc = tsr_insert_local_zero(c);
+    /* beta C first; then the k contributions in parallel */
+    int rc = tsr_redux_start(c, beta, NULL);
     for (int l = 0; l < kt && !rc; l++) {
         tsr_tile_t a = op_tile(A, ta, c.bi, c.i, l);
         rc = tsr_insert_gemm(ta, tb, alpha, a, op_tile(B, tb, c.bi, l, c.j), 1.0, c, STARPU_REDUX,
@@ -108,11 +99,8 @@ int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_de
                 if (rc)
                     return rc;
             }
-    if (accum == TSR_ACCUM_REDUX && tsr_size() > 1)
-        for (int bi = 0; bi < C->bt; bi++)
-            for (int i = 0; i < C->mt; i++)
-                for (int j = 0; j < C->nt; j++)
-                    tsr_tile_mpi_redux(tsr_tile(C, bi, i, j));
+    if (accum == TSR_ACCUM_REDUX)
+        tsr_redux_finish(C);
     /* inputs' remote copies are dropped so that no stale copy survives a later write */
     tsr_desc_flush(A);
     tsr_desc_flush(B);

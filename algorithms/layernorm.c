@@ -198,24 +198,11 @@ static int insert_partial(const ln_partial_t *p, int i, int j, tsr_tile_t acc, e
     }
 }
 
-/* Prepare a tile for STARPU_REDUX contributions: zeroed first unless `keep`
- * (then the contributions add to its value); under MPI every other rank
- * starts its own partial sum at zero. */
-static int redux_start(tsr_tile_t acc, int keep)
-{
-    int rc = tsr_tile_enable_redux(acc);
-    if (!rc && !keep)
-        rc = tsr_insert_zero(acc);
-    if (!rc && tsr_size() > 1 && !tsr_tile_is_local(acc.d, acc.bi, acc.i, acc.j))
-        rc = tsr_insert_local_zero(acc);
-    return rc;
-}
-
 /* Token tile j: acc(0, j) = sum over the feature tiles of their partials. */
 static int reduce_features(const ln_partial_t *p, tsr_desc_t *acc_desc, int j, tsr_accum_t accum)
 {
     tsr_tile_t acc = tsr_tile(acc_desc, 0, 0, j);
-    int rc = accum == TSR_ACCUM_REDUX ? redux_start(acc, 0) : TSR_SUCCESS;
+    int rc = accum == TSR_ACCUM_REDUX ? tsr_redux_start(acc, 0.0, NULL) : TSR_SUCCESS;
     for (int i = 0; i < p->inp->mt && !rc; i++) {
         enum starpu_data_access_mode mode = accum == TSR_ACCUM_REDUX ? STARPU_REDUX : i == 0 ? STARPU_W : STARPU_RW;
         rc = insert_partial(p, i, j, acc, mode);
@@ -232,9 +219,8 @@ static int reduce_features_all(const ln_partial_t *p, tsr_desc_t *acc_desc, tsr_
         if (rc)
             return rc;
     }
-    if (accum == TSR_ACCUM_REDUX && tsr_size() > 1)
-        for (int j = 0; j < p->inp->nt; j++)
-            tsr_tile_mpi_redux(tsr_tile(acc_desc, 0, 0, j));
+    if (accum == TSR_ACCUM_REDUX)
+        tsr_redux_finish(acc_desc);
     return TSR_SUCCESS;
 }
 
@@ -303,9 +289,9 @@ static int backward_params(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *mean, 
         tsr_tile_t dw = tsr_tile(dweight, 0, i, 0), db = tsr_tile(dbias, 0, i, 0);
         int rc = TSR_SUCCESS;
         if (accum == TSR_ACCUM_REDUX) {
-            rc = redux_start(dw, keep_w);
+            rc = tsr_redux_start(dw, keep_w ? 1.0 : 0.0, NULL);
             if (!rc)
-                rc = redux_start(db, keep_b);
+                rc = tsr_redux_start(db, keep_b ? 1.0 : 0.0, NULL);
         }
         for (int j = 0; j < inp->nt && !rc; j++) {
             int redux = accum == TSR_ACCUM_REDUX;
@@ -364,11 +350,10 @@ int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight
     if (!rc)
         rc = backward_params(dout, inp, mean, rstd, dweight, dbias, accumulate & TSR_LN_ACCUM_DWEIGHT,
                              accumulate & TSR_LN_ACCUM_DBIAS, accum);
-    if (!rc && accum == TSR_ACCUM_REDUX && tsr_size() > 1)
-        for (int i = 0; i < inp->mt; i++) {
-            tsr_tile_mpi_redux(tsr_tile(dweight, 0, i, 0));
-            tsr_tile_mpi_redux(tsr_tile(dbias, 0, i, 0));
-        }
+    if (!rc && accum == TSR_ACCUM_REDUX) {
+        tsr_redux_finish(dweight);
+        tsr_redux_finish(dbias);
+    }
     tsr_desc_flush(dout);
     tsr_desc_flush(inp);
     tsr_desc_flush(weight);

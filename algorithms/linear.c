@@ -59,17 +59,11 @@ static tsr_tile_t op_tile(const lin_op_t *o, int fi, int j)
 
 /* ---- REDUX helpers ------------------------------------------------------------ */
 
-/* Start a REDUX accumulation into tile c: reduction methods; init_bias (or
- * zero, when init is set) written first on the owner; under MPI every other
- * rank starts its own partial sum at zero. */
+/* Start a REDUX accumulation into tile c, from init_bias (or zero: no bias
+ * tile) when init is set, else from c's value. */
 static int redux_start(tsr_tile_t c, int init, tsr_tile_t init_bias)
 {
-    int rc = tsr_tile_enable_redux(c);
-    if (!rc && init)
-        rc = tsr_insert_bias_fill(init_bias, c);
-    if (!rc && tsr_size() > 1 && !tsr_tile_is_local(c.d, c.bi, c.i, c.j))
-        rc = tsr_insert_local_zero(c);
-    return rc;
+    return tsr_redux_start(c, init ? 0.0 : 1.0, init ? &init_bias : NULL);
 }
 
 /* ---- forward ---------------------------------------------------------------- */
@@ -292,12 +286,10 @@ static void bwd_mpi_redux(const bwd_plan_t *p, int dinp_redux, int param_redux)
 {
     if (p->has_dinp && dinp_redux)
         mpi_redux_op(&p->dinp);
-    for (int i = 0; param_redux && i < p->W->nt; i++) {
-        for (int l = 0; p->dW && l < p->W->mt; l++)
-            tsr_tile_mpi_redux(tsr_tile(p->dW, 0, l, i));
-        if (p->dbias)
-            tsr_tile_mpi_redux(tsr_tile(p->dbias, 0, i, 0));
-    }
+    if (param_redux && p->dW)
+        tsr_redux_finish(p->dW);
+    if (param_redux && p->dbias)
+        tsr_redux_finish(p->dbias);
 }
 
 /* The input gradient first: it is on the critical path of the backward pass. */

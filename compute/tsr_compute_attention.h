@@ -59,18 +59,22 @@ void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ld
                                 int first_q, int first_kv, float *scratch, int nthreads);
 
 /* CUDA side (compute/cuda/attention.cu, built when TSR_USE_CUDA is on): the
- * same steps on device pointers, asynchronous on the stream of the cuBLAS
- * handle `cublas` (a cublasHandle_t); scratch is device memory of the size
- * above. Return 0, TSR_EINVAL or TSR_ERUNTIME. */
+ * same steps with the same arguments on device pointers, asynchronous on the
+ * stream of the cuBLAS handle `cublas` (a cublasHandle_t) or on `stream` (a
+ * cudaStream_t). The steps allocate their score scratch themselves, in
+ * stream order (cudaMallocAsync / cudaFreeAsync, the sizes above). The
+ * softmax sums are float block reductions with CUDA's exp (bwd_prep
+ * accumulates in double as the CPU). Return 0, TSR_EINVAL (bad sizes,
+ * checked before anything is queued) or TSR_ERUNTIME (CUDA or cuBLAS
+ * failure, out of device memory included). */
 int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K,
-                                int ldk, const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first,
-                                float *scratch);
+                                int ldk, const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first);
 int tsr_cuda_attention_bwd_prep(void *stream, int hd, int nq, const float *O, int ldo, const float *dO, int lddo,
                                 float *L, int ldl);
 int tsr_cuda_attention_bwd_step(void *cublas, const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K,
                                 int ldk, const float *V, int ldv, const float *dO, int lddo, const float *L, int ldl,
                                 float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv, int first_q,
-                                int first_kv, float *scratch);
+                                int first_kv);
 
 #ifdef __cplusplus
 }

@@ -8,9 +8,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* handle: a cublasHandle_t, stream: a cudaStream_t (void * keeps CUDA
- * headers out of C code). Return 0, TSR_EINVAL (bad sizes) or TSR_ERUNTIME. */
-int tsr_cuda_gemm(void *handle, tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+/* cublas: a cublasHandle_t, stream: a cudaStream_t (void * keeps CUDA
+ * headers out of C code); cublas must be in CUBLAS_POINTER_MODE_HOST (the
+ * default). Return 0, TSR_EINVAL (bad sizes or leading dimensions, checked
+ * before anything is queued) or TSR_ERUNTIME (CUDA or cuBLAS failure). */
+int tsr_cuda_gemm(void *cublas, tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                   double alpha, const void *A, int lda, const void *B, int ldb,
                   double beta, void *C, int ldc);
 int tsr_cuda_scale(void *stream, tsr_dtype_t t, int m, int n, double alpha, void *A, int lda);

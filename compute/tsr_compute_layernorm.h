@@ -56,15 +56,29 @@ void tsr_cpu_residual_fwd(tsr_dtype_t t, int m, int n, const void *a, int lda, c
                           void *out, int ldo);
 
 /* ---- CUDA (compute/cuda/layernorm.cu, built when TSR_USE_CUDA is on) ----
- * The same kernels on device pointers, asynchronous on `stream` (a
- * cudaStream_t); one warp per token for the per-token reductions, so the
- * float sums are in another order than the CPU's. Return 0, TSR_EINVAL or
- * TSR_ERUNTIME. */
+ * The same kernels with the same arguments on device pointers, asynchronous
+ * on `stream` (a cudaStream_t). Per-token reductions run one warp per token,
+ * so their float sums are in another order than the CPU's (and nvcc fuses
+ * multiply-adds); bwd_params keeps the CPU's token order per feature.
+ * Return 0, TSR_EINVAL (bad sizes, checked before anything is queued) or
+ * TSR_ERUNTIME (launch failure). */
 int tsr_cuda_layernorm_fwd(void *stream, int m, int n, const float *x, int ldx, const float *w, const float *b,
                            float *out, int ldo, float *mean, int incm, float *rstd, int incr, float eps);
+int tsr_cuda_layernorm_sum(void *stream, int m, int n, const float *x, int ldx, float *s, int incs, int accumulate);
+int tsr_cuda_layernorm_sqdev(void *stream, int m, int n, const float *x, int ldx, const float *s, int incs, int C,
+                             float *q, int incq, int accumulate);
+int tsr_cuda_layernorm_stats(void *stream, int n, int C, float eps, float *mean, int incm, float *rstd, int incr);
+int tsr_cuda_layernorm_normalize(void *stream, int m, int n, const float *x, int ldx, const float *w, const float *b,
+                                 const float *mean, int incm, const float *rstd, int incr, float *out, int ldo);
 int tsr_cuda_layernorm_bwd(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
                            const float *w, const float *mean, int incm, const float *rstd, int incr,
                            float *dinp, int lddi, int accumulate);
+int tsr_cuda_layernorm_bwd_sums(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
+                                const float *w, const float *mean, int incm, const float *rstd, int incr,
+                                float *sums, int lds, int accumulate);
+int tsr_cuda_layernorm_bwd_dinp(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
+                                const float *w, const float *mean, int incm, const float *rstd, int incr,
+                                const float *sums, int lds, int C, float *dinp, int lddi, int accumulate);
 int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                   const float *mean, int incm, const float *rstd, int incr,
                                   float *dw, int accumulate_w, float *db, int accumulate_b);

@@ -53,7 +53,7 @@ void tsr_cpu_bias_add(int m, int n, const float *bias, float *C, int ldc);
 void tsr_cpu_rowsum(int m, int n, const float *X, int ldx, float beta, float *y);
 
 /* GeLU, tanh approximation (llm.c gelu_forward / gelu_backward: the same
- * function, evaluated as x sigmoid(2u), see linear.c). */
+ * function, evaluated as x sigmoid(2u), see tsr_compute_elem.h). */
 float tsr_gelu(float x);
 /* d gelu(x) / dx */
 float tsr_gelu_grad(float x);
@@ -83,13 +83,27 @@ void tsr_cpu_heads_copy(const tsr_heads_geom_t *g, int to_heads, float beta,
                         float *X, int xrows, int xcols, int ldx,
                         float *Y, int depth, int yrows, int ycols, int ldy, size_t ystride);
 
-/* CUDA versions of the element-wise kernels (compute/cuda/linear.cu, built
- * when TSR_USE_CUDA is on): device pointers, asynchronous on `stream` (a
- * cudaStream_t). 0, TSR_EINVAL (bad sizes) or TSR_ERUNTIME. */
+/* ---- CUDA (compute/cuda/linear.cu, built when TSR_USE_CUDA is on) --------
+ * The same kernels with the same arguments on device pointers (g is a host
+ * pointer), asynchronous on `stream` (a cudaStream_t) or on the stream of
+ * `cublas` (a cublasHandle_t in CUBLAS_POINTER_MODE_HOST). Return 0,
+ * TSR_EINVAL (bad sizes, checked before anything is queued) or TSR_ERUNTIME
+ * (CUDA or cuBLAS failure). gemm_chunked makes one strided-batched cuBLAS
+ * call for the full chunks of M or N and one GEMM per chunk of K. rowsum
+ * adds the tokens in chunks (another order than the CPU's); GeLU uses the
+ * formulas of tsr_compute_elem.h. No twin of heads_pack / heads_unpack: on
+ * the GPU, gemm_chunked works on the head tiles directly. */
+int tsr_cuda_gemm_chunked(void *cublas, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k, tsr_chunk_dim_t dim,
+                          int csize, float alpha, tsr_chunked_t A, tsr_chunked_t B, float beta, tsr_chunked_t C);
+int tsr_cuda_bias_fill(void *stream, int m, int n, const float *bias, float *C, int ldc);
 int tsr_cuda_bias_add(void *stream, int m, int n, const float *bias, float *C, int ldc);
+int tsr_cuda_rowsum(void *stream, int m, int n, const float *X, int ldx, float beta, float *y);
 int tsr_cuda_gelu_forward(void *stream, int m, int n, const float *pre, int ldp, float *out, int ldo);
 int tsr_cuda_gelu_backward(void *stream, int m, int n, const float *pre, int ldp, const float *dout, int ldd,
                            float *dpre, int lddp);
+int tsr_cuda_heads_copy(void *stream, const tsr_heads_geom_t *g, int to_heads, float beta,
+                        float *X, int xrows, int xcols, int ldx,
+                        float *Y, int depth, int yrows, int ycols, int ldy, size_t ystride);
 
 #ifdef __cplusplus
 }

@@ -34,14 +34,20 @@ void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *s
 void tsr_cpu_softmax_stats_merge(int cols, float *dst, int ldd, const float *src, int lds);
 /* loss[c] = log(sum_c) + max_c - x_c, where x_c is the target logit of column c. */
 float tsr_cpu_crossentropy_loss(const float *stats, float target_logit);
+/* Token column col's target logit is row `row` of column col of logits tile
+ * number src. */
+typedef struct { int col, src, row; } tsr_loss_ref_t;
+/* For each ref e: loss[e.col * ldl] = tsr_cpu_crossentropy_loss(stats + e.col * lds, x)
+ * with x = logits[e.src][e.col * ldx[e.src] + e.row]; loss columns no ref
+ * names are not written. logits / ldx: nsrc tiles and their leading dimensions. */
+void tsr_cpu_crossentropy_loss_refs(float *loss, int ldl, const float *stats, int lds, const float *const *logits,
+                                    const int *ldx, int nsrc, const tsr_loss_ref_t *refs, int nrefs);
 /* In place, columns of x (rows x cols, global row offset row0, softmax over
  * global rows < V): x = (exp(x - max) / sum - [row == target]) * dloss;
  * rows >= V are set to 0. target_row[c] is the target's row inside the tile
  * or -1 when the target is in another tile. */
 void tsr_cpu_crossentropy_backward(int rows, int cols, float *x, int ldx, int row0, int V,
                                    const float *stats, int lds, const int *target_row, float dloss);
-/* Sum of n floats, accumulated in double. */
-double tsr_cpu_crossentropy_sum(size_t n, const float *x);
 
 /* ---- AdamW (llm.c) --------------------------------------------------------- */
 
@@ -55,19 +61,32 @@ void tsr_cpu_adamw(int rows, int cols, float *p, int ldp, const float *g, int ld
                    float *v, int ldv, const tsr_adamw_step_t *s);
 
 /* ---- CUDA (compute/cuda/misc.cu, built with TSR_USE_CUDA) -----------------
- * The same kernels on device pointers (every array argument, the map, the
- * source pointer and leading-dimension arrays and target_row included),
- * asynchronous on `stream` (a cudaStream_t). Return 0, TSR_EINVAL (bad
- * sizes) or TSR_ERUNTIME (launch failure). */
+ * The same kernels, asynchronous on `stream` (a cudaStream_t). The tiles
+ * (dst, src[k], x, stats, loss, logits[k], p, g, m, v) are device memory; the
+ * small index arrays are HOST memory, as the codelets keep them: map, the
+ * src / lds arrays (the pointers in src are device pointers), target_row,
+ * logits / ldx (device pointers in a host array), refs, and s. Each call
+ * copies what it needs to the device in stream order (cudaMallocAsync +
+ * cudaMemcpyAsync + cudaFreeAsync), so the host arrays may be freed as soon
+ * as it returns. Return 0, TSR_EINVAL (bad sizes or indices, checked before
+ * anything is queued) or TSR_ERUNTIME (CUDA failure).
+ * Differences from the CPU: the softmax sums are float block reductions (the
+ * CPU adds float lanes in double) with CUDA's expf instead of the CPU's
+ * polynomial exp; per-element formulas come from tsr_compute_elem.h. The
+ * gather-add keeps the CPU's order per destination element (map order), so
+ * it is bitwise the CPU's result. */
 int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, int zero_first,
                                 const float *const *src, const int *lds, const tsr_colmap_t *map, int nmap);
 int tsr_cuda_softmax_stats(void *stream, int rows, int cols, const float *x, int ldx, float *stats, int lds,
                            int merge);
 int tsr_cuda_softmax_stats_merge(void *stream, int cols, float *dst, int ldd, const float *src, int lds);
+int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, const float *stats, int lds,
+                               const float *const *logits, const int *ldx, int nsrc, const tsr_loss_ref_t *refs,
+                               int nrefs);
 int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, int ldx, int row0, int V,
                                    const float *stats, int lds, const int *target_row, float dloss);
 int tsr_cuda_adamw(void *stream, int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
-                   float *v, int ldv, tsr_adamw_step_t s);
+                   float *v, int ldv, const tsr_adamw_step_t *s);
 
 #ifdef __cplusplus
 }

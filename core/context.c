@@ -14,6 +14,7 @@
 
 tsr_context_t tsr_ctx = { .rank = 0, .size = 1 };
 static _Atomic uint64_t tasks_submitted;
+static _Atomic uint64_t tasks_failed; /* tasks whose kernel reported an error */
 static char sched_name[64];
 static char runtime_summary[256];
 
@@ -295,6 +296,10 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     tsr_ctx.next_tag = 1;
     tsr_ctx.initialized = 1;
     atomic_store(&tasks_submitted, 0);
+    atomic_store(&tasks_failed, 0);
+#if TSR_USE_CUDA && STARPU_HAS_CUDA
+    starpu_cublas_init(); /* a cuBLAS handle per CUDA worker, on its stream */
+#endif
     tsr_schedule_start();
     describe_runtime();
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
@@ -303,12 +308,27 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     return TSR_SUCCESS;
 }
 
+/* TSR_ERUNTIME once a task's kernel has failed (the tasks logged why). */
+static int failed_tasks_error(void)
+{
+    uint64_t n = atomic_load(&tasks_failed);
+    if (n == 0)
+        return TSR_SUCCESS;
+    tsr_log(TSR_LOG_ERROR, "%llu task(s) failed in their kernels: results are wrong", (unsigned long long)n);
+    return TSR_ERUNTIME;
+}
+
 int tsr_finalize(void)
 {
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
     starpu_task_wait_for_all();
     int rc = tsr_schedule_finish();
+    if (!rc)
+        rc = failed_tasks_error();
+#if TSR_USE_CUDA && STARPU_HAS_CUDA
+    starpu_cublas_shutdown();
+#endif
 #if TSR_USE_MPI
     if (tsr_ctx.mpi_active) {
         starpu_mpi_wait_for_all(tsr_ctx.comm);
@@ -354,10 +374,12 @@ int tsr_wait(void)
     if (tsr_ctx.mpi_active) {
         if (starpu_mpi_wait_for_all(tsr_ctx.comm) != 0)
             return TSR_ERUNTIME;
-        return TSR_SUCCESS;
+        return failed_tasks_error();
     }
 #endif
-    return starpu_task_wait_for_all() == 0 ? TSR_SUCCESS : TSR_ERUNTIME;
+    if (starpu_task_wait_for_all() != 0)
+        return TSR_ERUNTIME;
+    return failed_tasks_error();
 }
 
 int tsr_pause(void)
@@ -419,6 +441,7 @@ int64_t tsr_tag_alloc(int64_t n)
 }
 
 void tsr_count_task(void) { atomic_fetch_add(&tasks_submitted, 1); }
+void tsr_count_failed_task(void) { atomic_fetch_add(&tasks_failed, 1); }
 uint64_t tsr_tasks_submitted(void) { return atomic_load(&tasks_submitted); }
 
 double tsr_wtime(void)

@@ -40,4 +40,6 @@ int tsr_schedule_finish(void);
 void tsr_schedule_task_done(void *arg);
 /* Count a submitted task. */
 void tsr_count_task(void);
+/* Count a task whose kernel failed (tsr_wait and tsr_finalize then fail). */
+void tsr_count_failed_task(void);
 #endif

@@ -1,18 +1,16 @@
-/* StarPU codelets of flash-style causal attention (float32), with history
- * perf models. Tiles are 3D [heads, hd, tokens]; each task loops over the
- * heads of its tiles and calls the per-head kernels of compute/. The score
- * blocks of a task live in per-task scratch, allocated with
- * starpu_malloc_flags so that StarPU's allocation hooks see it. */
+/* The ops of flash-style causal attention (float32). Tiles are 3D [heads,
+ * hd, tokens]; each task loops over the heads of its tiles and calls the
+ * per-head kernels of compute/. On a CPU worker the score blocks of a task
+ * live in per-task scratch, allocated with starpu_malloc_flags so that
+ * StarPU's allocation hooks see it; the CUDA kernels allocate their own,
+ * stream-ordered. Each op: its CPU function, its CUDA function, its table
+ * entry. */
 #include <math.h>
-#include <pthread.h>
 #include "tsr_runtime_attention.h"
 #include "tsr_compute_attention.h"
-
-enum { CL_FWD, CL_BWD_PREP, CL_BWD, CL_COUNT };
-
-static struct starpu_codelet codelets[CL_COUNT];
-static struct starpu_perfmodel models[CL_COUNT];
-static pthread_once_t codelets_once = PTHREAD_ONCE_INIT;
+#if TSR_HAVE_CUDA
+#include <starpu_cublas_v2.h>
+#endif
 
 typedef struct {
     tsr_attn_pos_t pos;
@@ -39,6 +37,7 @@ static void scratch_free(float *p, size_t n)
 /* A failed task leaves NaN in the tile it writes, so the failure shows. */
 static void fill_nan(tsr_view_t v)
 {
+    tsr_kernel_check(TSR_ENOMEM);
     for (int z = 0; z < v.depth; z++)
         for (int c = 0; c < v.cols; c++)
             for (int r = 0; r < v.rows; r++)
@@ -71,6 +70,25 @@ static void cpu_fwd(void *buffers[], void *cl_arg)
     scratch_free(s, n);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_fwd(void *buffers[], void *cl_arg)
+{
+    const attn_args_t *a = cl_arg;
+    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
+    tsr_view_t O = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_attn_pair_t p = pair_of(Q, K, a->pos);
+    for (int z = 0; z < O.depth; z++)
+        tsr_kernel_check(tsr_cuda_attention_fwd_step(starpu_cublas_get_local_handle(), &p, tsr_view_at(Q, z), Q.ld,
+                                                     tsr_view_at(K, z), K.ld, tsr_view_at(V, z), V.ld,
+                                                     tsr_view_at(O, z), O.ld, tsr_view_at(L, z), L.ld,
+                                                     a->first_o));
+}
+#endif
+
+/* O and L are W, RW or REDUX per task */
+static tsr_op_t op_fwd = { .name = "attention_fwd", .cpu = cpu_fwd, .cuda = TSR_CUDA(cuda_fwd), .parallel = 1,
+                           .float32_only = 1 };
+
 /* buffers: O, dO, L */
 static void cpu_bwd_prep(void *buffers[], void *cl_arg)
 {
@@ -80,6 +98,21 @@ static void cpu_bwd_prep(void *buffers[], void *cl_arg)
         tsr_cpu_attention_bwd_prep(O.rows, O.cols, tsr_view_at(O, z), O.ld, tsr_view_at(dO, z), dO.ld,
                                    tsr_view_at(L, z), L.ld);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_bwd_prep(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t O = tsr_view(buffers[0]), dO = tsr_view(buffers[1]), L = tsr_view(buffers[2]);
+    for (int z = 0; z < O.depth; z++)
+        tsr_kernel_check(tsr_cuda_attention_bwd_prep(starpu_cuda_get_local_stream(), O.rows, O.cols,
+                                                     tsr_view_at(O, z), O.ld, tsr_view_at(dO, z), dO.ld,
+                                                     tsr_view_at(L, z), L.ld));
+}
+#endif
+
+static tsr_op_t op_bwd_prep = { .name = "attention_bwd_prep", .cpu = cpu_bwd_prep, .cuda = TSR_CUDA(cuda_bwd_prep),
+                                .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .float32_only = 1 };
 
 /* buffers: Q, K, V, dO, L, dQ, dK, dV */
 static void cpu_bwd(void *buffers[], void *cl_arg)
@@ -105,23 +138,27 @@ static void cpu_bwd(void *buffers[], void *cl_arg)
     scratch_free(s, n);
 }
 
-static void define_codelets(void)
+#if TSR_HAVE_CUDA
+static void cuda_bwd(void *buffers[], void *cl_arg)
 {
-    static const enum starpu_data_access_mode prep_modes[] = { STARPU_R, STARPU_R, STARPU_RW };
-    /* the forward and backward tasks choose W, RW or REDUX per task */
-    tsr_codelet_init(&codelets[CL_FWD], &models[CL_FWD], "tsr_attention_fwd_float32", cpu_fwd, NULL, 5, NULL);
-    tsr_codelet_init(&codelets[CL_BWD_PREP], &models[CL_BWD_PREP], "tsr_attention_bwd_prep_float32", cpu_bwd_prep,
-                     NULL, 3, prep_modes);
-    tsr_codelet_init(&codelets[CL_BWD], &models[CL_BWD], "tsr_attention_bwd_float32", cpu_bwd, NULL, 8, NULL);
-    tsr_codelet_allow_parallel(&codelets[CL_FWD]);
-    tsr_codelet_allow_parallel(&codelets[CL_BWD]);
+    const attn_args_t *a = cl_arg;
+    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
+    tsr_view_t dO = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_view_t dQ = tsr_view(buffers[5]), dK = tsr_view(buffers[6]), dV = tsr_view(buffers[7]);
+    tsr_attn_pair_t p = pair_of(Q, K, a->pos);
+    for (int z = 0; z < Q.depth; z++)
+        tsr_kernel_check(tsr_cuda_attention_bwd_step(
+            starpu_cublas_get_local_handle(), &p, tsr_view_at(Q, z), Q.ld, tsr_view_at(K, z), K.ld,
+            tsr_view_at(V, z), V.ld, tsr_view_at(dO, z), dO.ld, tsr_view_at(L, z), L.ld, tsr_view_at(dQ, z), dQ.ld,
+            tsr_view_at(dK, z), dK.ld, tsr_view_at(dV, z), dV.ld, a->first_q, a->first_kv));
 }
+#endif
 
-static struct starpu_codelet *codelet(int which)
-{
-    pthread_once(&codelets_once, define_codelets);
-    return &codelets[which];
-}
+/* dQ, dK and dV are W, RW or REDUX per task */
+static tsr_op_t op_bwd = { .name = "attention_bwd", .cpu = cpu_bwd, .cuda = TSR_CUDA(cuda_bwd), .parallel = 1,
+                           .float32_only = 1 };
+
+/* ---- insert helpers --------------------------------------------------------------- */
 
 /* Flops of the GEMMs of a tile pair (ngemm GEMMs of 2 * hd * nq * nk). */
 static double pair_flops(tsr_tile_t Q, tsr_tile_t K, int ngemm)
@@ -136,7 +173,7 @@ int tsr_insert_attention_fwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_
     attn_args_t args = { pos, omode == STARPU_W, 0, 0 };
     tsr_tile_t tiles[5] = { Q, K, V, O, L };
     enum starpu_data_access_mode modes[5] = { STARPU_R, STARPU_R, STARPU_R, omode, omode };
-    return tsr_submit(codelet(CL_FWD), tiles, modes, 5, &args, sizeof args, -1, pair_flops(Q, K, 2));
+    return tsr_submit(&op_fwd, tiles, modes, 5, &args, sizeof args, -1, pair_flops(Q, K, 2));
 }
 
 int tsr_insert_attention_bwd_prep(tsr_tile_t O, tsr_tile_t dO, tsr_tile_t L)
@@ -144,7 +181,7 @@ int tsr_insert_attention_bwd_prep(tsr_tile_t O, tsr_tile_t dO, tsr_tile_t L)
     tsr_tile_t tiles[3] = { O, dO, L };
     enum starpu_data_access_mode modes[3] = { STARPU_R, STARPU_R, STARPU_RW };
     double flops = 2.0 * tsr_tile_depth(O.d, O.bi) * tsr_tile_rows(O.d, O.i) * tsr_tile_cols(O.d, O.j);
-    return tsr_submit(codelet(CL_BWD_PREP), tiles, modes, 3, NULL, 0, -1, flops);
+    return tsr_submit(&op_bwd_prep, tiles, modes, 3, NULL, 0, -1, flops);
 }
 
 int tsr_insert_attention_bwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_t dO, tsr_tile_t L,
@@ -155,5 +192,5 @@ int tsr_insert_attention_bwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_
     attn_args_t args = { pos, 0, qmode == STARPU_W, kvmode == STARPU_W };
     tsr_tile_t tiles[8] = { Q, K, V, dO, L, dQ, dK, dV };
     enum starpu_data_access_mode modes[8] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, qmode, kvmode, kvmode };
-    return tsr_submit(codelet(CL_BWD), tiles, modes, 8, &args, sizeof args, exec_rank, pair_flops(Q, K, 5));
+    return tsr_submit(&op_bwd, tiles, modes, 8, &args, sizeof args, exec_rank, pair_flops(Q, K, 5));
 }

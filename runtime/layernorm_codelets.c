@@ -1,28 +1,9 @@
-/* StarPU codelets of the LayerNorm and residual kernels, with history-based
- * perf models. LayerNorm codelets are float32 only; the residual has one
- * codelet per element type. Whether a kernel overwrites or adds to its output
- * follows the output's access mode (W: overwrite; RW, REDUX: add). */
-#include <pthread.h>
-#include <stdio.h>
+/* The ops of LayerNorm (float32) and of the residual (float32 and float64).
+ * Whether a kernel overwrites or adds to its output follows the output's
+ * access mode (W: overwrite; RW, REDUX: add). Each op: its CPU function, its
+ * CUDA function, its table entry. */
 #include "tsr_runtime_layernorm.h"
 #include "tsr_compute_layernorm.h"
-
-enum {
-    LN_FWD, LN_SUM, LN_SQDEV, LN_STATS, LN_NORMALIZE,
-    LN_BWD, LN_BWD_SUMS, LN_BWD_DINP, LN_BWD_PARAMS, LN_COUNT
-};
-static const char *ln_names[LN_COUNT] = {
-    "tsr_layernorm_fwd_float32", "tsr_layernorm_sum_float32", "tsr_layernorm_sqdev_float32",
-    "tsr_layernorm_stats_float32", "tsr_layernorm_normalize_float32", "tsr_layernorm_bwd_float32",
-    "tsr_layernorm_bwd_sums_float32", "tsr_layernorm_bwd_dinp_float32", "tsr_layernorm_bwd_params_float32"
-};
-
-static struct starpu_codelet ln_codelets[LN_COUNT];
-static struct starpu_perfmodel ln_models[LN_COUNT];
-static struct starpu_codelet residual_codelets[TSR_NDTYPES];
-static struct starpu_perfmodel residual_models[TSR_NDTYPES];
-static char residual_symbols[TSR_NDTYPES][48];
-static pthread_once_t ln_once = PTHREAD_ONCE_INIT;
 
 /* Arguments of every task of this file. acc0/acc1: the kernel adds to its
  * first/second output instead of overwriting it. */
@@ -35,6 +16,8 @@ typedef struct {
 static const float *cf(tsr_view_t v) { return (const float *)v.ptr; }
 static float *wf(tsr_view_t v) { return (float *)v.ptr; }
 
+/* ---- layernorm_fwd --------------------------------------------------------- */
+
 static void cpu_ln_fwd(void *buffers[], void *cl_arg)
 {
     const tsr_ln_args_t *a = cl_arg;
@@ -43,12 +26,45 @@ static void cpu_ln_fwd(void *buffers[], void *cl_arg)
     tsr_cpu_layernorm_fwd(X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R), R.ld, a->eps);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_ln_fwd(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
+    tsr_view_t O = tsr_view(buffers[3]), M = tsr_view(buffers[4]), R = tsr_view(buffers[5]);
+    tsr_kernel_check(tsr_cuda_layernorm_fwd(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, cf(W), cf(B),
+                                            wf(O), O.ld, wf(M), M.ld, wf(R), R.ld, a->eps));
+}
+#endif
+
+static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = cpu_ln_fwd, .cuda = TSR_CUDA(cuda_ln_fwd), .nbuffers = 6,
+                              .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W },
+                              .float32_only = 1 };
+
+/* ---- layernorm_sum --------------------------------------------------------- */
+
 static void cpu_ln_sum(void *buffers[], void *cl_arg)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
     tsr_cpu_layernorm_sum(X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_ln_sum(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_kernel_check(
+        tsr_cuda_layernorm_sum(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0));
+}
+#endif
+
+/* the sum's mode (W, RW, REDUX) varies per task */
+static tsr_op_t op_ln_sum = { .name = "layernorm_sum", .cpu = cpu_ln_sum, .cuda = TSR_CUDA(cuda_ln_sum),
+                              .float32_only = 1 };
+
+/* ---- layernorm_sqdev ------------------------------------------------------- */
 
 static void cpu_ln_sqdev(void *buffers[], void *cl_arg)
 {
@@ -57,12 +73,43 @@ static void cpu_ln_sqdev(void *buffers[], void *cl_arg)
     tsr_cpu_layernorm_sqdev(X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_ln_sqdev(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]), Q = tsr_view(buffers[2]);
+    tsr_kernel_check(tsr_cuda_layernorm_sqdev(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, cf(S), S.ld,
+                                              a->C, wf(Q), Q.ld, a->acc0));
+}
+#endif
+
+/* the output's mode varies per task */
+static tsr_op_t op_ln_sqdev = { .name = "layernorm_sqdev", .cpu = cpu_ln_sqdev, .cuda = TSR_CUDA(cuda_ln_sqdev),
+                                .float32_only = 1 };
+
+/* ---- layernorm_stats ------------------------------------------------------- */
+
 static void cpu_ln_stats(void *buffers[], void *cl_arg)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t M = tsr_view(buffers[0]), R = tsr_view(buffers[1]);
     tsr_cpu_layernorm_stats(M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_ln_stats(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t M = tsr_view(buffers[0]), R = tsr_view(buffers[1]);
+    tsr_kernel_check(
+        tsr_cuda_layernorm_stats(starpu_cuda_get_local_stream(), M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld));
+}
+#endif
+
+static tsr_op_t op_ln_stats = { .name = "layernorm_stats", .cpu = cpu_ln_stats, .cuda = TSR_CUDA(cuda_ln_stats),
+                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_RW }, .float32_only = 1 };
+
+/* ---- layernorm_normalize --------------------------------------------------- */
 
 static void cpu_ln_normalize(void *buffers[], void *cl_arg)
 {
@@ -72,23 +119,75 @@ static void cpu_ln_normalize(void *buffers[], void *cl_arg)
     tsr_cpu_layernorm_normalize(X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld, wf(O), O.ld);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_ln_normalize(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
+    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), O = tsr_view(buffers[5]);
+    tsr_kernel_check(tsr_cuda_layernorm_normalize(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, cf(W),
+                                                  cf(B), cf(M), M.ld, cf(R), R.ld, wf(O), O.ld));
+}
+#endif
+
+static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = cpu_ln_normalize,
+                                    .cuda = TSR_CUDA(cuda_ln_normalize), .nbuffers = 6,
+                                    .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W },
+                                    .float32_only = 1 };
+
+/* ---- layernorm_bwd --------------------------------------------------------- */
+
 static void cpu_ln_bwd(void *buffers[], void *cl_arg)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), DI = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_bwd(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
-                          wf(DI), DI.ld, a->acc0);
+    tsr_cpu_layernorm_bwd(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, wf(DI), DI.ld,
+                          a->acc0);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_ln_bwd(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
+    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), DI = tsr_view(buffers[5]);
+    tsr_kernel_check(tsr_cuda_layernorm_bwd(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X), X.ld,
+                                            cf(W), cf(M), M.ld, cf(R), R.ld, wf(DI), DI.ld, a->acc0));
+}
+#endif
+
+/* dinp's mode varies per task */
+static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = cpu_ln_bwd, .cuda = TSR_CUDA(cuda_ln_bwd),
+                              .float32_only = 1 };
+
+/* ---- layernorm_bwd_sums ---------------------------------------------------- */
 
 static void cpu_ln_bwd_sums(void *buffers[], void *cl_arg)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_bwd_sums(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
-                               wf(S), S.ld, a->acc0);
+    tsr_cpu_layernorm_bwd_sums(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, wf(S), S.ld,
+                               a->acc0);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_ln_bwd_sums(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
+    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
+    tsr_kernel_check(tsr_cuda_layernorm_bwd_sums(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X),
+                                                 X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, wf(S), S.ld, a->acc0));
+}
+#endif
+
+/* the sums' mode varies per task */
+static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = cpu_ln_bwd_sums,
+                                   .cuda = TSR_CUDA(cuda_ln_bwd_sums), .float32_only = 1 };
+
+/* ---- layernorm_bwd_dinp ---------------------------------------------------- */
 
 static void cpu_ln_bwd_dinp(void *buffers[], void *cl_arg)
 {
@@ -96,18 +195,54 @@ static void cpu_ln_bwd_dinp(void *buffers[], void *cl_arg)
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
     tsr_view_t DI = tsr_view(buffers[6]);
-    tsr_cpu_layernorm_bwd_dinp(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
-                               cf(S), S.ld, a->C, wf(DI), DI.ld, a->acc0);
+    tsr_cpu_layernorm_bwd_dinp(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, cf(S), S.ld,
+                               a->C, wf(DI), DI.ld, a->acc0);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_ln_bwd_dinp(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
+    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
+    tsr_view_t DI = tsr_view(buffers[6]);
+    tsr_kernel_check(tsr_cuda_layernorm_bwd_dinp(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X),
+                                                 X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, cf(S), S.ld, a->C, wf(DI),
+                                                 DI.ld, a->acc0));
+}
+#endif
+
+/* dinp's mode varies per task */
+static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = cpu_ln_bwd_dinp,
+                                   .cuda = TSR_CUDA(cuda_ln_bwd_dinp), .float32_only = 1 };
+
+/* ---- layernorm_bwd_params -------------------------------------------------- */
 
 static void cpu_ln_bwd_params(void *buffers[], void *cl_arg)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), M = tsr_view(buffers[2]);
     tsr_view_t R = tsr_view(buffers[3]), DW = tsr_view(buffers[4]), DB = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_bwd_params(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
-                                 wf(DW), a->acc0, wf(DB), a->acc1);
+    tsr_cpu_layernorm_bwd_params(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld, wf(DW), a->acc0,
+                                 wf(DB), a->acc1);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_ln_bwd_params(void *buffers[], void *cl_arg)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), M = tsr_view(buffers[2]);
+    tsr_view_t R = tsr_view(buffers[3]), DW = tsr_view(buffers[4]), DB = tsr_view(buffers[5]);
+    tsr_kernel_check(tsr_cuda_layernorm_bwd_params(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X),
+                                                   X.ld, cf(M), M.ld, cf(R), R.ld, wf(DW), a->acc0, wf(DB), a->acc1));
+}
+#endif
+
+/* the gradients' modes vary per task */
+static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = cpu_ln_bwd_params,
+                                     .cuda = TSR_CUDA(cuda_ln_bwd_params), .float32_only = 1 };
+
+/* ---- residual_fwd ---------------------------------------------------------- */
 
 static void cpu_residual_fwd(void *buffers[], void *cl_arg)
 {
@@ -118,137 +253,114 @@ static void cpu_residual_fwd(void *buffers[], void *cl_arg)
                              tsr_view_at(O, z), O.ld);
 }
 
-static void define_ln(int which, starpu_cpu_func_t cpu, int nbuffers, const enum starpu_data_access_mode *modes)
+#if TSR_HAVE_CUDA
+static void cuda_residual_fwd(void *buffers[], void *cl_arg)
 {
-    tsr_codelet_init(&ln_codelets[which], &ln_models[which], ln_names[which], cpu, NULL, nbuffers, modes);
+    (void)cl_arg;
+    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), O = tsr_view(buffers[2]);
+    for (int z = 0; z < O.depth; z++)
+        tsr_kernel_check(tsr_cuda_residual_fwd(starpu_cuda_get_local_stream(), O.dtype, O.rows, O.cols,
+                                               tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld, tsr_view_at(O, z),
+                                               O.ld));
 }
+#endif
 
-static void define_codelets(void)
-{
-    static const enum starpu_data_access_mode fwd[] = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W };
-    static const enum starpu_data_access_mode stats[] = { STARPU_RW, STARPU_RW };
-    static const enum starpu_data_access_mode normalize[] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R,
-                                                              STARPU_W };
-    static const enum starpu_data_access_mode residual[] = { STARPU_R, STARPU_R, STARPU_W };
-    define_ln(LN_FWD, cpu_ln_fwd, 6, fwd);
-    define_ln(LN_SUM, cpu_ln_sum, 2, NULL);
-    define_ln(LN_SQDEV, cpu_ln_sqdev, 3, NULL);
-    define_ln(LN_STATS, cpu_ln_stats, 2, stats);
-    define_ln(LN_NORMALIZE, cpu_ln_normalize, 6, normalize);
-    define_ln(LN_BWD, cpu_ln_bwd, 6, NULL);
-    define_ln(LN_BWD_SUMS, cpu_ln_bwd_sums, 6, NULL);
-    define_ln(LN_BWD_DINP, cpu_ln_bwd_dinp, 7, NULL);
-    define_ln(LN_BWD_PARAMS, cpu_ln_bwd_params, 6, NULL);
-    for (int t = 0; t < TSR_NDTYPES; t++) {
-        snprintf(residual_symbols[t], sizeof residual_symbols[t], "tsr_residual_fwd_%s",
-                 tsr_dtype_name((tsr_dtype_t)t));
-        tsr_codelet_init(&residual_codelets[t], &residual_models[t], residual_symbols[t], cpu_residual_fwd, NULL,
-                         3, residual);
-    }
-}
+static tsr_op_t op_residual_fwd = { .name = "residual_fwd", .cpu = cpu_residual_fwd,
+                                    .cuda = TSR_CUDA(cuda_residual_fwd), .nbuffers = 3,
+                                    .modes = { STARPU_R, STARPU_R, STARPU_W } };
 
-static struct starpu_codelet *ln_codelet(int which)
-{
-    pthread_once(&ln_once, define_codelets);
-    return &ln_codelets[which];
-}
+/* ---- insert helpers ------------------------------------------------------------- */
 
 static int adds(enum starpu_data_access_mode mode) { return mode != STARPU_W; }
 
 /* Elements of a tile (for the flop estimates given to the perf models). */
-static double tile_size(tsr_tile_t t)
-{
-    return (double)tsr_tile_rows(t.d, t.i) * tsr_tile_cols(t.d, t.j);
-}
+static double tile_size(tsr_tile_t t) { return (double)tsr_tile_rows(t.d, t.i) * tsr_tile_cols(t.d, t.j); }
 
-int tsr_insert_layernorm_fwd(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_t out, tsr_tile_t mean,
-                             tsr_tile_t rstd, float eps)
+int tsr_insert_layernorm_fwd(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_t out, tsr_tile_t mean, tsr_tile_t rstd,
+                             float eps)
 {
-    tsr_ln_args_t args = { x.d->m, eps, 0, 0 };
-    tsr_tile_t tiles[6] = { x, w, b, out, mean, rstd };
-    enum starpu_data_access_mode modes[6] = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W };
+    tsr_ln_args_t args = {x.d->m, eps, 0, 0};
+    tsr_tile_t tiles[6] = {x, w, b, out, mean, rstd};
+    enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W};
     /* out first among the written tiles: the task runs where out lives */
-    return tsr_submit(ln_codelet(LN_FWD), tiles, modes, 6, &args, sizeof args, -1, 8.0 * tile_size(x));
+    return tsr_submit(&op_ln_fwd, tiles, modes, 6, &args, sizeof args, -1, 8.0 * tile_size(x));
 }
 
 int tsr_insert_layernorm_sum(tsr_tile_t x, tsr_tile_t s, enum starpu_data_access_mode smode, int exec_rank)
 {
-    tsr_ln_args_t args = { x.d->m, 0.0f, adds(smode), 0 };
-    tsr_tile_t tiles[2] = { x, s };
-    enum starpu_data_access_mode modes[2] = { STARPU_R, smode };
-    return tsr_submit(ln_codelet(LN_SUM), tiles, modes, 2, &args, sizeof args, exec_rank, tile_size(x));
+    tsr_ln_args_t args = {x.d->m, 0.0f, adds(smode), 0};
+    tsr_tile_t tiles[2] = {x, s};
+    enum starpu_data_access_mode modes[2] = {STARPU_R, smode};
+    return tsr_submit(&op_ln_sum, tiles, modes, 2, &args, sizeof args, exec_rank, tile_size(x));
 }
 
-int tsr_insert_layernorm_sqdev(tsr_tile_t x, tsr_tile_t s, int C, tsr_tile_t q,
-                               enum starpu_data_access_mode qmode, int exec_rank)
+int tsr_insert_layernorm_sqdev(tsr_tile_t x, tsr_tile_t s, int C, tsr_tile_t q, enum starpu_data_access_mode qmode,
+                               int exec_rank)
 {
-    tsr_ln_args_t args = { C, 0.0f, adds(qmode), 0 };
-    tsr_tile_t tiles[3] = { x, s, q };
-    enum starpu_data_access_mode modes[3] = { STARPU_R, STARPU_R, qmode };
-    return tsr_submit(ln_codelet(LN_SQDEV), tiles, modes, 3, &args, sizeof args, exec_rank, 3.0 * tile_size(x));
+    tsr_ln_args_t args = {C, 0.0f, adds(qmode), 0};
+    tsr_tile_t tiles[3] = {x, s, q};
+    enum starpu_data_access_mode modes[3] = {STARPU_R, STARPU_R, qmode};
+    return tsr_submit(&op_ln_sqdev, tiles, modes, 3, &args, sizeof args, exec_rank, 3.0 * tile_size(x));
 }
 
 int tsr_insert_layernorm_stats(int C, float eps, tsr_tile_t mean, tsr_tile_t rstd)
 {
-    tsr_ln_args_t args = { C, eps, 0, 0 };
-    tsr_tile_t tiles[2] = { mean, rstd };
-    enum starpu_data_access_mode modes[2] = { STARPU_RW, STARPU_RW };
-    return tsr_submit(ln_codelet(LN_STATS), tiles, modes, 2, &args, sizeof args, -1, 4.0 * tile_size(mean));
+    tsr_ln_args_t args = {C, eps, 0, 0};
+    tsr_tile_t tiles[2] = {mean, rstd};
+    enum starpu_data_access_mode modes[2] = {STARPU_RW, STARPU_RW};
+    return tsr_submit(&op_ln_stats, tiles, modes, 2, &args, sizeof args, -1, 4.0 * tile_size(mean));
 }
 
 int tsr_insert_layernorm_normalize(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_t mean, tsr_tile_t rstd,
                                    tsr_tile_t out)
 {
-    tsr_ln_args_t args = { x.d->m, 0.0f, 0, 0 };
-    tsr_tile_t tiles[6] = { x, w, b, mean, rstd, out };
-    enum starpu_data_access_mode modes[6] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W };
-    return tsr_submit(ln_codelet(LN_NORMALIZE), tiles, modes, 6, &args, sizeof args, -1, 4.0 * tile_size(x));
+    tsr_ln_args_t args = {x.d->m, 0.0f, 0, 0};
+    tsr_tile_t tiles[6] = {x, w, b, mean, rstd, out};
+    enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W};
+    return tsr_submit(&op_ln_normalize, tiles, modes, 6, &args, sizeof args, -1, 4.0 * tile_size(x));
 }
 
 int tsr_insert_layernorm_bwd(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                              tsr_tile_t dinp, enum starpu_data_access_mode dmode)
 {
-    tsr_ln_args_t args = { x.d->m, 0.0f, adds(dmode), 0 };
-    tsr_tile_t tiles[6] = { dout, x, w, mean, rstd, dinp };
-    enum starpu_data_access_mode modes[6] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode };
-    return tsr_submit(ln_codelet(LN_BWD), tiles, modes, 6, &args, sizeof args, -1, 14.0 * tile_size(x));
+    tsr_ln_args_t args = {x.d->m, 0.0f, adds(dmode), 0};
+    tsr_tile_t tiles[6] = {dout, x, w, mean, rstd, dinp};
+    enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode};
+    return tsr_submit(&op_ln_bwd, tiles, modes, 6, &args, sizeof args, -1, 14.0 * tile_size(x));
 }
 
 int tsr_insert_layernorm_bwd_sums(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                                   tsr_tile_t sums, enum starpu_data_access_mode smode, int exec_rank)
 {
-    tsr_ln_args_t args = { x.d->m, 0.0f, adds(smode), 0 };
-    tsr_tile_t tiles[6] = { dout, x, w, mean, rstd, sums };
-    enum starpu_data_access_mode modes[6] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, smode };
-    return tsr_submit(ln_codelet(LN_BWD_SUMS), tiles, modes, 6, &args, sizeof args, exec_rank,
-                      6.0 * tile_size(x));
+    tsr_ln_args_t args = {x.d->m, 0.0f, adds(smode), 0};
+    tsr_tile_t tiles[6] = {dout, x, w, mean, rstd, sums};
+    enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, smode};
+    return tsr_submit(&op_ln_bwd_sums, tiles, modes, 6, &args, sizeof args, exec_rank, 6.0 * tile_size(x));
 }
 
 int tsr_insert_layernorm_bwd_dinp(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                                   tsr_tile_t sums, int C, tsr_tile_t dinp, enum starpu_data_access_mode dmode)
 {
-    tsr_ln_args_t args = { C, 0.0f, adds(dmode), 0 };
-    tsr_tile_t tiles[7] = { dout, x, w, mean, rstd, sums, dinp };
-    enum starpu_data_access_mode modes[7] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode };
-    return tsr_submit(ln_codelet(LN_BWD_DINP), tiles, modes, 7, &args, sizeof args, -1, 8.0 * tile_size(x));
+    tsr_ln_args_t args = {C, 0.0f, adds(dmode), 0};
+    tsr_tile_t tiles[7] = {dout, x, w, mean, rstd, sums, dinp};
+    enum starpu_data_access_mode modes[7] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode};
+    return tsr_submit(&op_ln_bwd_dinp, tiles, modes, 7, &args, sizeof args, -1, 8.0 * tile_size(x));
 }
 
-int tsr_insert_layernorm_bwd_params(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t mean, tsr_tile_t rstd,
-                                    tsr_tile_t dw, enum starpu_data_access_mode wmode,
-                                    tsr_tile_t db, enum starpu_data_access_mode bmode, int exec_rank)
+int tsr_insert_layernorm_bwd_params(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t mean, tsr_tile_t rstd, tsr_tile_t dw,
+                                    enum starpu_data_access_mode wmode, tsr_tile_t db,
+                                    enum starpu_data_access_mode bmode, int exec_rank)
 {
-    tsr_ln_args_t args = { x.d->m, 0.0f, adds(wmode), adds(bmode) };
-    tsr_tile_t tiles[6] = { dout, x, mean, rstd, dw, db };
-    enum starpu_data_access_mode modes[6] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, wmode, bmode };
-    return tsr_submit(ln_codelet(LN_BWD_PARAMS), tiles, modes, 6, &args, sizeof args, exec_rank,
-                      5.0 * tile_size(x));
+    tsr_ln_args_t args = {x.d->m, 0.0f, adds(wmode), adds(bmode)};
+    tsr_tile_t tiles[6] = {dout, x, mean, rstd, dw, db};
+    enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, wmode, bmode};
+    return tsr_submit(&op_ln_bwd_params, tiles, modes, 6, &args, sizeof args, exec_rank, 5.0 * tile_size(x));
 }
 
 int tsr_insert_residual_fwd(tsr_tile_t a, tsr_tile_t b, tsr_tile_t out)
 {
-    pthread_once(&ln_once, define_codelets);
-    tsr_tile_t tiles[3] = { a, b, out };
-    enum starpu_data_access_mode modes[3] = { STARPU_R, STARPU_R, STARPU_W };
+    tsr_tile_t tiles[3] = {a, b, out};
+    enum starpu_data_access_mode modes[3] = {STARPU_R, STARPU_R, STARPU_W};
     double flops = tile_size(out) * tsr_tile_depth(out.d, out.bi);
-    return tsr_submit(&residual_codelets[out.d->dtype], tiles, modes, 3, NULL, 0, -1, flops);
+    return tsr_submit(&op_residual_fwd, tiles, modes, 3, NULL, 0, -1, flops);
 }

@@ -1,13 +1,15 @@
-/* StarPU codelets of the fused linear layers (float32 only): the fused GEMM
- * task (bias, GeLU epilogue, bias gradient, head-split operands) in three
- * codelets so that forward, backward-data and backward-weight tasks keep
- * separate perf-model histories, and the small element-wise tasks (bias,
- * GeLU, row sums, head reshape) used by REDUX epilogues, fallbacks and the
- * unfused variants. */
-#include <pthread.h>
+/* The ops of the fused linear layers (float32 only): the fused GEMM task
+ * (bias, GeLU epilogue, bias gradient, head-split operands) as three ops so
+ * that forward, backward-data and backward-weight tasks keep separate
+ * perf-model histories, and the small element-wise ops (bias, GeLU, row
+ * sums, head reshape) used by REDUX epilogues, fallbacks and the unfused
+ * variants. Each op: its CPU function, its CUDA function, its table entry. */
 #include <stdlib.h>
 #include <string.h>
 #include "tsr_runtime_linear.h"
+#if TSR_HAVE_CUDA
+#include <starpu_cublas_v2.h>
+#endif
 
 enum { LIN_BIAS = 1, LIN_GELU = 2, LIN_DBIAS = 4 };
 
@@ -22,10 +24,18 @@ typedef struct { float beta; } scalar_arg_t;
 
 /* TSR_LINEAR_PER_HEAD=1 in the environment: head tiles go through one GEMM
  * per head instead of the workspace (for tests and timing comparisons). */
-static int per_head_gemms;
+static int per_head_gemms(void)
+{
+    static int value = -1;
+    if (value < 0) {
+        const char *env = getenv("TSR_LINEAR_PER_HEAD");
+        value = env && *env && strcmp(env, "0") != 0;
+    }
+    return value;
+}
 typedef struct { tsr_heads_geom_t g; int to_heads; float beta; } heads_arg_t;
 
-/* ---- CPU functions -------------------------------------------------------- */
+/* ---- linear_fwd / _bwd_data / _bwd_weight: the fused GEMM task -------------------- */
 
 enum { CUT_NONE, CUT_ROWS, CUT_COLS };
 
@@ -116,7 +126,7 @@ static void cpu_linear_gemm(void *buffers[], void *cl_arg)
     /* a head tile of several heads: one GEMM through a workspace; otherwise
      * (or without memory) one GEMM per head, straight on the tiles */
     int depth = ha ? A.depth : hb ? B.depth : hc ? C.depth : 1;
-    if (depth < 2 || per_head_gemms || !gemm_through_workspace(a, A, B, C, beta, m, n, k))
+    if (depth < 2 || per_head_gemms() || !gemm_through_workspace(a, A, B, C, beta, m, n, k))
         tsr_cpu_gemm_chunked(a->ta, a->tb, m, n, k, a->chunk, a->hd, a->alpha,
                              chunked(A, ha, cut_of_a(a->chunk, a->ta), a->hd),
                              chunked(B, hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
@@ -130,6 +140,57 @@ static void cpu_linear_gemm(void *buffers[], void *cl_arg)
             tsr_cpu_rowsum(B.rows, B.cols, tsr_view_at(B, z), B.ld, a->dbias_beta, dbias + (size_t)z * B.rows);
 }
 
+#if TSR_HAVE_CUDA
+/* The same steps as cpu_linear_gemm; head tiles go through one GEMM per head. */
+static void cuda_linear_gemm(void *buffers[], void *cl_arg)
+{
+    const lin_args_t *a = cl_arg;
+    void *stream = starpu_cuda_get_local_stream();
+    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), C = tsr_view(buffers[2]);
+    int ha = a->heads & TSR_LIN_HEADS_A, hb = a->heads & TSR_LIN_HEADS_B, hc = a->heads & TSR_LIN_HEADS_C;
+    int next = 3;
+    float *bias = a->flags & LIN_BIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
+    tsr_view_t out = { 0 };
+    if (a->flags & LIN_GELU)
+        out = tsr_view(buffers[next++]);
+    float *dbias = a->flags & LIN_DBIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
+
+    int m = logical_rows(C, hc), n = C.cols;
+    int k = a->ta == TSR_NOTRANS ? A.cols : logical_rows(A, ha);
+    float beta = a->beta;
+    if (a->flags & LIN_BIAS) {
+        for (int z = 0; z < C.depth; z++)
+            tsr_kernel_check(tsr_cuda_bias_fill(stream, C.rows, C.cols, bias + (size_t)z * C.rows,
+                                                tsr_view_at(C, z), C.ld));
+        beta = 1.0f;
+    }
+    tsr_kernel_check(tsr_cuda_gemm_chunked(starpu_cublas_get_local_handle(), a->ta, a->tb, m, n, k, a->chunk, a->hd,
+                                           a->alpha, chunked(A, ha, cut_of_a(a->chunk, a->ta), a->hd),
+                                           chunked(B, hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
+                                           chunked(C, hc, cut_of_c(a->chunk), a->hd)));
+    if (a->flags & LIN_GELU)
+        for (int z = 0; z < C.depth; z++)
+            tsr_kernel_check(tsr_cuda_gelu_forward(stream, C.rows, C.cols, tsr_view_at(C, z), C.ld,
+                                                   tsr_view_at(out, z), out.ld));
+    if (a->flags & LIN_DBIAS)
+        for (int z = 0; z < B.depth; z++)
+            tsr_kernel_check(tsr_cuda_rowsum(stream, B.rows, B.cols, tsr_view_at(B, z), B.ld, a->dbias_beta,
+                                             dbias + (size_t)z * B.rows));
+}
+#endif
+
+/* C's mode (W, RW, REDUX) and the optional tiles vary per task; indexed by tsr_lin_kind_t */
+static tsr_op_t op_linear[TSR_LIN_NKINDS] = {
+    { .name = "linear_fwd", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
+      .float32_only = 1 },
+    { .name = "linear_bwd_data", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
+      .float32_only = 1 },
+    { .name = "linear_bwd_weight", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
+      .float32_only = 1 },
+};
+
+/* ---- bias_fill: C = bias broadcast along columns (no bias: 0) ----------------------- */
+
 static void cpu_bias_fill(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
@@ -140,6 +201,25 @@ static void cpu_bias_fill(void *buffers[], void *cl_arg)
         tsr_cpu_bias_fill(C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_bias_fill(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t C = tsr_view(buffers[0]);
+    const float *bias = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) > 1
+                            ? (const float *)tsr_view(buffers[1]).ptr : NULL;
+    for (int z = 0; z < C.depth; z++)
+        tsr_kernel_check(tsr_cuda_bias_fill(starpu_cuda_get_local_stream(), C.rows, C.cols,
+                                            bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld));
+}
+#endif
+
+/* buffers: C (W), and the bias (R) when there is one */
+static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = cpu_bias_fill, .cuda = TSR_CUDA(cuda_bias_fill),
+                                 .float32_only = 1 };
+
+/* ---- bias_add: C += bias broadcast along columns ---------------------------------------- */
+
 static void cpu_bias_add(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
@@ -147,6 +227,22 @@ static void cpu_bias_add(void *buffers[], void *cl_arg)
     for (int z = 0; z < C.depth; z++)
         tsr_cpu_bias_add(C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z), C.ld);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_bias_add(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t C = tsr_view(buffers[0]), bias = tsr_view(buffers[1]);
+    for (int z = 0; z < C.depth; z++)
+        tsr_kernel_check(tsr_cuda_bias_add(starpu_cuda_get_local_stream(), C.rows, C.cols,
+                                           (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z), C.ld));
+}
+#endif
+
+static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = cpu_bias_add, .cuda = TSR_CUDA(cuda_bias_add),
+                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
+
+/* ---- gelu_fwd: out = gelu(pre) ----------------------------------------------------------- */
 
 /* buffers: pre, out; or out alone (in place) */
 static void cpu_gelu_forward(void *buffers[], void *cl_arg)
@@ -157,6 +253,24 @@ static void cpu_gelu_forward(void *buffers[], void *cl_arg)
     for (int z = 0; z < out.depth; z++)
         tsr_cpu_gelu_forward(out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_gelu_forward(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
+    tsr_view_t pre = tsr_view(buffers[0]), out = nbuf > 1 ? tsr_view(buffers[1]) : pre;
+    for (int z = 0; z < out.depth; z++)
+        tsr_kernel_check(tsr_cuda_gelu_forward(starpu_cuda_get_local_stream(), out.rows, out.cols,
+                                               tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld));
+}
+#endif
+
+/* buffers: pre (R), out (W); or out alone (RW, in place) */
+static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = cpu_gelu_forward, .cuda = TSR_CUDA(cuda_gelu_forward),
+                                .float32_only = 1 };
+
+/* ---- gelu_bwd: dpre = dout * gelu'(pre) ---------------------------------------------------- */
 
 /* buffers: pre, dout, dpre; or pre, dout (in place) */
 static void cpu_gelu_backward(void *buffers[], void *cl_arg)
@@ -170,6 +284,26 @@ static void cpu_gelu_backward(void *buffers[], void *cl_arg)
                               tsr_view_at(dpre, z), dpre.ld);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_gelu_backward(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
+    tsr_view_t pre = tsr_view(buffers[0]), dout = tsr_view(buffers[1]);
+    tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2]) : dout;
+    for (int z = 0; z < dpre.depth; z++)
+        tsr_kernel_check(tsr_cuda_gelu_backward(starpu_cuda_get_local_stream(), dpre.rows, dpre.cols,
+                                                tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z), dout.ld,
+                                                tsr_view_at(dpre, z), dpre.ld));
+}
+#endif
+
+/* buffers: pre (R), dout (R), dpre (W); or pre (R), dout (RW, in place) */
+static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = cpu_gelu_backward, .cuda = TSR_CUDA(cuda_gelu_backward),
+                                .float32_only = 1 };
+
+/* ---- rowsum: y = beta y + row sums of X ---------------------------------------------------- */
+
 static void cpu_rowsum(void *buffers[], void *cl_arg)
 {
     const scalar_arg_t *a = cl_arg;
@@ -177,6 +311,23 @@ static void cpu_rowsum(void *buffers[], void *cl_arg)
     for (int z = 0; z < X.depth; z++)
         tsr_cpu_rowsum(X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta, (float *)y.ptr + (size_t)z * X.rows);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_rowsum(void *buffers[], void *cl_arg)
+{
+    const scalar_arg_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0]), y = tsr_view(buffers[1]);
+    for (int z = 0; z < X.depth; z++)
+        tsr_kernel_check(tsr_cuda_rowsum(starpu_cuda_get_local_stream(), X.rows, X.cols, tsr_view_at(X, z), X.ld,
+                                         a->beta, (float *)y.ptr + (size_t)z * X.rows));
+}
+#endif
+
+/* y's mode (W, RW, REDUX) varies per task */
+static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = cpu_rowsum, .cuda = TSR_CUDA(cuda_rowsum),
+                              .float32_only = 1 };
+
+/* ---- heads_copy: between feature-major X and a head tile --------------------------------- */
 
 /* buffers: source (read), destination (read-write) */
 static void cpu_heads_copy(void *buffers[], void *cl_arg)
@@ -188,47 +339,21 @@ static void cpu_heads_copy(void *buffers[], void *cl_arg)
                        Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
 }
 
-/* ---- codelets ------------------------------------------------------------- */
-
-enum { CL_BIAS_FILL = TSR_LIN_NKINDS, CL_BIAS_ADD, CL_GELU_FWD, CL_GELU_BWD, CL_ROWSUM, CL_HEADS_COPY, CL_COUNT };
-static const char *cl_symbols[CL_COUNT] = {
-    "tsr_linear_fwd_float32", "tsr_linear_bwd_data_float32", "tsr_linear_bwd_weight_float32",
-    "tsr_bias_fill_float32", "tsr_bias_add_float32", "tsr_gelu_fwd_float32", "tsr_gelu_bwd_float32",
-    "tsr_rowsum_float32", "tsr_heads_copy_float32",
-};
-static struct starpu_codelet codelets[CL_COUNT];
-static struct starpu_perfmodel models[CL_COUNT];
-static pthread_once_t codelets_once = PTHREAD_ONCE_INIT;
-
-static void define_codelets(void)
+#if TSR_HAVE_CUDA
+static void cuda_heads_copy(void *buffers[], void *cl_arg)
 {
-    const char *env = getenv("TSR_LINEAR_PER_HEAD");
-    per_head_gemms = env && *env && strcmp(env, "0") != 0;
-    static const enum starpu_data_access_mode rw_r[] = { STARPU_RW, STARPU_R };
-    for (int kind = 0; kind < TSR_LIN_NKINDS; kind++) {
-        /* C's mode (W, RW, REDUX) and the optional tiles vary per task */
-        tsr_codelet_init(&codelets[kind], &models[kind], cl_symbols[kind], cpu_linear_gemm, NULL, 0, NULL);
-        tsr_codelet_allow_parallel(&codelets[kind]); /* tensor parallelism inside the task */
-    }
-    tsr_codelet_init(&codelets[CL_BIAS_FILL], &models[CL_BIAS_FILL], cl_symbols[CL_BIAS_FILL], cpu_bias_fill, NULL,
-                     0, NULL);
-    tsr_codelet_init(&codelets[CL_BIAS_ADD], &models[CL_BIAS_ADD], cl_symbols[CL_BIAS_ADD], cpu_bias_add, NULL, 2,
-                     rw_r);
-    tsr_codelet_init(&codelets[CL_GELU_FWD], &models[CL_GELU_FWD], cl_symbols[CL_GELU_FWD], cpu_gelu_forward, NULL,
-                     0, NULL);
-    tsr_codelet_init(&codelets[CL_GELU_BWD], &models[CL_GELU_BWD], cl_symbols[CL_GELU_BWD], cpu_gelu_backward,
-                     NULL, 0, NULL);
-    tsr_codelet_init(&codelets[CL_ROWSUM], &models[CL_ROWSUM], cl_symbols[CL_ROWSUM], cpu_rowsum, NULL, 0, NULL);
-    /* the destination is W or RW per task */
-    tsr_codelet_init(&codelets[CL_HEADS_COPY], &models[CL_HEADS_COPY], cl_symbols[CL_HEADS_COPY], cpu_heads_copy,
-                     NULL, 0, NULL);
+    const heads_arg_t *a = cl_arg;
+    tsr_view_t src = tsr_view(buffers[0]), dst = tsr_view(buffers[1]);
+    tsr_view_t X = a->to_heads ? src : dst, Y = a->to_heads ? dst : src;
+    tsr_kernel_check(tsr_cuda_heads_copy(starpu_cuda_get_local_stream(), &a->g, a->to_heads, a->beta,
+                                         (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr, Y.depth, Y.rows,
+                                         Y.cols, Y.ld, Y.zstride / sizeof(float)));
 }
+#endif
 
-static struct starpu_codelet *codelet(int which)
-{
-    pthread_once(&codelets_once, define_codelets);
-    return &codelets[which];
-}
+/* the destination is W or RW per task */
+static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = cpu_heads_copy, .cuda = TSR_CUDA(cuda_heads_copy),
+                                  .float32_only = 1 };
 
 static int same_tile(tsr_tile_t a, tsr_tile_t b)
 {
@@ -271,21 +396,21 @@ int tsr_insert_linear_gemm(const tsr_lin_task_t *t)
     int a_rows = tsr_tile_rows(t->A.d, t->A.i) * (t->heads & TSR_LIN_HEADS_A ? tsr_tile_depth(t->A.d, t->A.bi) : 1);
     int k = t->ta == TSR_NOTRANS ? tsr_tile_cols(t->A.d, t->A.j) : a_rows;
     double flops = 2.0 * tile_elems(t->C) * k;
-    return tsr_submit(codelet(t->kind), tiles, modes, n, &args, sizeof args, t->exec_rank, flops);
+    return tsr_submit(&op_linear[t->kind], tiles, modes, n, &args, sizeof args, t->exec_rank, flops);
 }
 
 int tsr_insert_bias_fill(tsr_tile_t bias, tsr_tile_t C)
 {
     tsr_tile_t tiles[2] = { C, bias };
     enum starpu_data_access_mode modes[2] = { STARPU_W, STARPU_R };
-    return tsr_submit(codelet(CL_BIAS_FILL), tiles, modes, bias.d ? 2 : 1, NULL, 0, -1, 0.0);
+    return tsr_submit(&op_bias_fill, tiles, modes, bias.d ? 2 : 1, NULL, 0, -1, 0.0);
 }
 
 int tsr_insert_bias_add(tsr_tile_t bias, tsr_tile_t C)
 {
     tsr_tile_t tiles[2] = { C, bias };
     enum starpu_data_access_mode modes[2] = { STARPU_RW, STARPU_R };
-    return tsr_submit(codelet(CL_BIAS_ADD), tiles, modes, 2, NULL, 0, -1, tile_elems(C));
+    return tsr_submit(&op_bias_add, tiles, modes, 2, NULL, 0, -1, tile_elems(C));
 }
 
 int tsr_insert_gelu_forward(tsr_tile_t pre, tsr_tile_t out)
@@ -293,7 +418,7 @@ int tsr_insert_gelu_forward(tsr_tile_t pre, tsr_tile_t out)
     int in_place = same_tile(pre, out);
     tsr_tile_t tiles[2] = { in_place ? out : pre, out };
     enum starpu_data_access_mode modes[2] = { in_place ? STARPU_RW : STARPU_R, STARPU_W };
-    return tsr_submit(codelet(CL_GELU_FWD), tiles, modes, in_place ? 1 : 2, NULL, 0, -1, 0.0);
+    return tsr_submit(&op_gelu_fwd, tiles, modes, in_place ? 1 : 2, NULL, 0, -1, 0.0);
 }
 
 int tsr_insert_gelu_backward(tsr_tile_t pre, tsr_tile_t dout, tsr_tile_t dpre)
@@ -301,7 +426,7 @@ int tsr_insert_gelu_backward(tsr_tile_t pre, tsr_tile_t dout, tsr_tile_t dpre)
     int in_place = same_tile(dout, dpre);
     tsr_tile_t tiles[3] = { pre, dout, dpre };
     enum starpu_data_access_mode modes[3] = { STARPU_R, in_place ? STARPU_RW : STARPU_R, STARPU_W };
-    return tsr_submit(codelet(CL_GELU_BWD), tiles, modes, in_place ? 2 : 3, NULL, 0, -1, 0.0);
+    return tsr_submit(&op_gelu_bwd, tiles, modes, in_place ? 2 : 3, NULL, 0, -1, 0.0);
 }
 
 int tsr_insert_rowsum(tsr_tile_t X, double beta, tsr_tile_t y, enum starpu_data_access_mode ymode, int exec_rank)
@@ -309,7 +434,7 @@ int tsr_insert_rowsum(tsr_tile_t X, double beta, tsr_tile_t y, enum starpu_data_
     scalar_arg_t arg = { (float)beta };
     tsr_tile_t tiles[2] = { X, y };
     enum starpu_data_access_mode modes[2] = { STARPU_R, ymode };
-    return tsr_submit(codelet(CL_ROWSUM), tiles, modes, 2, &arg, sizeof arg, exec_rank, tile_elems(X));
+    return tsr_submit(&op_rowsum, tiles, modes, 2, &arg, sizeof arg, exec_rank, tile_elems(X));
 }
 
 int tsr_insert_heads_copy(const tsr_heads_geom_t *g, int to_heads, double beta, tsr_tile_t X, tsr_tile_t Y,
@@ -318,5 +443,5 @@ int tsr_insert_heads_copy(const tsr_heads_geom_t *g, int to_heads, double beta, 
     heads_arg_t arg = { *g, to_heads, (float)beta };
     tsr_tile_t tiles[2] = { to_heads ? X : Y, to_heads ? Y : X };
     enum starpu_data_access_mode modes[2] = { STARPU_R, first_write ? STARPU_W : STARPU_RW };
-    return tsr_submit(codelet(CL_HEADS_COPY), tiles, modes, 2, &arg, sizeof arg, -1, 0.0);
+    return tsr_submit(&op_heads_copy, tiles, modes, 2, &arg, sizeof arg, -1, 0.0);
 }

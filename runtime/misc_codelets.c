@@ -1,38 +1,62 @@
-/* StarPU codelets of the encoder, the softmax cross-entropy and AdamW
- * (float32), with history-based perf models, and the softmax-statistics
- * reduction methods. */
-#include <pthread.h>
+/* The ops of the encoder, the softmax cross-entropy and AdamW (float32),
+ * and the softmax-statistics reduction methods. Each op: its CPU function,
+ * its CUDA function, its table entry. */
 #include <stdlib.h>
 #include <string.h>
 #include "tsr_runtime_misc.h"
-
-enum {
-    MCL_GATHER, MCL_STATS, MCL_STATS_MERGE, MCL_STATS_INIT, MCL_LOSS, MCL_CE_BACKWARD, MCL_ADAMW, MCL_COUNT
-};
-static struct starpu_codelet mcodelets[MCL_COUNT];
-static struct starpu_perfmodel mmodels[MCL_COUNT];
-static pthread_once_t mcodelets_once = PTHREAD_ONCE_INIT;
+#include "tsr_compute.h"
+#if TSR_HAVE_CUDA
+#include "tsr_compute_cuda.h"
+#endif
 
 /* cl_arg layouts: a fixed header followed by a variable-length array */
 typedef struct { int zero_first, nsrc, nmap; } gather_args_t;        /* + tsr_colmap_t[nmap] */
 typedef struct { int rows, merge; } stats_args_t;
-typedef struct { int nrefs; } loss_args_t;                           /* + tsr_target_ref_t[nrefs] */
+typedef struct { int nrefs; } loss_args_t;                           /* + tsr_loss_ref_t[nrefs] */
 typedef struct { int row0, V, cols; float dloss; } ce_backward_args_t; /* + int[cols] */
+
+/* The source tiles of a task, from buffer `first` on: pointers and leading dimensions. */
+typedef struct { const float *ptr[TSR_MAX_TASK_TILES]; int ld[TSR_MAX_TASK_TILES]; } sources_t;
+
+static sources_t sources(void *buffers[], int first, int n)
+{
+    sources_t s;
+    for (int k = 0; k < n; k++) {
+        tsr_view_t v = tsr_view(buffers[first + k]);
+        s.ptr[k] = (const float *)v.ptr;
+        s.ld[k] = v.ld;
+    }
+    return s;
+}
+
+/* ---- gather_columns: dst[:, e.dst_col] += src[e.src][:, e.src_col] (encoder) ------ */
 
 static void cpu_gather(void *buffers[], void *cl_arg)
 {
     const gather_args_t *a = cl_arg;
-    const tsr_colmap_t *map = (const tsr_colmap_t *)(a + 1);
     tsr_view_t D = tsr_view(buffers[0]);
-    const float *src[TSR_MAX_TASK_TILES];
-    int lds[TSR_MAX_TASK_TILES];
-    for (int k = 0; k < a->nsrc; k++) {
-        tsr_view_t S = tsr_view(buffers[1 + k]);
-        src[k] = (const float *)S.ptr;
-        lds[k] = S.ld;
-    }
-    tsr_cpu_gather_add_columns(D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, src, lds, map, a->nmap);
+    sources_t s = sources(buffers, 1, a->nsrc);
+    tsr_cpu_gather_add_columns(D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, s.ptr, s.ld,
+                               (const tsr_colmap_t *)(a + 1), a->nmap);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_gather(void *buffers[], void *cl_arg)
+{
+    const gather_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0]);
+    sources_t s = sources(buffers, 1, a->nsrc);
+    tsr_kernel_check(tsr_cuda_gather_add_columns(starpu_cuda_get_local_stream(), D.rows, D.cols, (float *)D.ptr,
+                                                 D.ld, a->zero_first, s.ptr, s.ld,
+                                                 (const tsr_colmap_t *)(a + 1), a->nmap));
+}
+#endif
+
+/* the destination's mode (W, RW, REDUX) and the source count vary per task */
+static tsr_op_t op_gather = { .name = "gather_columns", .cpu = cpu_gather, .cuda = TSR_CUDA(cuda_gather),
+                              .float32_only = 1 };
+
+/* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 
 static void cpu_stats(void *buffers[], void *cl_arg)
 {
@@ -41,7 +65,22 @@ static void cpu_stats(void *buffers[], void *cl_arg)
     tsr_cpu_softmax_stats(a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->merge);
 }
 
-/* reduction: first buffer plain STARPU_RW */
+#if TSR_HAVE_CUDA
+static void cuda_stats(void *buffers[], void *cl_arg)
+{
+    const stats_args_t *a = cl_arg;
+    tsr_view_t S = tsr_view(buffers[0]), L = tsr_view(buffers[1]);
+    tsr_kernel_check(tsr_cuda_softmax_stats(starpu_cuda_get_local_stream(), a->rows, L.cols, (const float *)L.ptr,
+                                            L.ld, (float *)S.ptr, S.ld, a->merge));
+}
+#endif
+
+/* the statistics' mode (W, RW, REDUX) varies per task */
+static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = cpu_stats, .cuda = TSR_CUDA(cuda_stats),
+                             .float32_only = 1 };
+
+/* ---- softmax_stats_merge / _init: the statistics' reduction methods -------------- */
+
 static void cpu_stats_merge(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
@@ -49,37 +88,98 @@ static void cpu_stats_merge(void *buffers[], void *cl_arg)
     tsr_cpu_softmax_stats_merge(D.cols, (float *)D.ptr, D.ld, (const float *)S.ptr, S.ld);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_stats_merge(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_kernel_check(tsr_cuda_softmax_stats_merge(starpu_cuda_get_local_stream(), D.cols, (float *)D.ptr, D.ld,
+                                                  (const float *)S.ptr, S.ld));
+}
+#endif
+
+/* a reduction method: first buffer plain STARPU_RW */
+static tsr_op_t op_stats_merge = { .name = "softmax_stats_merge", .cpu = cpu_stats_merge,
+                                   .cuda = TSR_CUDA(cuda_stats_merge), .nbuffers = 2,
+                                   .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
+
+/* an all-zero statistic is the identity of the merge */
 static void cpu_stats_init(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
     tsr_view_t S = tsr_view(buffers[0]);
-    for (int c = 0; c < S.cols; c++)
-        memset((float *)S.ptr + (size_t)c * S.ld, 0, (size_t)S.rows * sizeof(float));
+    tsr_cpu_zero(TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld);
 }
 
+#if TSR_HAVE_CUDA
+static void cuda_stats_init(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    tsr_view_t S = tsr_view(buffers[0]);
+    tsr_kernel_check(tsr_cuda_zero(starpu_cuda_get_local_stream(), TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld));
+}
+#endif
+
+static tsr_op_t op_stats_init = { .name = "softmax_stats_init", .cpu = cpu_stats_init,
+                                  .cuda = TSR_CUDA(cuda_stats_init), .nbuffers = 1, .modes = { STARPU_W },
+                                  .float32_only = 1 };
+
+/* ---- crossentropy_loss: the loss of the columns named by the refs ----------------- */
+
+/* buffers: loss, stats, logits tiles */
 static void cpu_loss(void *buffers[], void *cl_arg)
 {
     const loss_args_t *a = cl_arg;
-    const tsr_target_ref_t *refs = (const tsr_target_ref_t *)(a + 1);
     tsr_view_t Lo = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    float *loss = (float *)Lo.ptr;
-    const float *stats = (const float *)S.ptr;
-    for (int k = 0; k < a->nrefs; k++) {
-        tsr_view_t X = tsr_view(buffers[2 + refs[k].src]);
-        int c = refs[k].col;
-        float x = ((const float *)X.ptr)[(size_t)c * X.ld + refs[k].row];
-        loss[(size_t)c * Lo.ld] = tsr_cpu_crossentropy_loss(stats + (size_t)c * S.ld, x);
-    }
+    int nsrc = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 2;
+    sources_t x = sources(buffers, 2, nsrc);
+    tsr_cpu_crossentropy_loss_refs((float *)Lo.ptr, Lo.ld, (const float *)S.ptr, S.ld, x.ptr, x.ld, nsrc,
+                                   (const tsr_loss_ref_t *)(a + 1), a->nrefs);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_loss(void *buffers[], void *cl_arg)
+{
+    const loss_args_t *a = cl_arg;
+    tsr_view_t Lo = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    int nsrc = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 2;
+    sources_t x = sources(buffers, 2, nsrc);
+    tsr_kernel_check(tsr_cuda_crossentropy_loss(starpu_cuda_get_local_stream(), (float *)Lo.ptr, Lo.ld,
+                                                (const float *)S.ptr, S.ld, x.ptr, x.ld, nsrc,
+                                                (const tsr_loss_ref_t *)(a + 1), a->nrefs));
+}
+#endif
+
+/* the loss's mode and the logits tile count vary per task */
+static tsr_op_t op_loss = { .name = "crossentropy_loss", .cpu = cpu_loss, .cuda = TSR_CUDA(cuda_loss),
+                            .float32_only = 1 };
+
+/* ---- crossentropy_backward: logits = (softmax - onehot) * dloss, in place --------- */
 
 static void cpu_ce_backward(void *buffers[], void *cl_arg)
 {
     const ce_backward_args_t *a = cl_arg;
-    const int *target_row = (const int *)(a + 1);
     tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
     tsr_cpu_crossentropy_backward(X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
-                                  S.ld, target_row, a->dloss);
+                                  S.ld, (const int *)(a + 1), a->dloss);
 }
+
+#if TSR_HAVE_CUDA
+static void cuda_ce_backward(void *buffers[], void *cl_arg)
+{
+    const ce_backward_args_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_kernel_check(tsr_cuda_crossentropy_backward(starpu_cuda_get_local_stream(), X.rows, X.cols,
+                                                    (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
+                                                    S.ld, (const int *)(a + 1), a->dloss));
+}
+#endif
+
+static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = cpu_ce_backward,
+                                   .cuda = TSR_CUDA(cuda_ce_backward), .nbuffers = 2,
+                                   .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
+
+/* ---- adamw: one AdamW step on a parameter tile ------------------------------------ */
 
 static void cpu_adamw(void *buffers[], void *cl_arg)
 {
@@ -91,34 +191,23 @@ static void cpu_adamw(void *buffers[], void *cl_arg)
                       tsr_view_at(V, z), V.ld, s);
 }
 
-static void define_mcodelets(void)
+#if TSR_HAVE_CUDA
+static void cuda_adamw(void *buffers[], void *cl_arg)
 {
-    static const enum starpu_data_access_mode merge_modes[] = { STARPU_RW, STARPU_R };
-    static const enum starpu_data_access_mode init_modes[] = { STARPU_W };
-    static const enum starpu_data_access_mode backward_modes[] = { STARPU_RW, STARPU_R };
-    static const enum starpu_data_access_mode adamw_modes[] = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW };
-    /* NULL modes: the written tile's mode (W, RW, REDUX) or the buffer count varies per task */
-    tsr_codelet_init(&mcodelets[MCL_GATHER], &mmodels[MCL_GATHER], "tsr_gather_columns_float32", cpu_gather,
-                     NULL, 0, NULL);
-    tsr_codelet_init(&mcodelets[MCL_STATS], &mmodels[MCL_STATS], "tsr_softmax_stats_float32", cpu_stats, NULL,
-                     2, NULL);
-    tsr_codelet_init(&mcodelets[MCL_STATS_MERGE], &mmodels[MCL_STATS_MERGE], "tsr_softmax_stats_merge_float32",
-                     cpu_stats_merge, NULL, 2, merge_modes);
-    tsr_codelet_init(&mcodelets[MCL_STATS_INIT], &mmodels[MCL_STATS_INIT], "tsr_softmax_stats_init_float32",
-                     cpu_stats_init, NULL, 1, init_modes);
-    tsr_codelet_init(&mcodelets[MCL_LOSS], &mmodels[MCL_LOSS], "tsr_crossentropy_loss_float32", cpu_loss, NULL,
-                     0, NULL);
-    tsr_codelet_init(&mcodelets[MCL_CE_BACKWARD], &mmodels[MCL_CE_BACKWARD], "tsr_crossentropy_backward_float32",
-                     cpu_ce_backward, NULL, 2, backward_modes);
-    tsr_codelet_init(&mcodelets[MCL_ADAMW], &mmodels[MCL_ADAMW], "tsr_adamw_float32", cpu_adamw, NULL, 4,
-                     adamw_modes);
+    const tsr_adamw_step_t *s = cl_arg;
+    tsr_view_t P = tsr_view(buffers[0]), G = tsr_view(buffers[1]), M = tsr_view(buffers[2]),
+               V = tsr_view(buffers[3]);
+    for (int z = 0; z < P.depth; z++)
+        tsr_kernel_check(tsr_cuda_adamw(starpu_cuda_get_local_stream(), P.rows, P.cols, tsr_view_at(P, z), P.ld,
+                                        tsr_view_at(G, z), G.ld, tsr_view_at(M, z), M.ld, tsr_view_at(V, z), V.ld,
+                                        s));
 }
+#endif
 
-static struct starpu_codelet *mcodelet(int which)
-{
-    pthread_once(&mcodelets_once, define_mcodelets);
-    return &mcodelets[which];
-}
+static tsr_op_t op_adamw = { .name = "adamw", .cpu = cpu_adamw, .cuda = TSR_CUDA(cuda_adamw), .nbuffers = 4,
+                             .modes = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW }, .float32_only = 1 };
+
+/* ---- insert helpers ------------------------------------------------------------------- */
 
 /* A header followed by n items, in one malloc'd block (NULL when out of memory). */
 static void *pack_args(const void *header, size_t hsize, const void *items, size_t isize, int n, size_t *total)
@@ -153,7 +242,7 @@ int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode
     if (!arg)
         return TSR_ENOMEM;
     double flops = (double)nmap * tsr_tile_rows(dst.d, dst.i);
-    int rc = tsr_submit(mcodelet(MCL_GATHER), tiles, modes, 1 + nsrc, arg, size, exec_rank, flops);
+    int rc = tsr_submit(&op_gather, tiles, modes, 1 + nsrc, arg, size, exec_rank, flops);
     free(arg);
     return rc;
 }
@@ -165,20 +254,16 @@ int tsr_insert_softmax_stats(tsr_tile_t stats, enum starpu_data_access_mode smod
     tsr_tile_t tiles[2] = { stats, logits };
     enum starpu_data_access_mode modes[2] = { smode, STARPU_R };
     double flops = 3.0 * rows * tsr_tile_cols(logits.d, logits.j);
-    return tsr_submit(mcodelet(MCL_STATS), tiles, modes, 2, &a, sizeof a, exec_rank, flops);
+    return tsr_submit(&op_stats, tiles, modes, 2, &a, sizeof a, exec_rank, flops);
 }
 
 int tsr_tile_enable_softmax_redux(tsr_tile_t stats)
 {
-    starpu_data_handle_t h = tsr_tile_handle(stats.d, stats.bi, stats.i, stats.j);
-    if (!h)
-        return TSR_ENOMEM;
-    starpu_data_set_reduction_methods(h, mcodelet(MCL_STATS_MERGE), mcodelet(MCL_STATS_INIT));
-    return TSR_SUCCESS;
+    return tsr_tile_set_redux(stats, &op_stats_merge, &op_stats_init);
 }
 
 int tsr_insert_crossentropy_loss(tsr_tile_t loss, enum starpu_data_access_mode lmode, tsr_tile_t stats,
-                                 const tsr_tile_t *logits, int nlogits, const tsr_target_ref_t *refs,
+                                 const tsr_tile_t *logits, int nlogits, const tsr_loss_ref_t *refs,
                                  int nrefs)
 {
     if (nlogits < 1 || nlogits > TSR_MAX_TASK_TILES - 2 || nrefs < 0)
@@ -194,7 +279,7 @@ int tsr_insert_crossentropy_loss(tsr_tile_t loss, enum starpu_data_access_mode l
     void *arg = pack_args(&h, sizeof h, refs, sizeof *refs, nrefs, &size);
     if (!arg)
         return TSR_ENOMEM;
-    int rc = tsr_submit(mcodelet(MCL_LOSS), tiles, modes, 2 + nlogits, arg, size, -1, 3.0 * nrefs);
+    int rc = tsr_submit(&op_loss, tiles, modes, 2 + nlogits, arg, size, -1, 3.0 * nrefs);
     free(arg);
     return rc;
 }
@@ -211,7 +296,7 @@ int tsr_insert_crossentropy_backward(tsr_tile_t logits, tsr_tile_t stats, int ro
     tsr_tile_t tiles[2] = { logits, stats };
     enum starpu_data_access_mode modes[2] = { STARPU_RW, STARPU_R };
     double flops = 4.0 * tsr_tile_rows(logits.d, logits.i) * cols;
-    int rc = tsr_submit(mcodelet(MCL_CE_BACKWARD), tiles, modes, 2, arg, size, -1, flops);
+    int rc = tsr_submit(&op_ce_backward, tiles, modes, 2, arg, size, -1, flops);
     free(arg);
     return rc;
 }
@@ -221,5 +306,5 @@ int tsr_insert_adamw(tsr_tile_t p, tsr_tile_t g, tsr_tile_t m, tsr_tile_t v, con
     tsr_tile_t tiles[4] = { p, g, m, v };
     enum starpu_data_access_mode modes[4] = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW };
     double flops = 12.0 * tsr_tile_depth(p.d, p.bi) * tsr_tile_rows(p.d, p.i) * tsr_tile_cols(p.d, p.j);
-    return tsr_submit(mcodelet(MCL_ADAMW), tiles, modes, 4, step, sizeof *step, -1, flops);
+    return tsr_submit(&op_adamw, tiles, modes, 4, step, sizeof *step, -1, flops);
 }

@@ -3,7 +3,6 @@
 #include <string.h>
 #include "tsr_runtime.h"
 #include "tsr_context.h"
-#include "../tile/tsr_tile_internal.h"
 #if TSR_USE_MPI
 #include <starpu_mpi.h>
 #endif
@@ -23,7 +22,7 @@ static int holds_stale_copy(const tsr_tile_t *t, enum starpu_data_access_mode mo
 #if TSR_USE_MPI
     if (!(mode & (STARPU_W | STARPU_REDUX)))
         return 0;
-    starpu_data_handle_t h = t->d->handles[(t->bi * t->d->mt + t->i) * t->d->nt + t->j];
+    starpu_data_handle_t h = tsr_tile_registered_handle(t->d, t->bi, t->i, t->j);
     return h && starpu_mpi_cached_receive(h);
 #else
     (void)t;
@@ -52,13 +51,19 @@ static void *copy_arg(const void *arg, size_t argsize)
     return copy;
 }
 
-int tsr_submit(struct starpu_codelet *cl, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
+int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
                int ntiles, const void *arg, size_t argsize, int exec_rank, double flops)
 {
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
     if (ntiles < 1 || ntiles > TSR_MAX_TASK_TILES)
         return TSR_EINVAL;
+    tsr_dtype_t dtype = tiles[0].d->dtype;
+    if (op->float32_only && dtype != TSR_FLOAT32) {
+        tsr_log(TSR_LOG_ERROR, "%s: float32 tiles only, got %s", op->name, tsr_dtype_name(dtype));
+        return TSR_EINVAL;
+    }
+    struct starpu_codelet *cl = tsr_op_codelet(op, dtype);
     int me = tsr_ctx.rank;
     if (tsr_ctx.mpi_active) {
         if (exec_rank < 0)
@@ -100,11 +105,6 @@ int tsr_submit(struct starpu_codelet *cl, const tsr_tile_t *tiles, const enum st
     if (executes)
         tsr_count_task();
     return TSR_SUCCESS;
-}
-
-void tsr_desc_flush(tsr_desc_t *d)
-{
-    tsr_desc_flush_cache(d);
 }
 
 void tsr_tile_mpi_redux(tsr_tile_t A)

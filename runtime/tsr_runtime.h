@@ -4,6 +4,7 @@
 #ifndef TSR_RUNTIME_H
 #define TSR_RUNTIME_H
 #include <starpu.h>
+#include "tsr_build_config.h"
 #include "tsr_tile.h"
 
 /* at most this many tiles per task (StarPU's STARPU_NMAXBUFS) */
@@ -42,21 +43,53 @@ static inline int tsr_task_threads(void)
     return n > 0 ? n : 1;
 }
 
-/* Fill a codelet with one CPU (and, when StarPU has CUDA, one CUDA)
- * implementation and a history-based perf model named `symbol` (static
- * storage). modes NULL: modes are given per task (variable buffer count). */
-void tsr_codelet_init(struct starpu_codelet *cl, struct starpu_perfmodel *pm, const char *symbol,
-                      starpu_cpu_func_t cpu, void *cuda, int nbuffers, const enum starpu_data_access_mode *modes);
+/* CUDA implementations exist when Tessera is built with CUDA and StarPU has
+ * it; TSR_CUDA(f) names a CUDA codelet function, or NULL without them. */
+#define TSR_HAVE_CUDA (TSR_USE_CUDA && STARPU_HAS_CUDA)
+#if TSR_HAVE_CUDA
+#define TSR_CUDA(f) (f)
+#else
+#define TSR_CUDA(f) NULL
+#endif
 
-/* Let a BLAS-heavy codelet run on combined workers of the configured
- * parallel-worker size (tensor parallelism inside a task: its kernels pass
- * tsr_task_threads() to the BLAS). No effect when that size is 1. */
-void tsr_codelet_allow_parallel(struct starpu_codelet *cl);
+typedef void (*tsr_kernel_func_t)(void *buffers[], void *cl_arg);
 
-/* Submit one task. With MPI the task runs on exec_rank (-1: the owner of the
+/* One operation of the runtime ("op"): its CPU and CUDA codelet functions
+ * side by side, its buffers, and, filled on first use, one StarPU codelet and
+ * one history-based perf model (symbol tsr_<name>_<dtype>) per element type,
+ * so that float32 and float64 histories stay apart. A codelet file defines
+ * each op as a static tsr_op_t with designated initialisers:
+ *     static tsr_op_t op_scale = { .name = "scale", .cpu = cpu_scale,
+ *                                  .cuda = TSR_CUDA(cuda_scale),
+ *                                  .nbuffers = 1, .modes = { STARPU_RW } };
+ * nbuffers 0: the buffer count and the modes are given per task (a written
+ * tile in W, RW or REDUX; optional tiles). */
+typedef struct {
+    const char *name;
+    tsr_kernel_func_t cpu, cuda; /* cuda NULL: the op runs on CPU workers only */
+    int nbuffers;
+    enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
+    int float32_only;            /* tasks on float64 tiles are refused */
+    int parallel;                /* BLAS-heavy: may run on combined CPU workers */
+    /* filled on first use (tsr_op_codelet) */
+    int ready;
+    struct starpu_codelet cl[TSR_NDTYPES];
+    struct starpu_perfmodel model[TSR_NDTYPES];
+    char symbol[TSR_NDTYPES][64];
+} tsr_op_t;
+
+/* The op's codelet for element type t (defined on first use; thread-safe). */
+struct starpu_codelet *tsr_op_codelet(tsr_op_t *op, tsr_dtype_t t);
+
+/* A CUDA (or CPU) codelet function reports its kernel's return code here:
+ * a failure is logged with the task's name and makes tsr_wait() and
+ * tsr_finalize() return TSR_ERUNTIME (a codelet cannot return an error). */
+void tsr_kernel_check(int rc);
+
+/* Submit one task of op on tiles (element type: the first tile's). With MPI the task runs on exec_rank (-1: the owner of the
  * first written tile); a rank that neither executes it, nor owns any of its
  * tiles, nor holds a received copy of a tile it writes skips the call. arg (argsize bytes) is copied. */
-int tsr_submit(struct starpu_codelet *cl, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
+int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
                int ntiles, const void *arg, size_t argsize, int exec_rank, double flops);
 
 /* C = alpha op(A) op(B) + beta C on tiles; mode of C: STARPU_W (beta must be
@@ -72,11 +105,22 @@ int tsr_insert_add(double alpha, tsr_tile_t A, double beta, tsr_tile_t B);
 /* Zero a tile on this rank only, whoever owns it (starts a local REDUX copy). */
 int tsr_insert_local_zero(tsr_tile_t A);
 
-/* Give the tile the zero-init + add reduction methods (for STARPU_REDUX). */
+/* ---- accumulation protocol (STARPU_REDUX) ----------------------------------- */
+/* Give the tile reduction methods: `add` (dst += src; its first buffer plain
+ * STARPU_RW) and `init` (writes the identity of add). */
+int tsr_tile_set_redux(tsr_tile_t A, tsr_op_t *add, tsr_op_t *init);
+/* The element type's zero and add as reduction methods. */
 int tsr_tile_enable_redux(tsr_tile_t A);
-/* Reduce the contributions several ranks made to the tile onto its owner
- * (collective: every rank calls it, in the same order; waits for tasks). */
+/* Start a STARPU_REDUX accumulation into c: the zero/add reduction methods;
+ * then, on c's owner, c's value before the contributions: beta c (beta 0:
+ * zeroed, 1: kept as it is) or, when bias is given, bias broadcast along c's
+ * columns (bias->d NULL: zero); then, under MPI, every other rank starts its
+ * own partial sum at zero, so a contribution may run on any rank
+ * (tsr_redux_finish combines the partial sums). */
+int tsr_redux_start(tsr_tile_t c, double beta, const tsr_tile_t *bias);
+/* Combine the ranks' partial sums of tile A onto its owner (collective:
+ * every rank calls it, in the same order; nothing to do with one rank). */
 void tsr_tile_mpi_redux(tsr_tile_t A);
-/* Forget StarPU-MPI cached copies of every tile of d (collective). */
-void tsr_desc_flush(tsr_desc_t *d);
+/* tsr_tile_mpi_redux on every tile of d. */
+void tsr_redux_finish(tsr_desc_t *d);
 #endif

@@ -23,13 +23,11 @@ int tsr_insert_softmax_stats(tsr_tile_t stats, enum starpu_data_access_mode smod
  * a partial statistic on another rank). */
 int tsr_tile_enable_softmax_redux(tsr_tile_t stats);
 
-/* Token column col's target logit is row `row` of logits tile number src. */
-typedef struct { int col, src, row; } tsr_target_ref_t;
 /* loss[0, ref.col] = log(sum) + max - logits[ref.src][ref.row, ref.col] for
  * each ref; lmode STARPU_W or STARPU_RW (other columns are left alone). At most
  * TSR_MAX_TASK_TILES - 2 logits tiles. */
 int tsr_insert_crossentropy_loss(tsr_tile_t loss, enum starpu_data_access_mode lmode, tsr_tile_t stats,
-                                 const tsr_tile_t *logits, int nlogits, const tsr_target_ref_t *refs,
+                                 const tsr_tile_t *logits, int nlogits, const tsr_loss_ref_t *refs,
                                  int nrefs);
 /* In place: logits = (softmax - onehot) * dloss over global rows < V of the
  * tile (its first row is global row row0), 0 on rows >= V; target_row[c] is

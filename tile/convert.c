@@ -14,7 +14,7 @@ void *tsr_tile_storage(tsr_desc_t *d, int bi, int i, int j)
     return d->storage[(bi * d->mt + i) * d->nt + j];
 }
 
-void tsr_desc_flush_cache(tsr_desc_t *d)
+void tsr_desc_flush(tsr_desc_t *d)
 {
 #if TSR_USE_MPI
     if (!tsr_ctx.mpi_active)
@@ -32,7 +32,7 @@ void tsr_desc_invalidate(tsr_desc_t *d)
 {
     if (!d)
         return;
-    tsr_desc_flush_cache(d); /* MPI: drops (invalidates) the received copies */
+    tsr_desc_flush(d); /* MPI: drops (invalidates) the received copies */
     int n = tsr_desc_ntiles(d);
     for (int t = 0; t < n; t++)
         if (d->handles[t] && d->storage[t]) /* registered, owned here */
@@ -168,7 +168,7 @@ static int move_all(tsr_desc_t *d, void *A, int lda, int root, int to_tile)
     if (rc == TSR_ENOTINIT || (rc = agree(rc)) != 0)
         return rc;
     if (to_tile)
-        tsr_desc_flush_cache(d);
+        tsr_desc_flush(d);
     for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++)

@@ -189,6 +189,11 @@ static void tile_free(void *p, size_t bytes)
         free(p);
 }
 
+starpu_data_handle_t tsr_tile_registered_handle(const tsr_desc_t *d, int bi, int i, int j)
+{
+    return d->handles[tile_index(d, bi, i, j)];
+}
+
 starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
 {
     int idx = tile_index(d, bi, i, j);

@@ -1,5 +1,6 @@
 /* Seeded random fill and norms. */
 #include <math.h>
+#include <stdlib.h>
 #include "tsr_tile_internal.h"
 #include "tsr_context.h"
 
@@ -42,7 +43,7 @@ int tsr_desc_fill_random(tsr_desc_t *d, uint64_t seed)
         return TSR_EINVAL;
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
-    tsr_desc_flush_cache(d);
+    tsr_desc_flush(d);
     return tsr_foreach_local_tile(d, STARPU_W, fill_tile, &seed);
 }
 
@@ -81,4 +82,26 @@ int tsr_desc_norm(tsr_desc_t *d, tsr_norm_t which, double *value)
 #endif
     *value = which == TSR_NORM_FRO ? sqrt(total) : total;
     return TSR_SUCCESS;
+}
+
+int tsr_desc_sum(tsr_desc_t *d, double *sum)
+{
+    if (!d || !sum)
+        return TSR_EINVAL;
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+    size_t n = (size_t)d->b * d->m * d->n, es = tsr_dtype_size(d->dtype);
+    void *all = malloc(n * es);
+    if (!all)
+        return TSR_ENOMEM;
+    int rc = TSR_SUCCESS;
+    for (int r = 0; r < tsr_ctx.size && !rc; r++)
+        rc = tsr_desc_gather(d, r == tsr_ctx.rank ? all : NULL, d->m, r);
+    double s = 0.0;
+    for (size_t i = 0; i < n && !rc; i++)
+        s += d->dtype == TSR_FLOAT64 ? ((const double *)all)[i] : ((const float *)all)[i];
+    free(all);
+    if (!rc)
+        *sum = s;
+    return rc;
 }

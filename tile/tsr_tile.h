@@ -82,6 +82,11 @@ int tsr_tile_owner(const tsr_desc_t *d, int bi, int i, int j);
 int tsr_tile_is_local(const tsr_desc_t *d, int bi, int i, int j);
 /* The tile's StarPU handle, registered on first use. */
 starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j);
+/* The tile's StarPU handle if it is registered already, else NULL. */
+starpu_data_handle_t tsr_tile_registered_handle(const tsr_desc_t *d, int bi, int i, int j);
+/* Forget StarPU-MPI cached copies of every tile of d, so that no stale copy
+ * survives a later write (collective; nothing to do without MPI). */
+void tsr_desc_flush(tsr_desc_t *d);
 
 /* User buffer layout: column-major b x (m x n), leading dimension lda >= m,
  * matrix bi starts at A + bi * lda * n elements. */
@@ -100,6 +105,11 @@ double tsr_random_value(uint64_t seed, int bi, int r, int c);
 typedef enum { TSR_NORM_MAX = 0, TSR_NORM_FRO } tsr_norm_t;
 /* Norm over all ranks (every rank gets the value; waits for tasks). */
 int tsr_desc_norm(tsr_desc_t *d, tsr_norm_t which, double *value);
+/* Sum of all elements, in double, in column-major element order; every rank
+ * gathers the whole tensor and gets the same bits whatever the tiles and
+ * the process grid (for small tensors, such as per-token losses; waits for
+ * tasks). */
+int tsr_desc_sum(tsr_desc_t *d, double *sum);
 
 #ifdef __cplusplus
 }

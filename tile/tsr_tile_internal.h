@@ -8,8 +8,6 @@ typedef int (*tsr_tile_visit_fn)(tsr_desc_t *d, int bi, int i, int j, void *tile
 
 /* Acquire every tile this rank owns in `mode`, call fn on its storage, release. */
 int tsr_foreach_local_tile(tsr_desc_t *d, enum starpu_data_access_mode mode, tsr_tile_visit_fn fn, void *arg);
-/* Drop StarPU-MPI cached copies of the descriptor's tiles (before a direct write). */
-void tsr_desc_flush_cache(tsr_desc_t *d);
 /* Local storage of an owned tile (allocated and registered on first use). */
 void *tsr_tile_storage(tsr_desc_t *d, int bi, int i, int j);
 #endif

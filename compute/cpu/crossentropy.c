@@ -4,21 +4,7 @@
 #include <math.h>
 #include "tsr_compute_misc.h"
 #include "simd_math.h"
-
-/* (m, s) = merge((m, s), (m2, s2)), the online-softmax rescaling. */
-static void merge_one(float *m, float *s, float m2, float s2)
-{
-    if (s2 == 0.0f)
-        return;
-    if (*s == 0.0f) {
-        *m = m2;
-        *s = s2;
-        return;
-    }
-    float mx = fmaxf(*m, m2);
-    *s = *s * expf(*m - mx) + s2 * expf(m2 - mx);
-    *m = mx;
-}
+#include "tsr_compute_elem.h" /* after simd_math.h: its pragma applies to these too */
 
 /* sum of exp(x[r] - mx), r < n: LANES float partial sums (each of at most
  * n / LANES terms <= 1) added in double; one pass, vectorised. */
@@ -46,7 +32,7 @@ void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *s
         double sum = rows > 0 ? exp_sum(col, rows, mx) : 0.0;
         float *st = stats + (size_t)c * lds;
         if (merge) {
-            merge_one(&st[0], &st[1], mx, (float)sum);
+            tsr_elem_softmax_merge(&st[0], &st[1], mx, (float)sum);
         } else {
             st[0] = mx;
             st[1] = (float)sum;
@@ -59,14 +45,24 @@ void tsr_cpu_softmax_stats_merge(int cols, float *dst, int ldd, const float *src
     for (int c = 0; c < cols; c++) {
         float *d = dst + (size_t)c * ldd;
         const float *s = src + (size_t)c * lds;
-        merge_one(&d[0], &d[1], s[0], s[1]);
+        tsr_elem_softmax_merge(&d[0], &d[1], s[0], s[1]);
     }
 }
 
 float tsr_cpu_crossentropy_loss(const float *stats, float target_logit)
 {
-    /* -log(exp(x_t - max) / sum) */
-    return logf(stats[1]) + stats[0] - target_logit;
+    return tsr_elem_crossentropy_loss(stats, target_logit);
+}
+
+void tsr_cpu_crossentropy_loss_refs(float *loss, int ldl, const float *stats, int lds, const float *const *logits,
+                                    const int *ldx, int nsrc, const tsr_loss_ref_t *refs, int nrefs)
+{
+    (void)nsrc; /* the CUDA twin needs it to stage logits and ldx */
+    for (int k = 0; k < nrefs; k++) {
+        tsr_loss_ref_t e = refs[k];
+        float x = logits[e.src][(size_t)e.col * ldx[e.src] + e.row];
+        loss[(size_t)e.col * ldl] = tsr_cpu_crossentropy_loss(stats + (size_t)e.col * lds, x);
+    }
 }
 
 TSR_SIMD_CLONES
@@ -91,12 +87,4 @@ void tsr_cpu_crossentropy_backward(int rows, int cols, float *x, int ldx, int ro
         for (int r = valid; r < rows; r++) /* padded vocabulary rows */
             col[r] = 0.0f;
     }
-}
-
-double tsr_cpu_crossentropy_sum(size_t n, const float *x)
-{
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++)
-        s += x[i];
-    return s;
 }

@@ -3,13 +3,9 @@
 #include <math.h>
 #include <string.h>
 #include "tsr_compute_linear.h"
-
-/* sqrt(2 / pi), llm.c's GELU_SCALING_FACTOR */
-#define TSR_GELU_SCALE 0.7978845608028654f
-#define TSR_GELU_CUBIC 0.044715f
+#include "tsr_compute_elem.h"
 
 static int imin(int a, int b) { return a < b ? a : b; }
-static int imax(int a, int b) { return a > b ? a : b; }
 
 void tsr_cpu_gemm_chunked(tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k, tsr_chunk_dim_t dim, int csize,
                           float alpha, tsr_chunked_t A, tsr_chunked_t B, float beta, tsr_chunked_t C,
@@ -88,25 +84,10 @@ void tsr_cpu_rowsum(int m, int n, const float *X, int ldx, float beta, float *y)
     }
 }
 
-/* llm.c's gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
- * written with 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)): the same
- * function, without the cancellation of 1 + tanh(u) for negative u (up to 6%
- * relative error there in float) and 3-5x faster than tanhf. */
-static float gelu_arg(float x) { return TSR_GELU_SCALE * (x + TSR_GELU_CUBIC * x * x * x); }
+/* The formulas are in tsr_compute_elem.h, shared with compute/cuda/linear.cu. */
+float tsr_gelu(float x) { return tsr_elem_gelu(x); }
 
-float tsr_gelu(float x)
-{
-    return x / (1.0f + expf(-2.0f * gelu_arg(x)));
-}
-
-/* d/dx [x s(2u)] = s + 2 x s (1 - s) u', and llm.c's 0.5 sech^2(u) is the
- * same 2 s (1 - s); 1 - s = e s is exact where s is close to 1. */
-float tsr_gelu_grad(float x)
-{
-    float e = expf(-2.0f * gelu_arg(x)), s = 1.0f / (1.0f + e);
-    float one_minus_s = isinf(e) ? 1.0f : e * s; /* x -> -inf: s = 0, the gradient 0 */
-    return s + 2.0f * x * s * one_minus_s * TSR_GELU_SCALE * (1.0f + 3.0f * TSR_GELU_CUBIC * x * x);
-}
+float tsr_gelu_grad(float x) { return tsr_elem_gelu_grad(x); }
 
 void tsr_cpu_gelu_forward(int m, int n, const float *pre, int ldp, float *out, int ldo)
 {
@@ -129,29 +110,11 @@ void tsr_cpu_gelu_backward(int m, int n, const float *pre, int ldp, const float 
     }
 }
 
-/* The part of head matrix z of a head tile that lies in the X tile:
- * rows [*r0, *r1), tokens [*t0, *t1), and where its row 0 / token 0 sits
- * in X's coordinates (*xr, *xc). Returns 0 when they share nothing. */
-static int head_overlap(const tsr_heads_geom_t *g, int z, int xrows, int xcols, int yrows, int ycols,
-                        int *r0, int *r1, int *t0, int *t1, int *xr, int *xc)
-{
-    int gz = g->y_z0 + z, b = gz / g->NH, h = gz % g->NH;
-    int fbase = g->part * g->C + h * g->hd + g->y_row0; /* feature of row 0 */
-    int cbase = b * g->T + g->y_col0;                   /* token of column 0 */
-    *r0 = imax(0, g->x_row0 - fbase);
-    *r1 = imin(yrows, g->x_row0 + xrows - fbase);
-    *t0 = imax(0, g->x_col0 - cbase);
-    *t1 = imin(ycols, g->x_col0 + xcols - cbase);
-    *xr = fbase - g->x_row0;
-    *xc = cbase - g->x_col0;
-    return *r0 < *r1 && *t0 < *t1;
-}
-
 int tsr_heads_overlap(const tsr_heads_geom_t *g, int xrows, int xcols, int depth, int yrows, int ycols)
 {
     int r0, r1, t0, t1, xr, xc;
     for (int z = 0; z < depth; z++)
-        if (head_overlap(g, z, xrows, xcols, yrows, ycols, &r0, &r1, &t0, &t1, &xr, &xc))
+        if (tsr_elem_head_overlap(g, z, xrows, xcols, yrows, ycols, &r0, &r1, &t0, &t1, &xr, &xc))
             return 1;
     return 0;
 }
@@ -162,7 +125,7 @@ void tsr_cpu_heads_copy(const tsr_heads_geom_t *g, int to_heads, float beta,
 {
     int r0, r1, t0, t1, xr, xc;
     for (int z = 0; z < depth; z++) {
-        if (!head_overlap(g, z, xrows, xcols, yrows, ycols, &r0, &r1, &t0, &t1, &xr, &xc))
+        if (!tsr_elem_head_overlap(g, z, xrows, xcols, yrows, ycols, &r0, &r1, &t0, &t1, &xr, &xc))
             continue;
         int len = r1 - r0;
         for (int t = t0; t < t1; t++) {

@@ -1,23 +1,25 @@
 /* CUDA LayerNorm and residual tile kernels (float32; residual also float64).
  * Feature-major tiles as on the CPU: token t's m features at x + t * ldx.
  * Per-token reductions: one warp per token, two passes (mean, then squared
- * deviations) as llm.c. Asynchronous on the caller's stream. */
+ * deviations) as llm.c; element-wise passes: one thread per element.
+ * Asynchronous on the caller's stream. */
 #include <cuda_runtime.h>
 #include "tsr_compute_layernorm.h"
+#include "tsr_cuda_util.cuh"
 
 namespace {
 
 const int kWarp = 32;
 const int kTokensPerBlock = 4; /* warps per block, one token each */
 
-__device__ float warp_sum(float v)
-{
-    for (int o = kWarp / 2; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
+dim3 token_block() { return dim3(kWarp, kTokensPerBlock); }
+dim3 token_grid(int n) { return dim3((unsigned)((n + kTokensPerBlock - 1) / kTokensPerBlock)); }
 
-/* The whole warp of token t takes the same branch: the warp-wide shuffles are safe. */
+__device__ float warp_sum(float v) { return warp_reduce(v, SumOp()); }
+
+/* In the per-token kernels the whole warp of token t takes the same
+ * branches: the warp-wide shuffles are safe. */
+
 __global__ void ln_fwd_kernel(int m, int n, const float *x, int ldx, const float *w, const float *b, float *out,
                               int ldo, float *mean, int incm, float *rstd, int incr, float eps)
 {
@@ -44,6 +46,74 @@ __global__ void ln_fwd_kernel(int m, int n, const float *x, int ldx, const float
     }
 }
 
+__global__ void ln_sum_kernel(int m, int n, const float *x, int ldx, float *s, int incs, int accumulate)
+{
+    int t = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+    if (t >= n)
+        return;
+    const float *xt = x + (size_t)t * ldx;
+    float a = 0.0f;
+    for (int r = lane; r < m; r += kWarp)
+        a += xt[r];
+    a = warp_sum(a);
+    if (lane == 0) {
+        float *st = &s[(size_t)t * incs];
+        *st = accumulate ? *st + a : a;
+    }
+}
+
+__global__ void ln_sqdev_kernel(int m, int n, const float *x, int ldx, const float *s, int incs, int C, float *q,
+                                int incq, int accumulate)
+{
+    int t = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+    if (t >= n)
+        return;
+    const float *xt = x + (size_t)t * ldx;
+    float mu = s[(size_t)t * incs] / C, v = 0.0f;
+    for (int r = lane; r < m; r += kWarp) {
+        float d = xt[r] - mu;
+        v += d * d;
+    }
+    v = warp_sum(v);
+    if (lane == 0) {
+        float *qt = &q[(size_t)t * incq];
+        *qt = accumulate ? *qt + v : v;
+    }
+}
+
+__global__ void ln_stats_kernel(int n, int C, float eps, float *mean, int incm, float *rstd, int incr)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n; t += gridDim.x * blockDim.x) {
+        float *mt = &mean[(size_t)t * incm], *rt = &rstd[(size_t)t * incr];
+        *mt = *mt / C;
+        *rt = 1.0f / sqrtf(*rt / C + eps);
+    }
+}
+
+__global__ void ln_normalize_kernel(int m, int n, const float *x, int ldx, const float *w, const float *b,
+                                    const float *mean, int incm, const float *rstd, int incr, float *out, int ldo)
+{
+    TSR_CUDA_TILE_LOOP(r, t, m, n) {
+        float nrm = rstd[(size_t)t * incr] * (x[(size_t)t * ldx + r] - mean[(size_t)t * incm]);
+        out[(size_t)t * ldo + r] = nrm * w[r] + b[r];
+    }
+}
+
+/* sum_r dnorm and sum_r dnorm * norm of token t, in every lane. */
+__device__ void token_bwd_sums(int m, const float *dt, const float *xt, const float *w, float mu, float s, float *a,
+                               float *c)
+{
+    float sa = 0.0f, sc = 0.0f;
+    for (int r = threadIdx.x; r < m; r += kWarp) {
+        float norm = (xt[r] - mu) * s;
+        float dnorm = w[r] * dt[r];
+        sa += dnorm;
+        sc += dnorm * norm;
+    }
+    *a = warp_sum(sa);
+    *c = warp_sum(sc);
+}
+
 __global__ void ln_bwd_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                               const float *mean, int incm, const float *rstd, int incr, float *dinp, int lddi,
                               int accumulate)
@@ -52,18 +122,46 @@ __global__ void ln_bwd_kernel(int m, int n, const float *dout, int lddo, const f
     if (t >= n)
         return;
     const float *dt = dout + (size_t)t * lddo, *xt = x + (size_t)t * ldx;
-    float mu = mean[(size_t)t * incm], s = rstd[(size_t)t * incr], a = 0.0f, c = 0.0f;
-    for (int r = lane; r < m; r += kWarp) {
-        float dnorm = w[r] * dt[r];
-        a += dnorm;
-        c += dnorm * (xt[r] - mu) * s;
-    }
-    float dnorm_mean = warp_sum(a) / m, dnorm_norm_mean = warp_sum(c) / m;
+    float mu = mean[(size_t)t * incm], s = rstd[(size_t)t * incr], a, c;
+    token_bwd_sums(m, dt, xt, w, mu, s, &a, &c);
+    float dnorm_mean = a / m, dnorm_norm_mean = c / m;
     float *di = dinp + (size_t)t * lddi;
     for (int r = lane; r < m; r += kWarp) {
         float norm = (xt[r] - mu) * s;
         float dval = (w[r] * dt[r] - dnorm_mean - norm * dnorm_norm_mean) * s;
         di[r] = accumulate ? di[r] + dval : dval;
+    }
+}
+
+__global__ void ln_bwd_sums_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx,
+                                   const float *w, const float *mean, int incm, const float *rstd, int incr,
+                                   float *sums, int lds, int accumulate)
+{
+    int t = blockIdx.x * blockDim.y + threadIdx.y;
+    if (t >= n)
+        return;
+    float a, c;
+    token_bwd_sums(m, dout + (size_t)t * lddo, x + (size_t)t * ldx, w, mean[(size_t)t * incm],
+                   rstd[(size_t)t * incr], &a, &c);
+    if (threadIdx.x == 0) {
+        float *st = &sums[(size_t)t * lds];
+        st[0] = accumulate ? st[0] + a : a;
+        st[1] = accumulate ? st[1] + c : c;
+    }
+}
+
+__global__ void ln_bwd_dinp_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx,
+                                   const float *w, const float *mean, int incm, const float *rstd, int incr,
+                                   const float *sums, int lds, int C, float *dinp, int lddi, int accumulate)
+{
+    TSR_CUDA_TILE_LOOP(r, t, m, n) {
+        const float *st = &sums[(size_t)t * lds];
+        float mu = mean[(size_t)t * incm], s = rstd[(size_t)t * incr];
+        float norm = (x[(size_t)t * ldx + r] - mu) * s;
+        float dnorm = w[r] * dout[(size_t)t * lddo + r];
+        float dval = (dnorm - st[0] / C - norm * (st[1] / C)) * s;
+        float *di = &dinp[(size_t)t * lddi + r];
+        *di = accumulate ? *di + dval : dval;
     }
 }
 
@@ -87,16 +185,9 @@ __global__ void ln_bwd_params_kernel(int m, int n, const float *dout, int lddo, 
 template <typename T>
 __global__ void residual_kernel(int m, int n, const T *a, int lda, const T *b, int ldb, T *out, int ldo)
 {
-    for (int c = blockIdx.y * blockDim.y + threadIdx.y; c < n; c += gridDim.y * blockDim.y)
-        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x)
-            out[(size_t)c * ldo + r] = a[(size_t)c * lda + r] + b[(size_t)c * ldb + r];
+    TSR_CUDA_TILE_LOOP(r, c, m, n)
+        out[(size_t)c * ldo + r] = a[(size_t)c * lda + r] + b[(size_t)c * ldb + r];
 }
-
-bool bad_tile(int m, int n, int ld) { return m < 0 || n < 0 || ld < (m > 1 ? m : 1); }
-
-dim3 token_grid(int n) { return dim3((unsigned)((n + kTokensPerBlock - 1) / kTokensPerBlock)); }
-
-int launched() { return cudaGetLastError() == cudaSuccess ? 0 : TSR_ERUNTIME; }
 
 } /* namespace */
 
@@ -108,8 +199,56 @@ extern "C" int tsr_cuda_layernorm_fwd(void *stream, int m, int n, const float *x
         return TSR_EINVAL;
     if (m == 0 || n == 0)
         return 0;
-    ln_fwd_kernel<<<token_grid(n), dim3(kWarp, kTokensPerBlock), 0, (cudaStream_t)stream>>>(
-        m, n, x, ldx, w, b, out, ldo, mean, incm, rstd, incr, eps);
+    ln_fwd_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, w, b, out, ldo, mean,
+                                                                             incm, rstd, incr, eps);
+    return launched();
+}
+
+extern "C" int tsr_cuda_layernorm_sum(void *stream, int m, int n, const float *x, int ldx, float *s, int incs,
+                                      int accumulate)
+{
+    if (bad_tile(m, n, ldx) || incs < 1)
+        return TSR_EINVAL;
+    if (n == 0)
+        return 0;
+    ln_sum_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, s, incs, accumulate);
+    return launched();
+}
+
+extern "C" int tsr_cuda_layernorm_sqdev(void *stream, int m, int n, const float *x, int ldx, const float *s,
+                                        int incs, int C, float *q, int incq, int accumulate)
+{
+    if (bad_tile(m, n, ldx) || incs < 1 || incq < 1 || C < 1)
+        return TSR_EINVAL;
+    if (n == 0)
+        return 0;
+    ln_sqdev_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, s, incs, C, q, incq,
+                                                                               accumulate);
+    return launched();
+}
+
+extern "C" int tsr_cuda_layernorm_stats(void *stream, int n, int C, float eps, float *mean, int incm, float *rstd,
+                                        int incr)
+{
+    if (n < 0 || C < 1 || incm < 1 || incr < 1)
+        return TSR_EINVAL;
+    if (n == 0)
+        return 0;
+    ln_stats_kernel<<<blocks_for(n, kThreads), kThreads, 0, (cudaStream_t)stream>>>(n, C, eps, mean, incm, rstd,
+                                                                                    incr);
+    return launched();
+}
+
+extern "C" int tsr_cuda_layernorm_normalize(void *stream, int m, int n, const float *x, int ldx, const float *w,
+                                            const float *b, const float *mean, int incm, const float *rstd,
+                                            int incr, float *out, int ldo)
+{
+    if (bad_tile(m, n, ldx) || bad_tile(m, n, ldo) || incm < 1 || incr < 1)
+        return TSR_EINVAL;
+    if (m == 0 || n == 0)
+        return 0;
+    ln_normalize_kernel<<<grid2d(m, n), block2d(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, w, b, mean, incm, rstd,
+                                                                              incr, out, ldo);
     return launched();
 }
 
@@ -121,8 +260,36 @@ extern "C" int tsr_cuda_layernorm_bwd(void *stream, int m, int n, const float *d
         return TSR_EINVAL;
     if (m == 0 || n == 0)
         return 0;
-    ln_bwd_kernel<<<token_grid(n), dim3(kWarp, kTokensPerBlock), 0, (cudaStream_t)stream>>>(
+    ln_bwd_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(
         m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, dinp, lddi, accumulate);
+    return launched();
+}
+
+extern "C" int tsr_cuda_layernorm_bwd_sums(void *stream, int m, int n, const float *dout, int lddo, const float *x,
+                                           int ldx, const float *w, const float *mean, int incm, const float *rstd,
+                                           int incr, float *sums, int lds, int accumulate)
+{
+    if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || incm < 1 || incr < 1 || lds < 2)
+        return TSR_EINVAL;
+    if (n == 0)
+        return 0;
+    ln_bwd_sums_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(
+        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, sums, lds, accumulate);
+    return launched();
+}
+
+extern "C" int tsr_cuda_layernorm_bwd_dinp(void *stream, int m, int n, const float *dout, int lddo, const float *x,
+                                           int ldx, const float *w, const float *mean, int incm, const float *rstd,
+                                           int incr, const float *sums, int lds, int C, float *dinp, int lddi,
+                                           int accumulate)
+{
+    if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || bad_tile(m, n, lddi) || incm < 1 || incr < 1 || lds < 2 ||
+        C < 1)
+        return TSR_EINVAL;
+    if (m == 0 || n == 0)
+        return 0;
+    ln_bwd_dinp_kernel<<<grid2d(m, n), block2d(), 0, (cudaStream_t)stream>>>(
+        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, sums, lds, C, dinp, lddi, accumulate);
     return launched();
 }
 
@@ -136,9 +303,8 @@ extern "C" int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const f
     if (m == 0)
         return 0;
     const int threads = 128;
-    unsigned blocks = (unsigned)((m + threads - 1) / threads);
-    ln_bwd_params_kernel<<<blocks, threads, 0, (cudaStream_t)stream>>>(m, n, dout, lddo, x, ldx, mean, incm, rstd,
-                                                                        incr, dw, accumulate_w, db, accumulate_b);
+    ln_bwd_params_kernel<<<blocks_for(m, threads), threads, 0, (cudaStream_t)stream>>>(
+        m, n, dout, lddo, x, ldx, mean, incm, rstd, incr, dw, accumulate_w, db, accumulate_b);
     return launched();
 }
 
@@ -149,15 +315,12 @@ extern "C" int tsr_cuda_residual_fwd(void *stream, tsr_dtype_t t, int m, int n, 
         return TSR_EINVAL;
     if (m == 0 || n == 0)
         return 0;
-    dim3 block(32, 8);
-    unsigned gy = (unsigned)((n + block.y - 1) / block.y);
-    dim3 grid((unsigned)((m + block.x - 1) / block.x), gy < 65535u ? gy : 65535u);
     cudaStream_t s = (cudaStream_t)stream;
     if (t == TSR_FLOAT64)
-        residual_kernel<double><<<grid, block, 0, s>>>(m, n, (const double *)a, lda, (const double *)b, ldb,
-                                                       (double *)out, ldo);
+        residual_kernel<double><<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const double *)a, lda, (const double *)b,
+                                                                   ldb, (double *)out, ldo);
     else
-        residual_kernel<float><<<grid, block, 0, s>>>(m, n, (const float *)a, lda, (const float *)b, ldb,
-                                                      (float *)out, ldo);
+        residual_kernel<float><<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const float *)a, lda, (const float *)b, ldb,
+                                                                  (float *)out, ldo);
     return launched();
 }

@@ -1,133 +1,165 @@
 /* CUDA kernels of the encoder (column gather-add), the softmax
  * cross-entropy and AdamW: float32, column-major with leading dimensions,
- * device pointers, asynchronous on the caller's stream. Same arithmetic as
- * compute/cpu/{encoder,crossentropy,adamw}.c. */
+ * device tiles, host index arrays staged to the device in stream order,
+ * asynchronous on the caller's stream. Same arithmetic as
+ * compute/cpu/{encoder,crossentropy,adamw}.c; see tsr_compute_misc.h. */
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include "tsr_compute_misc.h"
+#include "tsr_compute_elem.h"
+#include "tsr_cuda_util.cuh"
 
 namespace {
 
-const dim3 kBlock2d(32, 8);  /* element-wise kernels: 32 rows x 8 columns */
-const int kThreads = 256;    /* 1D kernels and per-column reductions */
-
-dim3 grid2d(int m, int n)
-{
-    unsigned gx = (unsigned)((m + kBlock2d.x - 1) / kBlock2d.x);
-    unsigned gy = (unsigned)((n + kBlock2d.y - 1) / kBlock2d.y);
-    return dim3(gx, gy < 65535u ? gy : 65535u);
-}
-
-int launched() { return cudaGetLastError() == cudaSuccess ? 0 : TSR_ERUNTIME; }
-
-/* One thread per row walks the map in order: entries hitting the same
- * destination column accumulate in the CPU kernel's order. */
+/* Destination column ucol[u] += the sources of entries off[u] .. off[u+1]
+ * (ent[e] = (source, source column)), in map order: each element sees the
+ * CPU kernel's additions in the CPU's order. */
 __global__ void gather_add_kernel(int rows, float *dst, int ldd, const float *const *src, const int *lds,
-                                  const tsr_colmap_t *map, int nmap)
+                                  const int *ucol, const int *off, const int2 *ent, int nu)
 {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows)
-        return;
-    for (int e = 0; e < nmap; e++) {
-        tsr_colmap_t c = map[e];
-        dst[(size_t)c.dst_col * ldd + r] += src[c.src][(size_t)c.src_col * lds[c.src] + r];
+    for (int u = blockIdx.y; u < nu; u += gridDim.y) {
+        float *d = dst + (size_t)ucol[u] * ldd;
+        int e0 = off[u], e1 = off[u + 1];
+        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+            float acc = d[r];
+            for (int e = e0; e < e1; e++) {
+                int2 q = ent[e];
+                acc += src[q.x][(size_t)q.y * lds[q.x] + r];
+            }
+            d[r] = acc;
+        }
     }
-}
-
-__device__ void merge_one(float *m, float *s, float m2, float s2)
-{
-    if (s2 == 0.0f)
-        return;
-    if (*s == 0.0f) {
-        *m = m2;
-        *s = s2;
-        return;
-    }
-    float mx = fmaxf(*m, m2);
-    *s = *s * expf(*m - mx) + s2 * expf(m2 - mx);
-    *m = mx;
 }
 
 /* One block per column: block-wide max, then block-wide sum of exp(x - max). */
 __global__ void softmax_stats_kernel(int rows, int cols, const float *x, int ldx, float *stats, int lds, int merge)
 {
-    __shared__ float red[kThreads];
+    __shared__ float shared[kThreads / 32];
     for (int c = blockIdx.x; c < cols; c += gridDim.x) {
         const float *col = x + (size_t)c * ldx;
         float mx = -INFINITY;
         for (int r = threadIdx.x; r < rows; r += blockDim.x)
             mx = fmaxf(mx, col[r]);
-        red[threadIdx.x] = mx;
-        __syncthreads();
-        for (int h = blockDim.x / 2; h > 0; h /= 2) {
-            if (threadIdx.x < h)
-                red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + h]);
-            __syncthreads();
-        }
-        mx = red[0];
-        __syncthreads();
+        mx = block_reduce<kThreads>(mx, MaxOp(), shared);
         float sum = 0.0f;
         for (int r = threadIdx.x; r < rows; r += blockDim.x)
             sum += expf(col[r] - mx);
-        red[threadIdx.x] = sum;
-        __syncthreads();
-        for (int h = blockDim.x / 2; h > 0; h /= 2) {
-            if (threadIdx.x < h)
-                red[threadIdx.x] += red[threadIdx.x + h];
-            __syncthreads();
-        }
+        sum = block_reduce<kThreads>(sum, SumOp(), shared);
         if (threadIdx.x == 0) {
             float *st = stats + (size_t)c * lds;
             if (merge) {
-                merge_one(&st[0], &st[1], mx, red[0]);
+                tsr_elem_softmax_merge(&st[0], &st[1], mx, sum);
             } else {
                 st[0] = mx;
-                st[1] = red[0];
+                st[1] = sum;
             }
         }
-        __syncthreads();
     }
 }
 
 __global__ void stats_merge_kernel(int cols, float *dst, int ldd, const float *src, int lds)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c < cols)
-        merge_one(&dst[(size_t)c * ldd], &dst[(size_t)c * ldd + 1], src[(size_t)c * lds], src[(size_t)c * lds + 1]);
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
+        tsr_elem_softmax_merge(&dst[(size_t)c * ldd], &dst[(size_t)c * ldd + 1], src[(size_t)c * lds],
+                               src[(size_t)c * lds + 1]);
 }
 
+__global__ void crossentropy_loss_kernel(float *loss, int ldl, const float *stats, int lds,
+                                         const float *const *logits, const int *ldx, const tsr_loss_ref_t *refs,
+                                         int nrefs)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < nrefs; k += gridDim.x * blockDim.x) {
+        tsr_loss_ref_t e = refs[k];
+        float x = logits[e.src][(size_t)e.col * ldx[e.src] + e.row];
+        loss[(size_t)e.col * ldl] = tsr_elem_crossentropy_loss(stats + (size_t)e.col * lds, x);
+    }
+}
+
+/* (p - [r == target]) * dloss with p = exp(x - max) / sum, as the CPU's
+ * p * dloss for the other rows and (p - 1) * dloss for the target's. */
 __global__ void crossentropy_backward_kernel(int rows, int cols, float *x, int ldx, int valid, const float *stats,
                                              int lds, const int *target_row, float dloss)
 {
-    for (int c = blockIdx.y * blockDim.y + threadIdx.y; c < cols; c += gridDim.y * blockDim.y)
-        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-            float *e = x + (size_t)c * ldx + r;
-            if (r >= valid) { /* padded vocabulary rows */
-                *e = 0.0f;
-                continue;
-            }
-            const float *st = stats + (size_t)c * lds;
-            float p = expf(*e - st[0]) * (1.0f / st[1]);
-            *e = (p - (r == target_row[c] ? 1.0f : 0.0f)) * dloss;
+    TSR_CUDA_TILE_LOOP(r, c, rows, cols) {
+        float *e = x + (size_t)c * ldx + r;
+        if (r >= valid) { /* padded vocabulary rows */
+            *e = 0.0f;
+            continue;
         }
+        const float *st = stats + (size_t)c * lds;
+        float p = expf(*e - st[0]) * (1.0f / st[1]);
+        *e = r == target_row[c] ? (p - 1.0f) * dloss : p * dloss;
+    }
 }
 
 __global__ void adamw_kernel(int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
                              float *v, int ldv, tsr_adamw_step_t s)
 {
-    for (int c = blockIdx.y * blockDim.y + threadIdx.y; c < cols; c += gridDim.y * blockDim.y)
-        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-            float grad = g[(size_t)c * ldg + r];
-            float *pe = p + (size_t)c * ldp + r, *me = m + (size_t)c * ldm + r, *ve = v + (size_t)c * ldv + r;
-            float mr = s.beta1 * *me + (1.0f - s.beta1) * grad;
-            float vr = s.beta2 * *ve + (1.0f - s.beta2) * grad * grad;
-            float mhat = mr / s.corr1, vhat = vr / s.corr2;
-            *me = mr;
-            *ve = vr;
-            *pe -= s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.weight_decay * *pe);
-        }
+    TSR_CUDA_TILE_LOOP(r, c, rows, cols)
+        tsr_elem_adamw(&s, g[(size_t)c * ldg + r], &p[(size_t)c * ldp + r], &m[(size_t)c * ldm + r],
+                       &v[(size_t)c * ldv + r]);
 }
 
-bool bad(int rows, int cols, int ld) { return rows < 0 || cols < 0 || ld < (rows > 1 ? rows : 1); }
+/* The host-side plan of a gather: the map grouped by destination column
+ * (stable, so map order is kept within a column). */
+struct GatherPlan {
+    int nsrc = 0, nu = 0;
+    int *ucol = nullptr, *off = nullptr; /* nu, nu + 1 */
+    int2 *ent = nullptr;                 /* nmap */
+    ~GatherPlan()
+    {
+        free(ucol);
+        free(off);
+        free(ent);
+    }
+};
+
+/* TSR_EINVAL on an entry outside the tiles, TSR_ERUNTIME when out of memory. */
+int plan_gather(int rows, int cols, const float *const *src, const int *lds, const tsr_colmap_t *map, int nmap,
+                GatherPlan *pl)
+{
+    for (int e = 0; e < nmap; e++) {
+        tsr_colmap_t q = map[e];
+        if (q.dst_col < 0 || q.dst_col >= cols || q.src < 0 || q.src_col < 0)
+            return TSR_EINVAL;
+        if (q.src >= pl->nsrc)
+            pl->nsrc = q.src + 1;
+    }
+    for (int k = 0; k < pl->nsrc; k++)
+        if (!src[k] || lds[k] < (rows > 1 ? rows : 1))
+            return TSR_EINVAL;
+    int *count = (int *)calloc((size_t)cols, sizeof(int));
+    pl->ent = (int2 *)malloc((size_t)nmap * sizeof(int2));
+    if (!count || !pl->ent) {
+        free(count);
+        return TSR_ERUNTIME;
+    }
+    for (int e = 0; e < nmap; e++)
+        count[map[e].dst_col]++;
+    for (int c = 0; c < cols; c++)
+        pl->nu += count[c] > 0;
+    pl->ucol = (int *)malloc((size_t)pl->nu * sizeof(int));
+    pl->off = (int *)malloc(((size_t)pl->nu + 1) * sizeof(int));
+    if (!pl->ucol || !pl->off) {
+        free(count);
+        return TSR_ERUNTIME;
+    }
+    /* count[c] becomes the next slot of column c */
+    int u = 0, at = 0;
+    for (int c = 0; c < cols; c++)
+        if (count[c] > 0) {
+            pl->ucol[u] = c;
+            pl->off[u++] = at;
+            int n = count[c];
+            count[c] = at;
+            at += n;
+        }
+    pl->off[u] = at;
+    for (int e = 0; e < nmap; e++)
+        pl->ent[count[map[e].dst_col]++] = make_int2(map[e].src, map[e].src_col);
+    free(count);
+    return 0;
+}
 
 } /* namespace */
 
@@ -135,30 +167,43 @@ extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, flo
                                            const float *const *src, const int *lds, const tsr_colmap_t *map,
                                            int nmap)
 {
-    if (bad(rows, cols, ldd) || nmap < 0 || (nmap > 0 && (!src || !lds || !map)))
+    if (bad_tile(rows, cols, ldd) || nmap < 0 || (nmap > 0 && (!src || !lds || !map)))
         return TSR_EINVAL;
-    if (rows == 0 || cols == 0)
-        return 0;
+    GatherPlan pl;
+    int rc = nmap > 0 ? plan_gather(rows, cols, src, lds, map, nmap, &pl) : 0;
+    if (rc || rows == 0 || cols == 0)
+        return rc;
     cudaStream_t s = (cudaStream_t)stream;
     if (zero_first &&
-        cudaMemset2DAsync(dst, (size_t)ldd * sizeof(float), 0, (size_t)rows * sizeof(float), (size_t)cols, s) !=
-            cudaSuccess)
-        return TSR_ERUNTIME;
+        (rc = cuda_rc(cudaMemset2DAsync(dst, (size_t)ldd * sizeof(float), 0, (size_t)rows * sizeof(float),
+                                        (size_t)cols, s))))
+        return rc;
     if (nmap == 0)
         return 0;
-    gather_add_kernel<<<(rows + kThreads - 1) / kThreads, kThreads, 0, s>>>(rows, dst, ldd, src, lds, map, nmap);
+    StreamBuffer buf(s);
+    size_t o_src = buf.add_host(src, (size_t)pl.nsrc * sizeof *src);
+    size_t o_lds = buf.add_host(lds, (size_t)pl.nsrc * sizeof *lds);
+    size_t o_ucol = buf.add_host(pl.ucol, (size_t)pl.nu * sizeof *pl.ucol);
+    size_t o_off = buf.add_host(pl.off, ((size_t)pl.nu + 1) * sizeof *pl.off);
+    size_t o_ent = buf.add_host(pl.ent, (size_t)nmap * sizeof *pl.ent);
+    if ((rc = buf.upload()))
+        return rc;
+    dim3 grid(blocks_for(rows, kThreads), pl.nu < (int)kMaxGridY ? (unsigned)pl.nu : kMaxGridY);
+    gather_add_kernel<<<grid, kThreads, 0, s>>>(rows, dst, ldd, buf.dev<const float *const>(o_src),
+                                                buf.dev<const int>(o_lds), buf.dev<const int>(o_ucol),
+                                                buf.dev<const int>(o_off), buf.dev<const int2>(o_ent), pl.nu);
     return launched();
 }
 
 extern "C" int tsr_cuda_softmax_stats(void *stream, int rows, int cols, const float *x, int ldx, float *stats,
                                       int lds, int merge)
 {
-    if (bad(rows, cols, ldx) || lds < 2)
+    if (bad_tile(rows, cols, ldx) || lds < 2)
         return TSR_EINVAL;
     if (cols == 0)
         return 0;
-    int blocks = cols < 65535 ? cols : 65535;
-    softmax_stats_kernel<<<blocks, kThreads, 0, (cudaStream_t)stream>>>(rows, cols, x, ldx, stats, lds, merge);
+    softmax_stats_kernel<<<blocks_for(cols, 1), kThreads, 0, (cudaStream_t)stream>>>(rows, cols, x, ldx, stats, lds,
+                                                                                      merge);
     return launched();
 }
 
@@ -168,34 +213,65 @@ extern "C" int tsr_cuda_softmax_stats_merge(void *stream, int cols, float *dst, 
         return TSR_EINVAL;
     if (cols == 0)
         return 0;
-    stats_merge_kernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, (cudaStream_t)stream>>>(cols, dst, ldd, src,
-                                                                                                lds);
+    stats_merge_kernel<<<blocks_for(cols, kThreads), kThreads, 0, (cudaStream_t)stream>>>(cols, dst, ldd, src, lds);
+    return launched();
+}
+
+extern "C" int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, const float *stats, int lds,
+                                          const float *const *logits, const int *ldx, int nsrc,
+                                          const tsr_loss_ref_t *refs, int nrefs)
+{
+    if (ldl < 1 || lds < 2 || nsrc < 0 || nrefs < 0 || (nrefs > 0 && (!loss || !stats || !logits || !ldx || !refs)))
+        return TSR_EINVAL;
+    for (int k = 0; k < nrefs; k++) {
+        tsr_loss_ref_t e = refs[k];
+        if (e.src < 0 || e.src >= nsrc || e.col < 0 || e.row < 0 || !logits[e.src] || e.row >= ldx[e.src])
+            return TSR_EINVAL;
+    }
+    if (nrefs == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    StreamBuffer buf(s);
+    size_t o_logits = buf.add_host(logits, (size_t)nsrc * sizeof *logits);
+    size_t o_ldx = buf.add_host(ldx, (size_t)nsrc * sizeof *ldx);
+    size_t o_refs = buf.add_host(refs, (size_t)nrefs * sizeof *refs);
+    if (int rc = buf.upload())
+        return rc;
+    crossentropy_loss_kernel<<<blocks_for(nrefs, kThreads), kThreads, 0, s>>>(
+        loss, ldl, stats, lds, buf.dev<const float *const>(o_logits), buf.dev<const int>(o_ldx),
+        buf.dev<const tsr_loss_ref_t>(o_refs), nrefs);
     return launched();
 }
 
 extern "C" int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, int ldx, int row0, int V,
                                               const float *stats, int lds, const int *target_row, float dloss)
 {
-    if (bad(rows, cols, ldx) || lds < 2)
+    if (bad_tile(rows, cols, ldx) || lds < 2 || (cols > 0 && !target_row))
         return TSR_EINVAL;
     if (rows == 0 || cols == 0)
         return 0;
     int valid = V - row0 < rows ? V - row0 : rows;
     if (valid < 0)
         valid = 0;
-    crossentropy_backward_kernel<<<grid2d(rows, cols), kBlock2d, 0, (cudaStream_t)stream>>>(
-        rows, cols, x, ldx, valid, stats, lds, target_row, dloss);
+    cudaStream_t s = (cudaStream_t)stream;
+    StreamBuffer buf(s);
+    size_t o_target = buf.add_host(target_row, (size_t)cols * sizeof *target_row);
+    if (int rc = buf.upload())
+        return rc;
+    crossentropy_backward_kernel<<<grid2d(rows, cols), block2d(), 0, s>>>(rows, cols, x, ldx, valid, stats, lds,
+                                                                          buf.dev<const int>(o_target), dloss);
     return launched();
 }
 
 extern "C" int tsr_cuda_adamw(void *stream, int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m,
-                              int ldm, float *v, int ldv, tsr_adamw_step_t s)
+                              int ldm, float *v, int ldv, const tsr_adamw_step_t *s)
 {
-    if (bad(rows, cols, ldp) || bad(rows, cols, ldg) || bad(rows, cols, ldm) || bad(rows, cols, ldv))
+    if (!s || bad_tile(rows, cols, ldp) || bad_tile(rows, cols, ldg) || bad_tile(rows, cols, ldm) ||
+        bad_tile(rows, cols, ldv))
         return TSR_EINVAL;
     if (rows == 0 || cols == 0)
         return 0;
-    adamw_kernel<<<grid2d(rows, cols), kBlock2d, 0, (cudaStream_t)stream>>>(rows, cols, p, ldp, g, ldg, m, ldm, v,
-                                                                           ldv, s);
+    adamw_kernel<<<grid2d(rows, cols), block2d(), 0, (cudaStream_t)stream>>>(rows, cols, p, ldp, g, ldg, m, ldm, v,
+                                                                            ldv, *s);
     return launched();
 }

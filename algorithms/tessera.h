@@ -1,4 +1,5 @@
-/* Tessera: tiled tensor engine on StarPU. Umbrella header. */
+/* Tessera: tiled tensor engine on StarPU. Umbrella header (here, in the top
+ * library layer, because it includes every layer's public header). */
 #ifndef TESSERA_H
 #define TESSERA_H
 #include "tsr_build_config.h"
