@@ -8,6 +8,10 @@
 #include <starpu.h>
 #include <hwloc.h>
 #include "tsr_context.h"
+#if TSR_USE_CUDA && STARPU_HAS_CUDA
+#include <cublas_v2.h>
+#include <starpu_cublas_v2.h>
+#endif
 #if TSR_USE_MPI
 #include <starpu_mpi.h>
 #endif
@@ -28,6 +32,8 @@ void tsr_config_default(tsr_config_t *cfg)
     cfg->mpi = TSR_MPI_AUTO;
     const char *v = getenv("TSR_VERBOSE");
     cfg->verbose = v ? atoi(v) : 1;
+    const char *tf32 = getenv("TSR_GPU_TF32");
+    cfg->gpu_tf32 = !(tf32 && strcmp(tf32, "0") == 0);
 }
 
 static int count_physical_cores(void)
@@ -122,6 +128,11 @@ static int validate_config(const tsr_config_t *c)
         return TSR_EINVAL;
     if (!c->sched && env_sched && check_scheduler_name(env_sched, "STARPU_SCHED"))
         return TSR_EINVAL;
+    if (c->ncuda > 0 && !(STARPU_HAS_CUDA && TSR_USE_CUDA)) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: %d CUDA worker(s) requested, but %s was built without CUDA", c->ncuda,
+                STARPU_HAS_CUDA ? "Tessera" : "this StarPU");
+        return TSR_ENOTSUP;
+    }
 #if !TSR_USE_MPI
     if (c->mpi == TSR_MPI_ON) {
         tsr_log(TSR_LOG_ERROR, "tsr_init: MPI requested but Tessera was built without MPI");
@@ -199,15 +210,35 @@ static void choose_scheduler(const tsr_config_t *cfg, struct starpu_conf *conf)
     conf->sched_policy_name = sched_name;
 }
 
-static void describe_runtime(void)
+static void describe_runtime(int tf32)
 {
     int major, minor, release;
     starpu_get_version(&major, &minor, &release);
     snprintf(runtime_summary, sizeof runtime_summary,
-             "StarPU %d.%d.%d (CUDA %s, FxT %s, max %d CPUs), %d CPU + %d CUDA workers, scheduler %s, %d rank(s)",
+             "StarPU %d.%d.%d (CUDA %s, FxT %s, max %d CPUs), %d CPU + %d CUDA workers%s, scheduler %s, %d rank(s)",
              major, minor, release, STARPU_HAS_CUDA ? "yes" : "no", STARPU_HAS_FXT ? "yes" : "no",
-             STARPU_MAXCPUS, tsr_ncpu_workers(), tsr_ncuda_workers(), sched_name, tsr_ctx.size);
+             STARPU_MAXCPUS, tsr_ncpu_workers(), tsr_ncuda_workers(),
+             tsr_ncuda_workers() == 0 ? "" : tf32 ? " (GEMMs in TF32)" : " (GEMMs in strict float32)", sched_name,
+             tsr_ctx.size);
 }
+
+#if TSR_USE_CUDA && STARPU_HAS_CUDA
+/* On each CUDA worker: its cuBLAS handle's math mode (TF32 tensor cores on
+ * GPUs that have them, else ignored by cuBLAS). */
+static void set_cublas_math(void *arg)
+{
+    cublasMath_t mode = *(const int *)arg ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    if (cublasSetMathMode(starpu_cublas_get_local_handle(), mode) != CUBLAS_STATUS_SUCCESS)
+        tsr_log(TSR_LOG_ERROR, "tsr_init: cannot set the cuBLAS math mode of a CUDA worker");
+}
+
+/* A cuBLAS handle per CUDA worker, on its stream, in the configured math mode. */
+static void start_cublas(int tf32)
+{
+    starpu_cublas_init();
+    starpu_execute_on_each_worker(set_cublas_math, &tf32, STARPU_CUDA);
+}
+#endif
 
 /* Cores or GPUs that this build cannot use: say why and what to do. */
 static void warn_unused_hardware(const tsr_config_t *cfg)
@@ -298,10 +329,10 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     atomic_store(&tasks_submitted, 0);
     atomic_store(&tasks_failed, 0);
 #if TSR_USE_CUDA && STARPU_HAS_CUDA
-    starpu_cublas_init(); /* a cuBLAS handle per CUDA worker, on its stream */
+    start_cublas(cfg.gpu_tf32);
 #endif
     tsr_schedule_start();
-    describe_runtime();
+    describe_runtime(cfg.gpu_tf32);
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
     if (tsr_ctx.rank == 0)
         warn_unused_hardware(&cfg);

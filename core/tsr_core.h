@@ -55,6 +55,10 @@ typedef struct {
                                * (gnuplot) and writes the task list beside it (.csv); under
                                * MPI each rank writes NAME.rankR.png / .csv */
     int schedule_summary;     /* 1: record tasks as above and print only the summary */
+    int gpu_tf32;       /* 1: float32 GEMMs on CUDA workers may use TF32 tensor cores
+                         * (10-bit mantissa inputs, float32 sums; as llm.c and PyTorch's
+                         * default for convolutions); 0: strict float32. Default from
+                         * $TSR_GPU_TF32 (default 1); no effect without CUDA workers */
 } tsr_config_t;
 
 /* A time mark in the recorded schedule (e.g. "step 3"; drawn on the Gantt
@@ -62,7 +66,8 @@ typedef struct {
 void tsr_schedule_mark(const char *label);
 
 /* Defaults: all cores, all GPUs, default scheduler, no parallel workers,
- * MPI auto, verbose from $TSR_VERBOSE (default 1). */
+ * MPI auto, verbose from $TSR_VERBOSE (default 1), TF32 from $TSR_GPU_TF32
+ * (default 1). */
 void tsr_config_default(tsr_config_t *cfg);
 
 /* Start StarPU (and StarPU-MPI, hwloc). cfg may be NULL for the defaults.

@@ -53,6 +53,11 @@ grep -q "steady state (2 steps)" "$work/v4.log" && ok || bad "summary: $(grep su
 run --steps 1 > "$work/one.log" 2>&1
 grep "^summary" "$work/one.log" | grep -q "final train loss 10.8283" && ! grep -qi "nan" "$work/one.log" && ok ||
     bad "one-step summary: $(grep summary "$work/one.log")"
+# the summary counts a step's tasks and the workers of each kind; --gpus 0
+# (CPUs only) and --strict-fp32 are accepted anywhere
+run --steps 2 --gpus 0 --strict-fp32 > "$work/gpus0.log" 2>&1
+grep "^summary" "$work/gpus0.log" | grep -q "[1-9][0-9]* tasks a step.* CPU + 0 CUDA workers" && ok ||
+    bad "summary with --gpus 0: $(grep summary "$work/gpus0.log")"
 
 # on a terminal (script(1)), the progress bar is erased before each line:
 # what the terminal shows of each line (after its last carriage return) never
@@ -94,6 +99,7 @@ expect_error "another training file" --resume "$work/state.bin" \
 expect_error "scheduler 'nope'" --sched nope
 [ -w /dev/full ] && expect_error "cannot write --csv" --csv /dev/full
 expect_error "pws" --pws 64
+expect_error "gpus" --gpus -1
 expect_error "save-every needs" --save-every 2
 expect_error "sample-len" --sample-len 65
 expect_error "load and --resume" --load "$work/bad.bin" --resume "$work/state.bin"

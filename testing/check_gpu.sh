@@ -19,7 +19,8 @@ if ! nvidia-smi -L >/dev/null 2>&1 && [ ! -e /dev/nvidia0 ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-export STARPU_WORKER_STATS=1 STARPU_NCUDA=${STARPU_NCUDA:-1}
+# strict float32 GEMMs: the tests compare with float32 references
+export STARPU_WORKER_STATS=1 STARPU_NCUDA=${STARPU_NCUDA:-1} TSR_GPU_TF32=0
 [ "$mode" = gpu-only ] && export STARPU_NCPU=0
 "$@" 2> >(tee "$log" >&2)
 rc=$?

@@ -26,17 +26,30 @@ static int slot_tensor(int s, int *layer)
 
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles)
 {
-    /* token tiles of whole sequences, up to 256 tokens, within one rank's
-     * samples: GEMMs with n and k of 256 run markedly faster than with 64
-     * (about 5 % a step for GPT-2 124M at B 4, T 64); feature tiles of half
-     * the width give the tasks for two workers instead */
-    int per_rank = B / tsr_size() > 1 ? B / tsr_size() : 1, seqs = 256 / T;
-    seqs = seqs < 1 ? 1 : seqs > per_rank ? per_rank : seqs;
+    /* CPU: token tiles of whole sequences, up to 256 tokens, within one
+     * rank's samples: GEMMs with n and k of 256 run markedly faster than with
+     * 64 (about 5 % a step for GPT-2 124M at B 4, T 64); feature tiles of
+     * half the width give the tasks for two workers instead. GPU: up to 2048
+     * tokens and whole features (a first guess, to be measured on a GPU) */
+    int gpus = tsr_ncuda_workers();
+    /* the samples of one rank, or of one GPU's sub-batch */
+    int parts = tsr_size() > 1 ? tsr_size() : gpus > 1 && B % gpus == 0 ? gpus : 1;
+    int per_part = B / parts > 1 ? B / parts : 1, seqs = (gpus > 0 ? 2048 : 256) / T;
+    seqs = seqs < 1 ? 1 : seqs > per_part ? per_part : seqs;
     tiles->tok = seqs * T;
-    tiles->ch = cfg->C % 2 ? cfg->C : cfg->C / 2;
-    tiles->hid = 2 * cfg->C;
-    tiles->voc = (cfg->Vp + 7) / 8;
-    tiles->heads = cfg->NH % 2 ? cfg->NH : cfg->NH / 2;
+    if (gpus > 0) {
+        /* GPU tasks few and large: a launch and a transfer cost more than a
+         * CPU task's overhead, and cuBLAS needs big GEMMs to fill the GPU */
+        tiles->ch = cfg->C;
+        tiles->hid = 4 * cfg->C;
+        tiles->voc = (cfg->Vp + 3) / 4;
+        tiles->heads = cfg->NH;
+    } else {
+        tiles->ch = cfg->C % 2 ? cfg->C : cfg->C / 2;
+        tiles->hid = 2 * cfg->C;
+        tiles->voc = (cfg->Vp + 7) / 8;
+        tiles->heads = cfg->NH % 2 ? cfg->NH : cfg->NH / 2;
+    }
     tiles->q = 0;
     tiles->k = 0;
     tiles->accum = TSR_ACCUM_ORDERED;

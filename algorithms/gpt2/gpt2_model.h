@@ -31,7 +31,8 @@ typedef struct {
  * more than one rank's share of the batch), channel tile C/2, hidden tile
  * 2C, vocabulary tile ~ Vp/8, NH/2 heads per attention tile (whole C or NH
  * when odd), query and key tiles 0 (= min(tok, T), so they follow a token
- * tile set afterwards). */
+ * tile set afterwards). With CUDA workers: token tiles up to 2048 tokens
+ * within one GPU's sub-batch, whole C, 4C and NH, vocabulary tile ~ Vp/4. */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
 
 /* Tiles chosen from a calibrated model (gpt2_tiles_auto.c: the step's

@@ -22,7 +22,7 @@
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
     int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
-    int threads, pws, nsub, no_shuffle, quiet, profile, auto_tiles;
+    int threads, gpus, pws, nsub, no_shuffle, quiet, profile, auto_tiles, strict_fp32;
     unsigned seed;
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
@@ -48,8 +48,9 @@ static void usage(FILE *out)
 "  -T, --seq N         sequence length (default 64)\n"
 "  --steps N           training steps (default 20)\n"
 "  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0)\n"
-"Tiles (parallelism vs task size; defaults: token tile of whole sequences up to 256\n"
-"tokens within one rank's share of the batch, C/2, 2C, Vp/8, NH/2 heads, q = k = T)\n"
+"Tiles (parallelism vs task size; defaults on CPUs: token tile of whole sequences up to 256\n"
+"tokens within one rank's share of the batch, C/2, 2C, Vp/8, NH/2 heads, q = k = T;\n"
+"with GPUs: up to 2048 tokens within one GPU's sub-batch, C, 4C, Vp/4, NH heads)\n"
 "  --tile-tok N        token tile (divides T, or a multiple of T: several sequences)\n"
 "  --tile-ch N         channel tile                --tile-hid N  hidden (4C) tile\n"
 "  --tile-voc N        vocabulary tile             --tile-heads N heads per attention tile (divides NH)\n"
@@ -63,9 +64,13 @@ static void usage(FILE *out)
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
 "  --threads N         CPU workers (default: all cores)\n"
+"  --gpus N            CUDA workers (default: every GPU; 0: CPUs only); with N > 1 the\n"
+"                      default is one sub-batch per GPU\n"
+"  --strict-fp32       float32 GEMMs on GPUs without TF32 tensor cores (default: TF32\n"
+"                      where the GPU has it, as llm.c; also TSR_GPU_TF32=0)\n"
 "  --sub-batches N     data parallelism: N sub-batches with their own activations and\n"
-"                      gradients, added before the update (divides B; default 1, and\n"
-"                      one per rank under MPI so each rank reduces its own gradients)\n"
+"                      gradients, added before the update (divides B; default 1, one per\n"
+"                      rank under MPI so each rank reduces its own gradients, one per GPU)\n"
 "  --pws N             parallel-worker size: GEMM tasks on combined workers of N cores\n"
 "                      with multi-threaded BLAS inside (tensor parallelism)\n"
 "  --sched NAME        StarPU scheduler\n"
@@ -135,6 +140,7 @@ static void default_options(options_t *o)
     o->beta2 = 0.999f;
     o->eps = 1e-8f;
     o->threads = -1;
+    o->gpus = -1; /* all */
     o->pws = 1;
     o->nsub = 0; /* 1, or one per rank under MPI */
     o->train = bundled_data("tiny_shakespeare_train.bin");
@@ -169,7 +175,7 @@ static int parse_float(const char *s, const char *name, float *out)
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE, O_PROFILE, O_TILES };
+       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32 };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -179,7 +185,8 @@ static const struct option long_options[] = {
     { "tile-tok", 1, 0, O_TTOK }, { "tile-ch", 1, 0, O_TCH }, { "tile-hid", 1, 0, O_THID },
     { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "tile-q", 1, 0, O_TQ },
     { "tile-k", 1, 0, O_TK }, { "tiles", 1, 0, O_TILES }, { "redux", 0, 0, O_REDUX },
-    { "threads", 1, 0, O_THREADS }, { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
+    { "threads", 1, 0, O_THREADS }, { "gpus", 1, 0, O_GPUS }, { "strict-fp32", 0, 0, O_STRICT_FP32 },
+    { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
     { "trace", 1, 0, O_TRACE }, { "profile", 0, 0, O_PROFILE },
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
@@ -249,6 +256,8 @@ static int parse_options(int argc, char **argv, options_t *o)
             }
             break;
         case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
+        case O_GPUS: bad = parse_int(optarg, "gpus", 0, &o->gpus); break;
+        case O_STRICT_FP32: o->strict_fp32 = 1; break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
         case O_SCHED: o->sched = optarg; break;
@@ -298,6 +307,7 @@ typedef struct {
     FILE *csv;
     double *step_ms;       /* per step, for the summary */
     unsigned char *step_kind; /* per step: a step_timing_t */
+    uint64_t step_tasks;   /* tasks this rank submitted for the last training step */
     float last_loss, last_val; /* for the summary (NAN: none) */
 } trainer_t;
 
@@ -556,8 +566,10 @@ static int train(trainer_t *t)
         char mark[32];
         snprintf(mark, sizeof mark, "step %d", s);
         tsr_schedule_mark(mark);
+        uint64_t tasks_before = tsr_tasks_submitted();
         if (!rc)
             rc = train_step(t, &loss, &ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
+        t->step_tasks = tsr_tasks_submitted() - tasks_before;
         if (rc)
             break;
         t->step_ms[s] = ms;
@@ -641,8 +653,9 @@ static void summary(const trainer_t *t, int first)
         printf("; no steady-state step (it needs a step between two others, with no evaluation before it)");
     }
     free(sorted);
-    printf("; peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU workers, BLAS %s\n", ru.ru_maxrss / 1024.0,
-           tsr_size(), tsr_ncpu_workers(), TSR_BLAS_NAME);
+    printf("; %llu tasks a step (rank 0)", (unsigned long long)t->step_tasks);
+    printf("; peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU + %d CUDA workers, BLAS %s\n", ru.ru_maxrss / 1024.0,
+           tsr_size(), tsr_ncpu_workers(), tsr_ncuda_workers(), TSR_BLAS_NAME);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -693,6 +706,14 @@ static int check_output_paths(const options_t *o)
     return rc;
 }
 
+/* One sub-batch per rank under MPI (each rank reduces its own gradients),
+ * else one per GPU, when B divides; else 1. */
+static int default_sub_batches(int B)
+{
+    int n = tsr_size() > 1 ? tsr_size() : tsr_ncuda_workers();
+    return n > 1 && B % n == 0 ? n : 1;
+}
+
 static int setup(trainer_t *t)
 {
     const options_t *o = &t->opt;
@@ -717,7 +738,7 @@ static int setup(trainer_t *t)
         return rc ? rc : TSR_EIO;
     }
     if (!t->opt.nsub)
-        t->opt.nsub = tsr_size() > 1 && o->B % tsr_size() == 0 ? tsr_size() : 1;
+        t->opt.nsub = default_sub_batches(o->B);
     rc = fill_tiles(t);
     if (!rc)
         rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
@@ -787,6 +808,9 @@ int main(int argc, char **argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = t.opt.threads;
+    cfg.ncuda = t.opt.gpus;
+    if (t.opt.strict_fp32)
+        cfg.gpu_tf32 = 0;
     cfg.parallel_worker_size = t.opt.pws;
     cfg.sched = t.opt.sched;
     size_t trace_len = t.opt.trace ? strlen(t.opt.trace) : 0;
