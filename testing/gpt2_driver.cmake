@@ -7,3 +7,7 @@ if(TSR_USE_MPI)
                ${TSR_MPIRUN} 2)
   set_tests_properties(gpt2_driver_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
 endif()
+# the side-by-side timing script against a stand-in reference trainer
+tsr_add_test(time_gpt2_vs_reference bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_vs_reference.sh
+             ${PROJECT_SOURCE_DIR}/timing/time_gpt2_vs_reference.sh $<TARGET_FILE:tsr_gpt2>
+             ${CMAKE_CURRENT_BINARY_DIR}/time_vs_reference_work)
