@@ -386,8 +386,12 @@ int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accu
         write_model(model);
     double best = INFINITY;
     for (int i = 0; i < ntop; i++) {
+        double square_only = top[i].predicted_seconds;
         top[i].predicted_seconds = predict(model, ptotal, esize, m, n, k, top[i].mb, top[i].nb, top[i].kb, accum);
         best = fmin(best, top[i].predicted_seconds);
+        tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s from the square sizes, "
+                "%.4f s with its task measured", m, n, k, top[i].mb, top[i].nb, top[i].kb, square_only,
+                top[i].predicted_seconds);
     }
     long volume = 0;
     for (int i = 0; i < ntop; i++) {
