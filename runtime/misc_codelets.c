@@ -20,7 +20,7 @@ typedef struct { const float *ptr[TSR_MAX_TASK_TILES]; int ld[TSR_MAX_TASK_TILES
 
 static sources_t sources(void *buffers[], int first, int n)
 {
-    sources_t s;
+    sources_t s = { { NULL }, { 0 } };
     for (int k = 0; k < n; k++) {
         tsr_view_t v = tsr_view(buffers[first + k]);
         s.ptr[k] = (const float *)v.ptr;

@@ -2,7 +2,8 @@
  * $TSR_CACHE_DIR/tile_models, reads it back, returns tiles within the
  * shape and the calibrated range, prefers chains short enough to keep the
  * workers busy, computes a right product with the tiles it chose, and
- * refuses bad arguments.   test_tiles_auto CACHE_DIR */
+ * refuses bad arguments. tsr_attention_auto_tiles: tiles that divide T and
+ * run the algorithm, bad arguments refused.   test_tiles_auto CACHE_DIR */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -86,6 +87,38 @@ int main(int argc, char **argv)
     CHECK_RC(tsr_gemm_task_seconds(TSR_FLOAT32, 0, 1, 1, &s), TSR_EINVAL);
     CHECK_RC(tsr_gemm_task_seconds(TSR_FLOAT32, 256, 256, 256, &s), TSR_SUCCESS);
     CHECK(s > 0);
+
+    /* attention: tiles that divide T, a valid tiling for the algorithm */
+    for (int backward = 0; backward <= 1; backward++) {
+        int qb = 0, kb = 0;
+        double pred = 0;
+        CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, backward, TSR_ACCUM_REDUX, &qb, &kb, &pred), TSR_SUCCESS);
+        CHECK(qb >= 64 && qb <= 512 && 512 % qb == 0 && kb >= 64 && kb <= 512 && 512 % kb == 0);
+        CHECK(pred > 0 && isfinite(pred));
+        if (!backward) {
+            tsr_desc_t *q = NULL, *k = NULL, *v = NULL, *o = NULL, *st = NULL;
+            CHECK_RC(tsr_desc_create(&q, TSR_FLOAT32, 4, 64, 512, 1, 64, qb, NULL), TSR_SUCCESS);
+            CHECK_RC(tsr_desc_create(&o, TSR_FLOAT32, 4, 64, 512, 1, 64, qb, NULL), TSR_SUCCESS);
+            CHECK_RC(tsr_desc_create(&st, TSR_FLOAT32, 4, 2, 512, 1, 2, qb, NULL), TSR_SUCCESS);
+            CHECK_RC(tsr_desc_create(&k, TSR_FLOAT32, 4, 64, 512, 1, 64, kb, NULL), TSR_SUCCESS);
+            CHECK_RC(tsr_desc_create(&v, TSR_FLOAT32, 4, 64, 512, 1, 64, kb, NULL), TSR_SUCCESS);
+            CHECK_RC(tsr_desc_fill_random(q, 1), TSR_SUCCESS);
+            CHECK_RC(tsr_desc_fill_random(k, 2), TSR_SUCCESS);
+            CHECK_RC(tsr_desc_fill_random(v, 3), TSR_SUCCESS);
+            CHECK_RC(tsr_attention_forward(q, k, v, o, st), TSR_SUCCESS);
+            CHECK_RC(tsr_wait(), TSR_SUCCESS);
+            tsr_desc_t *all[] = { q, k, v, o, st };
+            for (int i = 0; i < 5; i++)
+                tsr_desc_destroy(all[i]);
+        }
+    }
+    int qb = 0, kb = 0;
+    CHECK_RC(tsr_attention_auto_tiles(96, 32, 2, 1, 0, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
+    CHECK(qb == 96 && kb == 96); /* no candidate divides 96: one tile */
+    CHECK_RC(tsr_attention_auto_tiles(0, 64, 4, 1, 0, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 2, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 1, (tsr_accum_t)7, &qb, &kb, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 0, TSR_ACCUM_ORDERED, NULL, &kb, NULL), TSR_EINVAL);
     tsr_finalize();
     return tsr_check_report("test_tiles_auto");
 }

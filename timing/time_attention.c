@@ -26,7 +26,7 @@
 #include "tsr_compute.h"
 #include "tsr_params.h"
 
-enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_T, P_HD, P_HEADS, P_BB, P_QB, P_KB, P_PASS, P_MODE, NP };
+enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_T, P_HD, P_HEADS, P_BB, P_TILES, P_QB, P_KB, P_PASS, P_MODE, NP };
 enum { P_FIRST_CASE = P_T };
 
 static tsr_param_t params[NP] = {
@@ -39,6 +39,8 @@ static tsr_param_t params[NP] = {
     [P_HD] = { "hd", "head dimension", 0, 1, { 64 } },
     [P_HEADS] = { "heads", "B*NH heads", 0, 1, { 4 } },
     [P_BB] = { "bb", "heads per tile", 0, 1, { 1 } },
+    [P_TILES] = { "tiles", "manual (--qb --kb) or auto (tsr_attention_auto_tiles: each pass's tiles from "
+                  "calibrated tile-pair tasks and a schedule model)", 1, 1, { 0 }, { "manual" } },
     [P_QB] = { "qb", "query tile (tokens)", 0, 1, { 256 } },
     [P_KB] = { "kb", "key tile (tokens; 0: same as qb)", 0, 1, { 0 } },
     [P_PASS] = { "pass", "fwd or bwd", 1, 2, { 0 }, { "fwd", "bwd" } },
@@ -58,10 +60,13 @@ static const char *about =
     "{4,10} * hd * heads * T(T+1)/2. extra_bytes: peak temporary memory beyond the inputs and outputs\n"
     "(StarPU allocation hooks; see the source); extra_pct_TxT = 100 * extra_bytes / (4 T^2).\n"
     "CSV columns: T,hd,heads,bb,qb,kb,workers,pass,mode,seconds,gflops,extra_bytes,extra_pct_TxT,\n"
-    "naive_seconds,naive_gflops,naive_extra_bytes,speedup_vs_naive";
+    "naive_seconds,naive_gflops,naive_extra_bytes,speedup_vs_naive,tiles,predicted_seconds (the model's time\n"
+    "with --tiles auto, else nan)";
 
 typedef struct {
     int T, hd, heads, bb, qb, kb, bwd;
+    int auto_tiles;           /* qb, kb from tsr_attention_auto_tiles */
+    double predicted_seconds; /* its model's time (auto), else nan */
     tsr_accum_t mode;
     int niter, warmup;
 } attn_case_t;
@@ -134,7 +139,8 @@ static int validate_params(void)
         if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
     if (tsr_param_check_min(&params[P_KB], 0) ||
-        tsr_param_check_words(&params[P_PASS], "fwd", "bwd") || tsr_param_check_words(&params[P_MODE], "ordered", "redux"))
+        tsr_param_check_words(&params[P_PASS], "fwd", "bwd") || tsr_param_check_words(&params[P_MODE], "ordered", "redux") ||
+        tsr_param_check_words(&params[P_TILES], "manual", "auto"))
         return -1;
     if (tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
         return -1;
@@ -148,6 +154,8 @@ static void make_case(const int *idx, attn_case_t *c)
     c->T = V(P_T); c->hd = V(P_HD); c->heads = V(P_HEADS); c->bb = V(P_BB);
     c->qb = V(P_QB); c->kb = V(P_KB) ? V(P_KB) : c->qb;
     c->bwd = strcmp(W(P_PASS), "bwd") == 0;
+    c->auto_tiles = strcmp(W(P_TILES), "auto") == 0;
+    c->predicted_seconds = NAN;
     c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
     c->niter = (int)params[P_NITER].values[0];
     c->warmup = (int)params[P_WARMUP].values[0];
@@ -389,9 +397,11 @@ static int time_tessera(const attn_case_t *c, double *best, double *extra)
 static void print_row(const attn_case_t *c, int workers, double s, double extra, double ns, double nextra)
 {
     double flops = case_flops(c), txt = 4.0 * c->T * (double)c->T;
-    printf("%d,%d,%d,%d,%d,%d,%d,%s,%s,%.6f,%.2f,%.0f,%.3f,%.6f,%.2f,%.0f,%.3f\n", c->T, c->hd, c->heads, c->bb,
-           c->qb, c->kb, workers, c->bwd ? "bwd" : "fwd", c->bwd ? (c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered")
-           : "online", s, flops / s * 1e-9, extra, 100.0 * extra / txt, ns, flops / ns * 1e-9, nextra, ns / s);
+    printf("%d,%d,%d,%d,%d,%d,%d,%s,%s,%.6f,%.2f,%.0f,%.3f,%.6f,%.2f,%.0f,%.3f,%s,%.6f\n", c->T, c->hd, c->heads,
+           c->bb, c->qb, c->kb, workers, c->bwd ? "bwd" : "fwd",
+           c->bwd ? (c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered") : "online", s, flops / s * 1e-9, extra,
+           100.0 * extra / txt, ns, flops / ns * 1e-9, nextra, ns / s, c->auto_tiles ? "auto" : "manual",
+           c->predicted_seconds);
     fflush(stdout);
 }
 
@@ -401,15 +411,30 @@ static void print_header_once(void)
     if (printed++)
         return;
     printf("T,hd,heads,bb,qb,kb,workers,pass,mode,seconds,gflops,extra_bytes,extra_pct_TxT,naive_seconds,"
-           "naive_gflops,naive_extra_bytes,speedup_vs_naive\n");
+           "naive_gflops,naive_extra_bytes,speedup_vs_naive,tiles,predicted_seconds\n");
     fflush(stdout);
 }
 
-static int run_case(const attn_case_t *c, int naive)
+/* --tiles auto: the pass's tiles from tsr_attention_auto_tiles. */
+static int choose_tiles(attn_case_t *c)
+{
+    if (!c->auto_tiles)
+        return TSR_SUCCESS;
+    int rc = tsr_attention_auto_tiles(c->T, c->hd, c->heads, c->bb, c->bwd, c->mode, &c->qb, &c->kb,
+                                      &c->predicted_seconds);
+    if (!rc && tsr_rank() == 0)
+        fprintf(stderr, "time_attention: --tiles auto for T %d %s: qb %d kb %d, predicted %.4f s\n", c->T,
+                c->bwd ? "bwd" : "fwd", c->qb, c->kb, c->predicted_seconds);
+    return rc;
+}
+
+static int run_case(attn_case_t *c, int naive)
 {
     int workers = tsr_ncpu_workers();
     double ns = NAN, nextra = NAN, s, extra;
-    int rc = 0;
+    int rc = choose_tiles(c);
+    if (rc)
+        return rc;
     if (naive && tsr_rank() == 0)
         rc = naive_measure(c, workers, &ns, &nextra);
     if (!rc)
@@ -419,10 +444,11 @@ static int run_case(const attn_case_t *c, int naive)
     return rc;
 }
 
-/* A case is skipped when it repeats another: the forward has no accumulation mode. */
+/* A case is skipped when it repeats another: the forward has no accumulation
+ * mode, auto tiles ignore --qb and --kb. */
 static int duplicate_case(const attn_case_t *c, const int *idx)
 {
-    return !c->bwd && idx[P_MODE] > 0;
+    return (!c->bwd && idx[P_MODE] > 0) || (c->auto_tiles && (idx[P_QB] > 0 || idx[P_KB] > 0));
 }
 
 static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)

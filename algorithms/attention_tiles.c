@@ -1,0 +1,186 @@
+/* --tiles auto for flash attention: the query and key tiles of one pass
+ * chosen from the measured time of each candidate's tile-pair task and a
+ * model of the pass's schedule.
+ *
+ * Calibration: for each candidate pair (qb, kb), as many fully visible tasks
+ * as there are workers run at once (every worker busy, as in a real run),
+ * the best of 3 after a warm-up; the forward and the backward task apart.
+ * The times are kept for the process (about a second for 25 pairs).
+ *
+ * Schedule model of one pass over heads / bb head tiles of T tokens, with
+ * nq = T / qb query tiles and nk = T / kb key tiles, each query tile seeing
+ * the key tiles up to its last query (a diagonal task costs a full one: the
+ * kernels compute the whole score block):
+ *   forward: the key tiles of a query tile are an ordered chain (online
+ *     softmax): max(work / p, its longest chain = nk tasks, task rounds);
+ *   backward, ordered: dQ chains over key tiles and dK, dV over query tiles,
+ *     so a head tile's tasks form a wavefront of nq + nk - 1 tasks;
+ *   backward, REDUX: no chain beyond one task, plus the additions of the
+ *     per-worker copies of dQ, dK and dV. */
+#include <math.h>
+#include "tsr_attention.h"
+#include "tsr_runtime_attention.h"
+
+static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
+#define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
+#define MAX_ENTRIES 256
+#define TILE_BYTES_PER_S 8e9 /* memory traffic of a reduction addition */
+
+typedef struct { int hd, bb, qb, kb, backward, workers; double seconds; } task_time_t;
+static task_time_t measured[MAX_ENTRIES];
+static int nmeasured;
+
+/* Descriptors of p head tiles for one tile pair: query tensors of qb tokens,
+ * key tensors of kb tokens (one tile each per head tile). */
+typedef struct { tsr_desc_t *Q, *K, *V, *O, *L, *dO, *dQ, *dK, *dV; } pair_descs_t;
+
+static void destroy_pair(pair_descs_t *d)
+{
+    tsr_desc_t **all[] = { &d->Q, &d->K, &d->V, &d->O, &d->L, &d->dO, &d->dQ, &d->dK, &d->dV };
+    for (int i = 0; i < 9; i++)
+        if (*all[i]) {
+            tsr_desc_destroy(*all[i]);
+            *all[i] = NULL;
+        }
+}
+
+static int create_pair(int hd, int bb, int qb, int kb, int p, pair_descs_t *d)
+{
+    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
+    int heads = p * bb, rc = 0;
+    tsr_desc_t **query[] = { &d->Q, &d->O, &d->dO, &d->dQ }, **key[] = { &d->K, &d->V, &d->dK, &d->dV };
+    for (int i = 0; !rc && i < 4; i++)
+        rc = tsr_desc_create(query[i], TSR_FLOAT32, heads, hd, qb, bb, hd, qb, &grid);
+    for (int i = 0; !rc && i < 4; i++)
+        rc = tsr_desc_create(key[i], TSR_FLOAT32, heads, hd, kb, bb, hd, kb, &grid);
+    if (!rc)
+        rc = tsr_desc_create(&d->L, TSR_FLOAT32, heads, 2, qb, bb, 2, qb, &grid);
+    tsr_desc_t *inputs[] = { d->Q, d->K, d->V, d->dO };
+    for (int i = 0; !rc && i < 4; i++)
+        rc = tsr_desc_fill_random(inputs[i], (uint64_t)i + 1);
+    return rc;
+}
+
+/* One round: a fully visible task per head tile (the queries after the keys). */
+static int submit_round(const pair_descs_t *d, int p, int backward)
+{
+    tsr_attn_pos_t pos = { d->K->n, 0 };
+    int rc = 0;
+    for (int b = 0; !rc && b < p; b++) {
+        if (backward)
+            rc = tsr_insert_attention_bwd(tsr_tile(d->Q, b, 0, 0), tsr_tile(d->K, b, 0, 0), tsr_tile(d->V, b, 0, 0),
+                                          tsr_tile(d->dO, b, 0, 0), tsr_tile(d->L, b, 0, 0), tsr_tile(d->dQ, b, 0, 0),
+                                          tsr_tile(d->dK, b, 0, 0), tsr_tile(d->dV, b, 0, 0), pos, STARPU_W,
+                                          STARPU_W, -1);
+        else
+            rc = tsr_insert_attention_fwd(tsr_tile(d->Q, b, 0, 0), tsr_tile(d->K, b, 0, 0), tsr_tile(d->V, b, 0, 0),
+                                          tsr_tile(d->O, b, 0, 0), tsr_tile(d->L, b, 0, 0), pos, STARPU_W);
+    }
+    return rc ? rc : tsr_wait();
+}
+
+/* Seconds of one round of p tasks of the pair, the best of 3 after a warm-up. */
+static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int p, double *seconds)
+{
+    pair_descs_t d = { 0 };
+    int rc = create_pair(hd, bb, qb, kb, p, &d);
+    *seconds = INFINITY;
+    /* the backward reads the forward's logsumexp and D = dO . O */
+    if (!rc && backward)
+        rc = submit_round(&d, p, 0);
+    for (int b = 0; !rc && backward && b < p; b++)
+        rc = tsr_insert_attention_bwd_prep(tsr_tile(d.O, b, 0, 0), tsr_tile(d.dO, b, 0, 0), tsr_tile(d.L, b, 0, 0));
+    for (int it = 0; !rc && it < 4; it++) {
+        tsr_barrier();
+        double t0 = tsr_wtime();
+        rc = submit_round(&d, p, backward);
+        double s = tsr_wtime() - t0;
+        if (it > 0 && s < *seconds)
+            *seconds = s;
+    }
+    destroy_pair(&d);
+    return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
+}
+
+/* The task time of the pair for the running workers, measured on first use. */
+static int task_time(int hd, int bb, int qb, int kb, int backward, double *seconds)
+{
+    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
+    for (int i = 0; i < nmeasured; i++) {
+        const task_time_t *e = &measured[i];
+        if (e->hd == hd && e->bb == bb && e->qb == qb && e->kb == kb && e->backward == backward && e->workers == p) {
+            *seconds = e->seconds;
+            return TSR_SUCCESS;
+        }
+    }
+    int rc = calibrate_pair(hd, bb, qb, kb, backward, p, seconds);
+    if (!rc && nmeasured < MAX_ENTRIES)
+        measured[nmeasured++] = (task_time_t){ hd, bb, qb, kb, backward, p, *seconds };
+    return rc;
+}
+
+/* Model of one pass (see the top of the file); t: one task's seconds. */
+static double predict(int T, int hd, int heads, int bb, int qb, int kb, int backward, tsr_accum_t accum, double t,
+                      int p)
+{
+    int htiles = (heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
+    double tasks = 0;
+    for (int i = 0; i < nq; i++)
+        tasks += ((i + 1) * qb - 1) / kb + 1; /* key tiles up to the query tile's last query */
+    tasks *= htiles;
+    double work = tasks * t, chain;
+    if (!backward) {
+        chain = nk * t;
+    } else if (accum == TSR_ACCUM_ORDERED) {
+        chain = (nq + nk - 1) * t;
+    } else {
+        /* every worker may hold a copy of each dQ, dK, dV tile: (p - 1) additions each */
+        double bytes = 4.0 * bb * hd * (nq * (double)qb + 2.0 * nk * kb) * htiles;
+        double adds = (p - 1) * 3.0 * bytes / TILE_BYTES_PER_S;
+        work += adds;
+        chain = t + adds / p;
+    }
+    double rounds = ceil(tasks / p) * t;
+    double span = work / p > rounds ? work / p : rounds;
+    return span > chain ? span : chain;
+}
+
+int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_accum_t accum, int *qb, int *kb,
+                             double *predicted_seconds)
+{
+    if (!qb || !kb || T < 1 || hd < 1 || heads < 1 || bb < 1 || (backward != 0 && backward != 1) ||
+        (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX)) {
+        tsr_log(TSR_LOG_ERROR, "tsr_attention_auto_tiles: bad arguments (T %d, hd %d, heads %d, bb %d, backward %d, "
+                "accumulation %d)", T, hd, heads, bb, backward, (int)accum);
+        return TSR_EINVAL;
+    }
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    /* tiles that divide T (T itself when no candidate does) */
+    int cand[NCAND + 1], n = 0;
+    for (int i = 0; i < NCAND && CANDIDATES[i] <= T; i++)
+        if (T % CANDIDATES[i] == 0)
+            cand[n++] = CANDIDATES[i];
+    if (n == 0)
+        cand[n++] = T;
+    int p = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
+    double best = INFINITY;
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            double t;
+            int rc = task_time(hd, bb, cand[a], cand[b], backward, &t);
+            if (rc)
+                return rc;
+            double s = predict(T, hd, heads, bb, cand[a], cand[b], backward, accum, t, p);
+            tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms, predicted %.4f s", T,
+                    backward ? "bwd" : "fwd", cand[a], cand[b], t * 1e3, s);
+            if (s < best) {
+                best = s;
+                *qb = cand[a];
+                *kb = cand[b];
+            }
+        }
+    if (predicted_seconds)
+        *predicted_seconds = best;
+    return TSR_SUCCESS;
+}
