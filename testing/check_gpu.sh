@@ -1,16 +1,19 @@
 #!/bin/bash
 # Run one test program on the GPU and check that CUDA workers executed tasks.
-#   check_gpu.sh gpu-only|mixed COMMAND [ARGS...]
+#   check_gpu.sh gpu-only|mixed|two-workers COMMAND [ARGS...]
 # gpu-only: no CPU worker (STARPU_NCPU=0), so every task must have a CUDA
-# implementation; mixed: CPU workers and the GPU together. The test fails
+# implementation; mixed: CPU workers and the GPU together; two-workers: no
+# CPU worker and two CUDA workers sharing the GPU (STARPU_NWORKER_PER_CUDA=2,
+# the stand-in for two GPUs). COMMAND may be an mpirun line: the ranks
+# inherit the environment and each reports its workers. The test fails
 # when the command fails or when the CUDA workers executed no task (from
 # StarPU's STARPU_WORKER_STATS report); it is skipped (exit 77) on a machine
 # without an NVIDIA GPU.
 set -u
 mode=${1:-}
 shift || true
-if [ "$mode" != gpu-only ] && [ "$mode" != mixed ] || [ $# -eq 0 ]; then
-    echo "usage: $0 gpu-only|mixed COMMAND [ARGS...]" >&2
+if [ "$mode" != gpu-only ] && [ "$mode" != mixed ] && [ "$mode" != two-workers ] || [ $# -eq 0 ]; then
+    echo "usage: $0 gpu-only|mixed|two-workers COMMAND [ARGS...]" >&2
     exit 2
 fi
 if ! nvidia-smi -L >/dev/null 2>&1 && [ ! -e /dev/nvidia0 ]; then
@@ -21,7 +24,8 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # strict float32 GEMMs: the tests compare with float32 references
 export STARPU_WORKER_STATS=1 STARPU_NCUDA=${STARPU_NCUDA:-1} TSR_GPU_TF32=0
-[ "$mode" = gpu-only ] && export STARPU_NCPU=0
+[ "$mode" != mixed ] && export STARPU_NCPU=0
+[ "$mode" = two-workers ] && export STARPU_NWORKER_PER_CUDA=2
 "$@" 2> >(tee "$log" >&2)
 rc=$?
 wait

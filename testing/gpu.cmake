@@ -22,4 +22,13 @@ if(TSR_USE_CUDA AND STARPU_HAS_CUDA)
   tsr_add_gpu_test(adamw $<TARGET_FILE:test_adamw>)
   tsr_add_gpu_test(gpt2_oracle ${GPT2_ORACLE})
   tsr_add_gpu_test(gpt2_oracle_redux ${GPT2_ORACLE} 8 24 100 128 1 1)
+  # several GPUs' data parallelism, on one GPU: two CUDA workers with a
+  # sub-batch each, and two MPI ranks sharing the GPU
+  set(TSR_GPU_CHECK bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpu.sh)
+  tsr_add_test(gpu_two-workers_gpt2_oracle_subbatch ${TSR_GPU_CHECK} two-workers ${GPT2_ORACLE} 16 32 96 200 2 0 2)
+  set_tests_properties(gpu_two-workers_gpt2_oracle_subbatch PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  if(TSR_USE_MPI)
+    tsr_add_test(gpu_mpi2_gpt2_oracle ${TSR_GPU_CHECK} gpu-only ${TSR_MPIRUN} 2 ${GPT2_ORACLE})
+    set_tests_properties(gpu_mpi2_gpt2_oracle PROPERTIES LABELS "gpu;mpi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  endif()
 endif()
