@@ -34,18 +34,31 @@ static inline TSR_HOST_DEVICE float tsr_elem_gelu_arg(float x)
     return TSR_GELU_SCALE * (x + TSR_GELU_CUBIC * x * x * x);
 }
 
-static inline TSR_HOST_DEVICE float tsr_elem_gelu(float x)
+/* gelu(x) and its gradient from e = exp(-2u) (each side computes e with
+ * its own exp: expf on the GPU, a vectorisable one on the CPU; e = inf for
+ * very negative x gives 0 for both). */
+static inline TSR_HOST_DEVICE float tsr_elem_gelu_from_exp(float x, float e)
 {
-    return x / (1.0f + expf(-2.0f * tsr_elem_gelu_arg(x)));
+    return x / (1.0f + e);
 }
 
 /* d/dx [x s(2u)] = s + 2 x s (1 - s) u', and llm.c's 0.5 sech^2(u) is the
  * same 2 s (1 - s); 1 - s = e s is exact where s is close to 1. */
-static inline TSR_HOST_DEVICE float tsr_elem_gelu_grad(float x)
+static inline TSR_HOST_DEVICE float tsr_elem_gelu_grad_from_exp(float x, float e)
 {
-    float e = expf(-2.0f * tsr_elem_gelu_arg(x)), s = 1.0f / (1.0f + e);
+    float s = 1.0f / (1.0f + e);
     float one_minus_s = isinf(e) ? 1.0f : e * s; /* x -> -inf: s = 0, the gradient 0 */
     return s + 2.0f * x * s * one_minus_s * TSR_GELU_SCALE * (1.0f + 3.0f * TSR_GELU_CUBIC * x * x);
+}
+
+static inline TSR_HOST_DEVICE float tsr_elem_gelu(float x)
+{
+    return tsr_elem_gelu_from_exp(x, expf(-2.0f * tsr_elem_gelu_arg(x)));
+}
+
+static inline TSR_HOST_DEVICE float tsr_elem_gelu_grad(float x)
+{
+    return tsr_elem_gelu_grad_from_exp(x, expf(-2.0f * tsr_elem_gelu_arg(x)));
 }
 
 /* ---- softmax cross-entropy ------------------------------------------------ */

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include "tsr_compute_linear.h"
+#include "simd_math.h" /* before tsr_compute_elem.h: its pragma applies to what follows */
 #include "tsr_compute_elem.h"
 
 static int imin(int a, int b) { return a < b ? a : b; }
@@ -84,21 +85,34 @@ void tsr_cpu_rowsum(int m, int n, const float *X, int ldx, float beta, float *y)
     }
 }
 
-/* The formulas are in tsr_compute_elem.h, shared with compute/cuda/linear.cu. */
-float tsr_gelu(float x) { return tsr_elem_gelu(x); }
+/* The formulas are in tsr_compute_elem.h, shared with compute/cuda/linear.cu;
+ * here e = exp(-2u) comes from exp_approx, which the compiler vectorises
+ * (expf is a call): a few float ulps, inf where expf overflows. */
+static inline float gelu_exp(float x)
+{
+    float a = -2.0f * tsr_elem_gelu_arg(x);
+    return a > 88.0f ? INFINITY : exp_approx(a);
+}
 
-float tsr_gelu_grad(float x) { return tsr_elem_gelu_grad(x); }
+static inline float gelu(float x) { return tsr_elem_gelu_from_exp(x, gelu_exp(x)); }
+static inline float gelu_grad(float x) { return tsr_elem_gelu_grad_from_exp(x, gelu_exp(x)); }
 
+/* exported (not inlined under -fPIC): the loops below call the static ones */
+float tsr_gelu(float x) { return gelu(x); }
+float tsr_gelu_grad(float x) { return gelu_grad(x); }
+
+TSR_SIMD_CLONES
 void tsr_cpu_gelu_forward(int m, int n, const float *pre, int ldp, float *out, int ldo)
 {
     for (int t = 0; t < n; t++) {
         const float *p = pre + (size_t)t * ldp;
         float *o = out + (size_t)t * ldo;
         for (int r = 0; r < m; r++)
-            o[r] = tsr_gelu(p[r]);
+            o[r] = gelu(p[r]);
     }
 }
 
+TSR_SIMD_CLONES
 void tsr_cpu_gelu_backward(int m, int n, const float *pre, int ldp, const float *dout, int ldd,
                            float *dpre, int lddp)
 {
@@ -106,7 +120,7 @@ void tsr_cpu_gelu_backward(int m, int n, const float *pre, int ldp, const float 
         const float *p = pre + (size_t)t * ldp, *d = dout + (size_t)t * ldd;
         float *g = dpre + (size_t)t * lddp;
         for (int r = 0; r < m; r++)
-            g[r] = d[r] * tsr_gelu_grad(p[r]);
+            g[r] = d[r] * gelu_grad(p[r]);
     }
 }
 
