@@ -103,41 +103,60 @@ static int gemm_through_workspace(const lin_args_t *a, tsr_view_t A, tsr_view_t 
     return 1;
 }
 
+/* A fused GEMM task's buffers (A, B, C, then the optional bias, GeLU output
+ * and bias gradient) and its GEMM sizes, the same for the CPU and CUDA sides. */
+typedef struct {
+    tsr_view_t A, B, C, out;
+    float *bias, *dbias;
+    int ha, hb, hc; /* which operand is a head tile */
+    int m, n, k;
+} lin_operands_t;
+
+static lin_operands_t linear_operands(void *buffers[], const lin_args_t *a)
+{
+    lin_operands_t o = { .A = tsr_view(buffers[0]), .B = tsr_view(buffers[1]), .C = tsr_view(buffers[2]) };
+    o.ha = a->heads & TSR_LIN_HEADS_A;
+    o.hb = a->heads & TSR_LIN_HEADS_B;
+    o.hc = a->heads & TSR_LIN_HEADS_C;
+    int next = 3;
+    if (a->flags & LIN_BIAS)
+        o.bias = (float *)tsr_view(buffers[next++]).ptr;
+    if (a->flags & LIN_GELU)
+        o.out = tsr_view(buffers[next++]);
+    if (a->flags & LIN_DBIAS)
+        o.dbias = (float *)tsr_view(buffers[next++]).ptr;
+    o.m = logical_rows(o.C, o.hc);
+    o.n = o.C.cols;
+    o.k = a->ta == TSR_NOTRANS ? o.A.cols : logical_rows(o.A, o.ha);
+    return o;
+}
+
 static void cpu_linear_gemm(void *buffers[], void *cl_arg)
 {
     const lin_args_t *a = cl_arg;
-    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), C = tsr_view(buffers[2]);
-    int ha = a->heads & TSR_LIN_HEADS_A, hb = a->heads & TSR_LIN_HEADS_B, hc = a->heads & TSR_LIN_HEADS_C;
-    int next = 3;
-    float *bias = a->flags & LIN_BIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
-    tsr_view_t out = { 0 };
-    if (a->flags & LIN_GELU)
-        out = tsr_view(buffers[next++]);
-    float *dbias = a->flags & LIN_DBIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
-
-    int m = logical_rows(C, hc), n = C.cols;
-    int k = a->ta == TSR_NOTRANS ? A.cols : logical_rows(A, ha);
+    lin_operands_t o = linear_operands(buffers, a);
+    tsr_view_t A = o.A, B = o.B, C = o.C;
     float beta = a->beta;
-    if (a->flags & LIN_BIAS) {
+    if (o.bias) {
         for (int z = 0; z < C.depth; z++)
-            tsr_cpu_bias_fill(C.rows, C.cols, bias + (size_t)z * C.rows, tsr_view_at(C, z), C.ld);
+            tsr_cpu_bias_fill(C.rows, C.cols, o.bias + (size_t)z * C.rows, tsr_view_at(C, z), C.ld);
         beta = 1.0f;
     }
     /* a head tile of several heads: one GEMM through a workspace; otherwise
      * (or without memory) one GEMM per head, straight on the tiles */
-    int depth = ha ? A.depth : hb ? B.depth : hc ? C.depth : 1;
-    if (depth < 2 || per_head_gemms() || !gemm_through_workspace(a, A, B, C, beta, m, n, k))
-        tsr_cpu_gemm_chunked(a->ta, a->tb, m, n, k, a->chunk, a->hd, a->alpha,
-                             chunked(A, ha, cut_of_a(a->chunk, a->ta), a->hd),
-                             chunked(B, hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
-                             chunked(C, hc, cut_of_c(a->chunk), a->hd), tsr_task_threads());
+    int depth = o.ha ? A.depth : o.hb ? B.depth : o.hc ? C.depth : 1;
+    if (depth < 2 || per_head_gemms() || !gemm_through_workspace(a, A, B, C, beta, o.m, o.n, o.k))
+        tsr_cpu_gemm_chunked(a->ta, a->tb, o.m, o.n, o.k, a->chunk, a->hd, a->alpha,
+                             chunked(A, o.ha, cut_of_a(a->chunk, a->ta), a->hd),
+                             chunked(B, o.hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
+                             chunked(C, o.hc, cut_of_c(a->chunk), a->hd), tsr_task_threads());
     if (a->flags & LIN_GELU)
         for (int z = 0; z < C.depth; z++)
-            tsr_cpu_gelu_forward(C.rows, C.cols, tsr_view_at(C, z), C.ld, tsr_view_at(out, z), out.ld);
+            tsr_cpu_gelu_forward(C.rows, C.cols, tsr_view_at(C, z), C.ld, tsr_view_at(o.out, z), o.out.ld);
     /* B's rows (head z: rows z*B.rows ..) are the bias gradient's rows */
-    if (a->flags & LIN_DBIAS)
+    if (o.dbias)
         for (int z = 0; z < B.depth; z++)
-            tsr_cpu_rowsum(B.rows, B.cols, tsr_view_at(B, z), B.ld, a->dbias_beta, dbias + (size_t)z * B.rows);
+            tsr_cpu_rowsum(B.rows, B.cols, tsr_view_at(B, z), B.ld, a->dbias_beta, o.dbias + (size_t)z * B.rows);
 }
 
 #if TSR_HAVE_CUDA
@@ -146,36 +165,27 @@ static void cuda_linear_gemm(void *buffers[], void *cl_arg)
 {
     const lin_args_t *a = cl_arg;
     void *stream = starpu_cuda_get_local_stream();
-    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), C = tsr_view(buffers[2]);
-    int ha = a->heads & TSR_LIN_HEADS_A, hb = a->heads & TSR_LIN_HEADS_B, hc = a->heads & TSR_LIN_HEADS_C;
-    int next = 3;
-    float *bias = a->flags & LIN_BIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
-    tsr_view_t out = { 0 };
-    if (a->flags & LIN_GELU)
-        out = tsr_view(buffers[next++]);
-    float *dbias = a->flags & LIN_DBIAS ? (float *)tsr_view(buffers[next++]).ptr : NULL;
-
-    int m = logical_rows(C, hc), n = C.cols;
-    int k = a->ta == TSR_NOTRANS ? A.cols : logical_rows(A, ha);
+    lin_operands_t o = linear_operands(buffers, a);
+    tsr_view_t A = o.A, B = o.B, C = o.C;
     float beta = a->beta;
-    if (a->flags & LIN_BIAS) {
+    if (o.bias) {
         for (int z = 0; z < C.depth; z++)
-            tsr_kernel_check(tsr_cuda_bias_fill(stream, C.rows, C.cols, bias + (size_t)z * C.rows,
+            tsr_kernel_check(tsr_cuda_bias_fill(stream, C.rows, C.cols, o.bias + (size_t)z * C.rows,
                                                 tsr_view_at(C, z), C.ld));
         beta = 1.0f;
     }
-    tsr_kernel_check(tsr_cuda_gemm_chunked(starpu_cublas_get_local_handle(), a->ta, a->tb, m, n, k, a->chunk, a->hd,
-                                           a->alpha, chunked(A, ha, cut_of_a(a->chunk, a->ta), a->hd),
-                                           chunked(B, hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
-                                           chunked(C, hc, cut_of_c(a->chunk), a->hd)));
+    tsr_kernel_check(tsr_cuda_gemm_chunked(starpu_cublas_get_local_handle(), a->ta, a->tb, o.m, o.n, o.k, a->chunk,
+                                           a->hd, a->alpha, chunked(A, o.ha, cut_of_a(a->chunk, a->ta), a->hd),
+                                           chunked(B, o.hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
+                                           chunked(C, o.hc, cut_of_c(a->chunk), a->hd)));
     if (a->flags & LIN_GELU)
         for (int z = 0; z < C.depth; z++)
             tsr_kernel_check(tsr_cuda_gelu_forward(stream, C.rows, C.cols, tsr_view_at(C, z), C.ld,
-                                                   tsr_view_at(out, z), out.ld));
-    if (a->flags & LIN_DBIAS)
+                                                   tsr_view_at(o.out, z), o.out.ld));
+    if (o.dbias)
         for (int z = 0; z < B.depth; z++)
             tsr_kernel_check(tsr_cuda_rowsum(stream, B.rows, B.cols, tsr_view_at(B, z), B.ld, a->dbias_beta,
-                                             dbias + (size_t)z * B.rows));
+                                             o.dbias + (size_t)z * B.rows));
 }
 #endif
 
