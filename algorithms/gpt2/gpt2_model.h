@@ -27,8 +27,9 @@ typedef struct {
 } tsr_gpt2_tiles_t;
 
 /* Defaults for a model and batch (call after tsr_init: they depend on the
- * number of ranks): token tiles of whole sequences up to 256 tokens (never
- * more than one rank's share of the batch), channel tile C/2, hidden tile
+ * number of ranks): token tiles of whole sequences of 256 tokens, or a
+ * quarter of one rank's share of the batch when that is more (never more
+ * than the share), channel tile C/2, hidden tile
  * 2C, vocabulary tile ~ Vp/8, NH/2 heads per attention tile (whole C or NH
  * when odd), query and key tiles 0 (= min(tok, T), so they follow a token
  * tile set afterwards). With CUDA workers: token tiles up to 2048 tokens
