@@ -18,12 +18,14 @@ typedef struct {
     int first_q, first_kv;  /* backward: dQ / dK, dV overwritten */
 } attn_args_t;
 
-/* Per-task scratch of n floats, or NULL (logged). */
+/* Per-task scratch of n floats, or NULL (logged, and the task counted as
+ * failed: tsr_wait reports it). */
 static float *scratch_alloc(size_t n)
 {
     void *p = NULL;
     if (starpu_malloc_flags(&p, n * sizeof(float), 0) != 0 || !p) {
         tsr_log(TSR_LOG_ERROR, "attention: out of memory for %zu bytes of task scratch", n * sizeof(float));
+        tsr_kernel_check(TSR_ENOMEM);
         return NULL;
     }
     return p;
@@ -37,7 +39,6 @@ static void scratch_free(float *p, size_t n)
 /* A failed task leaves NaN in the tile it writes, so the failure shows. */
 static void fill_nan(tsr_view_t v)
 {
-    tsr_kernel_check(TSR_ENOMEM);
     for (int z = 0; z < v.depth; z++)
         for (int c = 0; c < v.cols; c++)
             for (int r = 0; r < v.rows; r++)
