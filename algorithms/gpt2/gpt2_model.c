@@ -24,6 +24,12 @@ static int slot_tensor(int s, int *layer)
     return TSR_GPT2_LN1W + (s - NGLOBAL) % TSR_GPT2_PER_LAYER;
 }
 
+int tsr_gpt2_default_sub_batches(int B)
+{
+    int n = tsr_size() > 1 ? tsr_size() : tsr_ncuda_workers();
+    return n > 1 && B % n == 0 ? n : 1;
+}
+
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles)
 {
     /* CPU: token tiles of whole sequences within one rank's samples, of 256
@@ -35,7 +41,7 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
      * features (a first guess, to be measured on a GPU) */
     int gpus = tsr_ncuda_workers();
     /* the samples of one rank, or of one GPU's sub-batch */
-    int parts = tsr_size() > 1 ? tsr_size() : gpus > 1 && B % gpus == 0 ? gpus : 1;
+    int parts = tsr_size() > 1 ? tsr_size() : tsr_gpt2_default_sub_batches(B);
     int per_part = B / parts > 1 ? B / parts : 1, tokens = per_part * T;
     int target = gpus > 0 ? 2048 : tokens / 4 > 256 ? tokens / 4 : 256, seqs = target / T;
     seqs = seqs < 1 ? 1 : seqs > per_part ? per_part : seqs;

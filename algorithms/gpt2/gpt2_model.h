@@ -35,6 +35,9 @@ typedef struct {
  * tile set afterwards). With CUDA workers: token tiles up to 2048 tokens
  * within one GPU's sub-batch, whole C, 4C and NH, vocabulary tile ~ Vp/4. */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
+/* The default sub-batch count: one per rank under MPI (each rank reduces
+ * its own gradients), else one per CUDA worker, when B divides; else 1. */
+int tsr_gpt2_default_sub_batches(int B);
 
 /* Tiles chosen from a calibrated model (gpt2_tiles_auto.c: the step's
  * GEMMs and loss phase by phase, plus the runtime's cost of the other tasks)

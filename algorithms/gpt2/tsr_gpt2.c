@@ -706,14 +706,6 @@ static int check_output_paths(const options_t *o)
     return rc;
 }
 
-/* One sub-batch per rank under MPI (each rank reduces its own gradients),
- * else one per GPU, when B divides; else 1. */
-static int default_sub_batches(int B)
-{
-    int n = tsr_size() > 1 ? tsr_size() : tsr_ncuda_workers();
-    return n > 1 && B % n == 0 ? n : 1;
-}
-
 static int setup(trainer_t *t)
 {
     const options_t *o = &t->opt;
@@ -738,7 +730,7 @@ static int setup(trainer_t *t)
         return rc ? rc : TSR_EIO;
     }
     if (!t->opt.nsub)
-        t->opt.nsub = default_sub_batches(o->B);
+        t->opt.nsub = tsr_gpt2_default_sub_batches(o->B);
     rc = fill_tiles(t);
     if (!rc)
         rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
