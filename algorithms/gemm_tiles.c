@@ -288,13 +288,27 @@ static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, 
 }
 
 /* Candidate tile sizes along a dimension of size n: CANDIDATES below n, and
- * n itself when the model has measured tiles that large. */
-static int candidates(int n, int *out)
+ * n itself when the model has measured tiles that large. A rule (0: none)
+ * keeps the sizes that are multiples of `multiple` (CANDIDATES rounded up to
+ * one) and divide `divisor` (every such size up to the largest calibrated
+ * one, the largest MAX_RULED of them). Returns how many. */
+#define MAX_RULED 48
+static int candidates(int n, int multiple, int divisor, int *out)
 {
-    int c = 0;
-    for (int i = 0; i < NCAND && CANDIDATES[i] < n; i++)
-        out[c++] = CANDIDATES[i];
-    if (n <= CANDIDATES[NCAND - 1])
+    int c = 0, largest = CANDIDATES[NCAND - 1], step = multiple ? multiple : 1;
+    if (divisor) {
+        int top = divisor < n ? divisor : n;
+        for (int t = (largest < top ? largest : top) / step * step; t >= step && c < MAX_RULED; t -= step)
+            if (divisor % t == 0)
+                out[c++] = t;
+        return c;
+    }
+    for (int i = 0; i < NCAND; i++) {
+        int t = (CANDIDATES[i] + step - 1) / step * step;
+        if (t < n && t <= largest && (c == 0 || out[c - 1] != t))
+            out[c++] = t;
+    }
+    if (n <= largest && n % step == 0)
         out[c++] = n;
     return c;
 }
@@ -330,20 +344,44 @@ int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *sec
     return rc;
 }
 
+static int bad_rule(const tsr_gemm_tile_rules_t *rules)
+{
+    for (int d = 0; rules && d < 3; d++)
+        if (rules->multiple_of[d] < 0 || rules->divisor_of[d] < 0)
+            return 1;
+    return 0;
+}
+
 int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *out)
 {
+    return tsr_gemm_auto_tiles_ruled(dtype, m, n, k, accum, NULL, out);
+}
+
+int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum,
+                              const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *out)
+{
     if (!out || m < 1 || n < 1 || k < 1 || (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) ||
-        (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64)) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: bad arguments (m %d, n %d, k %d, accumulation %d)", m, n, k,
-                accum);
+        (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64) || bad_rule(rules)) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: bad arguments (m %d, n %d, k %d, accumulation %d%s)", m, n, k,
+                accum, bad_rule(rules) ? ", a negative tile rule" : "");
+        return TSR_EINVAL;
+    }
+    const int none[3] = { 0, 0, 0 }, *mult = rules ? rules->multiple_of : none, *divs = rules ? rules->divisor_of : none;
+    int cm[MAX_RULED], cn[MAX_RULED], ck[MAX_RULED];
+    int nm = candidates(m, mult[0], divs[0], cm), nn = candidates(n, mult[1], divs[1], cn),
+        nk = candidates(k, mult[2], divs[2], ck);
+    if (!nm || !nn || !nk) {
+        const char *dim = !nm ? "m" : !nn ? "n" : "k";
+        int d = !nm ? 0 : !nn ? 1 : 2;
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: no tile size along %s (%d) is a multiple of %d, divides %d and is "
+                "at most %d", dim, d == 0 ? m : d == 1 ? n : k, mult[d] ? mult[d] : 1, divs[d],
+                CANDIDATES[NCAND - 1]);
         return TSR_EINVAL;
     }
     gemm_model_t *model;
     int rc = current_model(dtype, &model);
     if (rc)
         return rc;
-    int cm[NCAND + 1], cn[NCAND + 1], ck[NCAND + 1];
-    int nm = candidates(m, cm), nn = candidates(n, cn), nk = candidates(k, ck);
     int ptotal = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
     size_t esize = tsr_dtype_size(dtype);
     /* the model's best REFINE candidates (best first), from the square sizes alone */

@@ -52,6 +52,19 @@ typedef struct {
     double predicted_seconds;
 } tsr_gemm_tiles_t;
 int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *tiles);
+/* Rules the tile sizes must follow, per dimension (m, n, k; 0: no rule):
+ * a multiple of multiple_of[d] that divides divisor_of[d]. For example a
+ * fused QKV projection wants whole heads dividing C (multiple_of[0] = hd,
+ * divisor_of[0] = C) and token tiles dividing T (divisor_of[1] = T). */
+typedef struct {
+    int multiple_of[3];
+    int divisor_of[3];
+} tsr_gemm_tile_rules_t;
+/* tsr_gemm_auto_tiles among the tile sizes that follow rules (NULL: none;
+ * with a rule, every conforming size up to 2048 is a candidate).
+ * TSR_EINVAL when no size along a dimension follows its rule. */
+int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum,
+                              const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *tiles);
 /* The same model's time for one mb x nb x kb GEMM task (with every worker
  * busy); calibrates on first use like tsr_gemm_auto_tiles. */
 int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *seconds);

@@ -11,7 +11,7 @@ void tsr_log(tsr_log_level_t level, const char *fmt, ...)
 {
     if ((int)level > verbose_level)
         return;
-    FILE *out = level == TSR_LOG_ERROR ? stderr : stdout;
+    FILE *out = stderr; /* stdout is the program's: CSV, step lines */
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);

@@ -111,7 +111,8 @@ uint64_t tsr_tasks_submitted(void);
 /* Wall clock in seconds. */
 double tsr_wtime(void);
 
-/* Logging: messages are prefixed with "[tessera rank R]" under MPI. */
+/* Logging, on stderr (stdout is the program's: CSV, step lines): messages are
+ * prefixed with "[tessera]", "[tessera rank R]" under MPI. */
 typedef enum { TSR_LOG_ERROR = 0, TSR_LOG_INFO = 1, TSR_LOG_DEBUG = 2 } tsr_log_level_t;
 void tsr_set_verbose(int level);
 int tsr_get_verbose(void);

@@ -19,3 +19,6 @@ foreach(grid 1x2 2x1)
   tsr_add_mpi_test(linear_mpi2_${grid}_backward 2 ${LINEAR} bwd --P ${P})
   tsr_add_mpi_test(linear_mpi2_${grid}_heads 2 ${LINEAR} heads fd --P ${P})
 endforeach()
+# time_fusion --tiles auto: tiles from the GEMM model under the fused QKV's rules
+tsr_add_test(time_fusion_auto bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_fusion_auto.sh $<TARGET_FILE:time_fusion>
+             ${CMAKE_CURRENT_BINARY_DIR}/time_fusion_auto_cache)

@@ -79,6 +79,20 @@ int main(int argc, char **argv)
     tsr_desc_destroy(B);
     tsr_desc_destroy(C);
 
+    /* tile rules: a QKV projection's whole heads dividing C, token tiles
+     * dividing T; a rule no size can follow is refused */
+    tsr_gemm_tile_rules_t rules = { { 64, 0, 0 }, { 768, 256, 0 } };
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 2304, 1024, 768, TSR_ACCUM_ORDERED, &rules, &t), TSR_SUCCESS);
+    printf("2304x1024x768 ruled: tiles %d x %d x %d\n", t.mb, t.nb, t.kb);
+    CHECK(t.mb % 64 == 0 && 768 % t.mb == 0 && 256 % t.nb == 0 && t.kb >= 1 && t.kb <= 768);
+    rules = (tsr_gemm_tile_rules_t){ { 96, 0, 0 }, { 64, 0, 0 } };
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_ACCUM_ORDERED, &rules, &t), TSR_EINVAL);
+    rules = (tsr_gemm_tile_rules_t){ { -1, 0, 0 }, { 0, 0, 0 } };
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_ACCUM_ORDERED, &rules, &t), TSR_EINVAL);
+    rules = (tsr_gemm_tile_rules_t){ { 0, 0, 100 }, { 0, 0, 0 } }; /* multiples of 100 within k 512 */
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_ACCUM_ORDERED, &rules, &t), TSR_SUCCESS);
+    CHECK(t.kb % 100 == 0 && t.kb <= 512);
+
     /* bad arguments */
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 0, 10, 10, TSR_ACCUM_ORDERED, &t), TSR_EINVAL);
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 10, 10, 10, (tsr_accum_t)7, &t), TSR_EINVAL);

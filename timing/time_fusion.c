@@ -9,7 +9,9 @@
  *                 heads: column fused_path = 0)
  *         unfused tsr_gemm into a 3C x BT descriptor, tsr_linear_bias_add,
  *                 then tsr_heads_split (reshape tasks)
- * Square tiles kb = ob = tile (nb = tile unless --nb). Each case runs the
+ * Square tiles kb = ob = tile (nb = tile unless --nb), or with --tiles auto
+ * ob, nb, kb from the GEMM tile model (tsr_gemm_auto_tiles_ruled; qkv: whole
+ * heads dividing C, token tiles dividing T). Each case runs the
  * two variants alternately, warmup + niter times, and reports the best.
  * CSV on stdout (header first), messages on stderr. Exit 2 on bad options,
  * 1 on a Tessera error. */
@@ -21,7 +23,7 @@
 #include "tsr_compute.h"
 #include "tsr_params.h"
 
-enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_OP, P_C, P_MULT, P_BT, P_T, P_NH, P_TILE, P_NB, P_ACCUM, NP };
+enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_OP, P_C, P_MULT, P_BT, P_T, P_NH, P_TILES, P_TILE, P_NB, P_ACCUM, NP };
 enum { P_FIRST_CASE = P_OP };
 
 static tsr_param_t params[NP] = {
@@ -36,6 +38,8 @@ static tsr_param_t params[NP] = {
     [P_BT] = { "BT", "tokens B*T", 0, 3, { 256, 1024, 4096 } },
     [P_T] = { "T", "qkv: sequence length (0: min(BT, 1024)); B = BT / T", 0, 1, { 0 } },
     [P_NH] = { "NH", "qkv: heads (hd = C / NH)", 0, 1, { 12 } },
+    [P_TILES] = { "tiles", "manual (--tile, --nb) or auto (ob, nb, kb from the calibrated GEMM tile model; "
+                  "qkv: whole heads dividing C, token tiles dividing T)", 1, 1, { 0 }, { "manual" } },
     [P_TILE] = { "tile", "tile size kb = ob (features)", 0, 5, { 64, 128, 256, 384, 768 } },
     [P_NB] = { "nb", "token tile (0: = tile)", 0, 1, { 0 } },
     [P_ACCUM] = { "accum", "k accumulation: ordered or redux", 1, 1, {0}, { "ordered" } },
@@ -48,12 +52,15 @@ static const char *about =
     "Time fused vs unfused Linear+bias+GeLU (op gelu) and Linear+bias+reshape into Q, K, V\n"
     "(op qkv). CSV columns: op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,\n"
     "seconds,gflops,ratio_fused_unfused (fused seconds / unfused seconds: below 1 fusion pays;\n"
-    "the unfused row has 1). gflops counts the GEMM's 2*C*OC*BT flops.";
+    "the unfused row has 1),tiles,predicted_seconds (the GEMM model's time with --tiles auto, else nan).\n"
+    "gflops counts the GEMM's 2*C*OC*BT flops.";
 
 typedef struct {
     int qkv;
     int C, OC, BT, T, B, NH, hd, kb, ob, nb;
     tsr_accum_t accum;
+    int auto_tiles;           /* ob, nb, kb from the GEMM tile model */
+    double predicted_seconds; /* that model's GEMM time (auto), else nan */
 } fusion_case_t;
 
 typedef struct { tsr_desc_t *inp, *W, *bias, *pre, *out, *h[3]; } fusion_descs_t;
@@ -67,7 +74,7 @@ static int validate_params(void)
         if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
     if (tsr_param_check_min(&params[P_T], 0) || tsr_param_check_min(&params[P_NB], 0) ||
-        tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux") ||
+        tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_TILES], "manual", "auto") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux") ||
         tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]) ||
         tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]))
         return -1;
@@ -92,6 +99,10 @@ static int make_case(const int *idx, fusion_case_t *c)
     c->kb = c->ob = V(P_TILE);
     c->nb = V(P_NB) ? V(P_NB) : V(P_TILE);
 #undef V
+    c->auto_tiles = strcmp(params[P_TILES].words[idx[P_TILES]], "auto") == 0;
+    c->predicted_seconds = NAN;
+    if (c->auto_tiles && (idx[P_TILE] > 0 || idx[P_NB] > 0))
+        return -1; /* auto tiles ignore --tile and --nb: the case repeats the first one */
     if (c->qkv && (c->BT % c->T || c->C % c->NH)) {
         fprintf(stderr, "skipped: qkv needs T | BT and NH | C (BT %d, T %d, C %d, NH %d)\n", c->BT, c->T, c->C, c->NH);
         return -1;
@@ -177,18 +188,48 @@ static void print_row(const fusion_case_t *c, const fusion_descs_t *d, int fused
 {
     int path = !c->qkv || tsr_linear_qkv_fusable(d->inp, d->W, d->h[0]);
     double gflops = 2.0 * c->C * c->OC * c->BT / s * 1e-9;
-    printf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%llu,%.6f,%.2f,%.3f\n", c->qkv ? "qkv" : "gelu", c->C, c->OC, c->BT,
-           c->T, c->kb, c->ob, c->nb, tsr_ncpu_workers(), c->accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
-           fused ? "fused" : "unfused", fused ? path : 0, (unsigned long long)tasks, s, gflops, ratio);
+    printf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%llu,%.6f,%.2f,%.3f,%s,%.6f\n", c->qkv ? "qkv" : "gelu", c->C, c->OC,
+           c->BT, c->T, c->kb, c->ob, c->nb, tsr_ncpu_workers(), c->accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
+           fused ? "fused" : "unfused", fused ? path : 0, (unsigned long long)tasks, s, gflops, ratio,
+           c->auto_tiles ? "auto" : "manual", c->predicted_seconds);
     fflush(stdout);
+}
+
+/* --tiles auto: the GEMM W^T inp (OC x BT, k = C) tiles from the model; the
+ * fused QKV projection writes whole heads (ob a multiple of hd dividing C)
+ * and token tiles of one sequence (nb dividing T) when there are several. */
+static int choose_tiles(fusion_case_t *c)
+{
+    if (!c->auto_tiles)
+        return TSR_SUCCESS;
+    tsr_gemm_tile_rules_t rules = { { 0 }, { 0 } };
+    if (c->qkv) {
+        rules.multiple_of[0] = c->hd;
+        rules.divisor_of[0] = c->C;
+        rules.divisor_of[1] = c->B > 1 ? c->T : 0;
+    }
+    tsr_gemm_tiles_t t;
+    int rc = tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, c->OC, c->BT, c->C, c->accum, &rules, &t);
+    if (rc)
+        return rc;
+    c->ob = t.mb;
+    c->nb = t.nb;
+    c->kb = t.kb;
+    c->predicted_seconds = t.predicted_seconds;
+    if (tsr_rank() == 0)
+        fprintf(stderr, "time_fusion: --tiles auto for %s C %d BT %d: ob %d nb %d kb %d, GEMM predicted %.4f s\n",
+                c->qkv ? "qkv" : "gelu", c->C, c->BT, c->ob, c->nb, c->kb, c->predicted_seconds);
+    return TSR_SUCCESS;
 }
 
 /* Both variants alternately, in alternating order (so that machine noise and
  * cache state hit both alike), best of niter. */
-static int run_case(const fusion_case_t *c, int niter, int warmup)
+static int run_case(fusion_case_t *c, int niter, int warmup)
 {
     fusion_descs_t d = { 0 };
-    int rc = create_descs(c, &d);
+    int rc = choose_tiles(c);
+    if (!rc)
+        rc = create_descs(c, &d);
     double best[2] = { INFINITY, INFINITY };
     uint64_t tasks[2] = { 0, 0 };
     for (int it = 0; !rc && it < warmup + niter; it++)
@@ -227,7 +268,8 @@ int main(int argc, char **argv)
     }
     if (tsr_rank() == 0) {
         fprintf(stderr, "time_fusion: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
-        printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused\n");
+        printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused,"
+               "tiles,predicted_seconds\n");
     }
     int status = 0, idx[NP] = { 0 };
     do {
