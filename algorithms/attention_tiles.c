@@ -20,11 +20,11 @@
 #include <math.h>
 #include "tsr_attention.h"
 #include "tsr_runtime_attention.h"
+#include "internal/tsr_tile_model.h"
 
 static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
 #define MAX_ENTRIES 256
-#define TILE_BYTES_PER_S 8e9 /* memory traffic of a reduction addition */
 
 typedef struct { int hd, bb, qb, kb, backward, workers; double seconds; } task_time_t;
 static task_time_t measured[MAX_ENTRIES];
@@ -136,7 +136,7 @@ static double predict(int T, int hd, int heads, int bb, int qb, int kb, int back
     } else {
         /* every worker may hold a copy of each dQ, dK, dV tile: (p - 1) additions each */
         double bytes = 4.0 * bb * hd * (nq * (double)qb + 2.0 * nk * kb) * htiles;
-        double adds = (p - 1) * 3.0 * bytes / TILE_BYTES_PER_S;
+        double adds = (p - 1) * 3.0 * bytes / TSR_TILE_BYTES_PER_S;
         work += adds;
         chain = t + adds / p;
     }

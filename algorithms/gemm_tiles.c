@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include "tsr_algorithms.h"
 #include "tsr_compute.h"
+#include "internal/tsr_tile_model.h"
 
 static const int CALIBRATED[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
 #define NCAL (int)(sizeof CALIBRATED / sizeof CALIBRATED[0])
@@ -34,10 +35,6 @@ static const int CALIBRATED[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024
  * extrapolate (tiles of 4096 measured 15 % below the 768-tile rate). */
 static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
-/* Memory traffic one core sustains for streaming tiles: a task that
- * accumulates into C (every k-tile after the first) reads and writes its C
- * tile; REDUX adds the per-worker copies (two reads, one write). */
-#define TILE_BYTES_PER_S 8e9
 
 #define MAX_SHAPES 512 /* task shapes measured for themselves */
 #define REFINE 6       /* the model's best candidates whose shapes get measured */
@@ -270,14 +267,14 @@ static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, 
                 work += (double)count_m[a] * count_n[b] * count_k[c] *
                         task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]);
     double full = task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[0]);
-    double accumulate = (double)mb * nb * esize * 2 / TILE_BYTES_PER_S; /* C read + written again */
+    double accumulate = (double)mb * nb * esize * 2 / TSR_TILE_BYTES_PER_S; /* C read + written again */
     work += (double)mt * nt * (kt - 1) * accumulate;
     full += accumulate;
     if (accum == TSR_ACCUM_ORDERED) {
         chain = (kt - 1) * full + task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[1]);
     } else {
         int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
-        double add = (double)mb * nb * esize * 3 / TILE_BYTES_PER_S + m->seconds[0];
+        double add = (double)mb * nb * esize * 3 / TSR_TILE_BYTES_PER_S + m->seconds[0];
         chain = full + ceil(log2(buffers + 1.0)) * add;
         work += (double)mt * nt * buffers * add;
         tasks += (double)mt * nt * buffers;
