@@ -1,5 +1,5 @@
 /* Constants the tile models share (gemm_tiles.c, attention_tiles.c); not
- * installed: algorithms/*.h are the public headers, this folder is not. */
+ * installed: the public headers are the .h files directly in algorithms/. */
 #ifndef TSR_TILE_MODEL_H
 #define TSR_TILE_MODEL_H
 
