@@ -383,6 +383,70 @@ static void print_verdict(FILE *out, double makespan, double ideal, double cp, d
                 100 * ideal / makespan, 100 * overhead_share, 100 * idle_share);
 }
 
+/* Per operation kind: tasks, time and flops of the tasks that start in
+ * [lo, hi) (all of them: -inf, inf). Returns the number of kinds. */
+static int kind_totals(const long *order, long n, double lo, double hi, kind_stat_t *kinds)
+{
+    int nkinds = 0;
+    for (long i = 0; i < n; i++) {
+        const task_record_t *r = record_at(order[i]);
+        int k = r->start_us >= lo && r->start_us < hi ? kind_index(kinds, &nkinds, r->kind) : -1;
+        if (k < 0)
+            continue;
+        kinds[k].count++;
+        kinds[k].us += r->end_us - r->start_us;
+        kinds[k].flops += r->flops;
+    }
+    return nkinds;
+}
+
+static double kinds_work(const kind_stat_t *kinds, int nkinds)
+{
+    double work = 0;
+    for (int k = 0; k < nkinds; k++)
+        work += kinds[k].us;
+    return work;
+}
+
+/* One line per kind: tasks, ms, share of the work, mean, GFLOP/s and, with
+ * on_path, how many of its tasks lie on the critical path. */
+static void print_kinds(FILE *out, const kind_stat_t *kinds, int nkinds, int on_path)
+{
+    double work = kinds_work(kinds, nkinds);
+    fprintf(out, "  %-24s %8s %10s %6s %10s %9s", "operation", "tasks", "ms", "share", "mean us", "GFLOP/s");
+    fprintf(out, on_path ? " %8s\n" : "\n", "on path");
+    char name[64];
+    for (int k = 0; k < nkinds; k++) {
+        fprintf(out, "  %-24s %8ld %10.1f %5.1f%% %10.1f %9.1f", display_name(kinds[k].kind, name, sizeof name),
+                kinds[k].count, kinds[k].us / 1e3, work > 0 ? 100 * kinds[k].us / work : 0,
+                kinds[k].us / kinds[k].count, kinds[k].us > 0 ? kinds[k].flops / kinds[k].us / 1e3 : 0);
+        if (on_path)
+            fprintf(out, " %8ld", kinds[k].on_path);
+        fputc('\n', out);
+    }
+}
+
+/* The operations again over the steady steps alone, when the run marked
+ * steps (tsr_gpt2): the tasks that start between the third mark and the
+ * last one. The first steps pay first-touch page faults and the last one
+ * drains the pipeline, so rates over the whole run understate them. */
+static void print_steady_window(FILE *out, const long *order, long n)
+{
+    if (rec.nmarks < 4)
+        return;
+    const mark_t *from = &rec.marks[2], *to = &rec.marks[rec.nmarks - 1];
+    kind_stat_t *kinds = calloc(MAX_KINDS, sizeof *kinds);
+    if (!kinds)
+        return;
+    int nkinds = kind_totals(order, n, from->us, to->us, kinds);
+    double span = to->us - from->us, work = kinds_work(kinds, nkinds);
+    int nw = (int)starpu_worker_get_count();
+    fprintf(out, "  steady steps, tasks starting from '%s' to '%s' (%.1f ms): work %.1f ms, workers busy %.0f%%\n",
+            from->label, to->label, span / 1e3, work / 1e3, span > 0 ? 100 * work / (span * nw) : 0);
+    print_kinds(out, kinds, nkinds, 0);
+    free(kinds);
+}
+
 /* The run spans [t0, t1]; cp is the critical path's length. */
 static void print_summary(FILE *out, const long *order, long n, double t0, double t1, double cp,
                           const kind_stat_t *kinds, int nkinds)
@@ -399,8 +463,7 @@ static void print_summary(FILE *out, const long *order, long n, double t0, doubl
         idle += ws[w].idle;
         overhead += ws[w].overhead;
     }
-    for (int k = 0; k < nkinds; k++)
-        work += kinds[k].us;
+    work = kinds_work(kinds, nkinds);
     double ideal = fmax(busy / nw, cp);
     char prefix[32] = "";
     if (tsr_ctx.size > 1)
@@ -408,14 +471,9 @@ static void print_summary(FILE *out, const long *order, long n, double t0, doubl
     fprintf(out, "schedule%s: %ld tasks on %d workers in %.1f ms; work %.1f ms; critical path %.1f ms; "
             "ideal makespan %.1f ms = %.0f%% of the measured one\n", prefix, n, nw, makespan / 1e3, work / 1e3,
             cp / 1e3, ideal / 1e3, makespan > 0 ? 100 * ideal / makespan : 0);
-    fprintf(out, "  %-24s %8s %10s %6s %10s %9s %8s\n", "operation", "tasks", "ms", "share", "mean us", "GFLOP/s",
-            "on path");
+    print_kinds(out, kinds, nkinds, 1);
+    print_steady_window(out, order, n);
     char name[64];
-    for (int k = 0; k < nkinds; k++)
-        fprintf(out, "  %-24s %8ld %10.1f %5.1f%% %10.1f %9.1f %8ld\n", display_name(kinds[k].kind, name, sizeof name),
-                kinds[k].count,
-                kinds[k].us / 1e3, work > 0 ? 100 * kinds[k].us / work : 0, kinds[k].us / kinds[k].count,
-                kinds[k].us > 0 ? kinds[k].flops / kinds[k].us / 1e3 : 0, kinds[k].on_path);
     fprintf(out, "  %-24s %8s %9s %9s %9s\n", "worker", "tasks", "busy", "idle", "overhead");
     for (int w = 0; w < nw; w++) {
         starpu_worker_get_name(w, name, sizeof name);
@@ -597,15 +655,7 @@ int tsr_schedule_finish(void)
             order[i] = i;
         qsort(order, (size_t)n, sizeof *order, by_job);
         last = critical_path(order, n, cp_end, pred);
-        for (long i = 0; i < n; i++) {
-            const task_record_t *r = record_at(order[i]);
-            int k = kind_index(kinds, &nkinds, r->kind);
-            if (k < 0)
-                continue;
-            kinds[k].count++;
-            kinds[k].us += r->end_us - r->start_us;
-            kinds[k].flops += r->flops;
-        }
+        nkinds = kind_totals(order, n, -INFINITY, INFINITY, kinds);
         for (long i = last; i >= 0; i = pred[i]) {
             const task_record_t *r = record_at(i);
             int k = kind_index(kinds, &nkinds, r->kind);

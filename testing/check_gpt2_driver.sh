@@ -142,8 +142,13 @@ stem="$work/sched"; [ ${#launch[@]} -gt 0 ] && stem="$work/sched.rank0"
     [ "$(grep -c linear_fwd "$stem.csv")" -gt 0 ] && grep -q "schedule.*critical path" "$work/sched.log" &&
     grep -q "verdict:" "$work/sched.log" && ok || bad "--trace FILE.png: $(tail -3 "$work/sched.log")"
 run --steps 2 --profile > "$work/profile.log" 2>&1
-grep -q "schedule.*critical path" "$work/profile.log" && grep -q "^  adamw " "$work/profile.log" && ok ||
-    bad "--profile: $(tail -3 "$work/profile.log")"
+grep -q "schedule.*critical path" "$work/profile.log" && grep -q "^  adamw " "$work/profile.log" &&
+    ! grep -q "steady steps" "$work/profile.log" && ok || bad "--profile: $(tail -3 "$work/profile.log")"
+# with 4 steps or more, the operations again over the steady steps
+run --steps 5 --profile > "$work/profile5.log" 2>&1
+grep -q "steady steps, tasks starting from 'step 2' to 'step 4'" "$work/profile5.log" &&
+    [ "$(grep -c "^  linear_fwd " "$work/profile5.log")" -ge 2 ] && ok ||
+    bad "--profile, 5 steps: $(grep -A3 "steady" "$work/profile5.log")"
 expect_error "must end in .png\|cannot" --trace "$work/no/such/dir/x.png"
 
 # --tiles auto: the model chooses every tile and predicts the step time
