@@ -49,7 +49,9 @@ typedef struct tsr_desc {
     int bt, mt, nt;     /* number of tiles along each dimension */
     tsr_dist_t dist;
     int64_t tag_base;   /* MPI tag of tile 0 */
-    void **storage;     /* local storage of owned tiles (allocated lazily) */
+    void **storage;     /* local storage of owned tiles (carved lazily from slab) */
+    char *slab;         /* one mapping for every owned tile (see desc.c) */
+    size_t slab_bytes, slab_used;
     starpu_data_handle_t *handles; /* registered lazily */
     int id;
 } tsr_desc_t;
