@@ -300,10 +300,10 @@ static int candidates(int n, int multiple, int divisor, int *out)
                 out[c++] = t;
         return c;
     }
-    for (int i = 0; i < NCAND; i++) {
+    for (int i = 0, last = 0; i < NCAND; i++) {
         int t = (CANDIDATES[i] + step - 1) / step * step;
-        if (t < n && t <= largest && (c == 0 || out[c - 1] != t))
-            out[c++] = t;
+        if (t < n && t <= largest && t != last)
+            out[c++] = last = t;
     }
     if (n <= largest && n % step == 0)
         out[c++] = n;
