@@ -253,6 +253,14 @@ static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb)
     return o + 2.0 * mb * nb * (double)kb / (peak * e);
 }
 
+/* Reading a task's A and B tiles from memory: the calibration runs on tiles
+ * already in cache, a pass reads most of them cold (time_blas_cold: 13-26 %
+ * of a 256 x 384 x 384 call's time). */
+static double operands_seconds(size_t esize, int mb, int nb, int kb)
+{
+    return ((double)mb * kb + (double)kb * nb) * esize / TSR_TILE_BYTES_PER_S;
+}
+
 static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, int K, int mb, int nb, int kb,
                       tsr_accum_t accum)
 {
@@ -265,8 +273,9 @@ static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, 
         for (int b = 0; b < 2; b++)
             for (int c = 0; c < 2; c++)
                 work += (double)count_m[a] * count_n[b] * count_k[c] *
-                        task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]);
-    double full = task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[0]);
+                        (task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]) +
+                         operands_seconds(esize, sizes_m[a], sizes_n[b], sizes_k[c]));
+    double full = task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[0]) + operands_seconds(esize, mb, nb, kb);
     double accumulate = (double)mb * nb * esize * 2 / TSR_TILE_BYTES_PER_S; /* C read + written again */
     work += (double)mt * nt * (kt - 1) * accumulate;
     full += accumulate;
