@@ -13,8 +13,9 @@
  * task count and CP the longest chain (ordered: the kt tasks of one C tile;
  * REDUX: one task plus the additions of the per-worker buffers), the
  * predicted time is max(W / p, ceil(N / p) * W / N, CP) plus, for REDUX, the
- * additions' work spread over the workers; a task that accumulates into C
- * also pays for reading and writing its C tile. Every (mb, nb, kb) from
+ * additions' work spread over the workers; every task also pays for
+ * reading its A and B tiles, and a task that accumulates into C for reading
+ * and writing its C tile. Every (mb, nb, kb) from
  * CANDIDATES (and the whole dimension, when smaller) is evaluated; the
  * REFINE fastest are then refined: their exact task shape is measured the
  * same way as the squares (once, cached with them) and replaces the model's
