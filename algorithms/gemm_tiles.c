@@ -378,11 +378,9 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
     int nm = candidates(m, mult[0], divs[0], cm), nn = candidates(n, mult[1], divs[1], cn),
         nk = candidates(k, mult[2], divs[2], ck);
     if (!nm || !nn || !nk) {
-        const char *dim = !nm ? "m" : !nn ? "n" : "k";
-        int d = !nm ? 0 : !nn ? 1 : 2;
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: no tile size along %s (%d) is a multiple of %d, divides %d and is "
-                "at most %d", dim, d == 0 ? m : d == 1 ? n : k, mult[d] ? mult[d] : 1, divs[d],
-                CANDIDATES[NCAND - 1]);
+        int d = !nm ? 0 : !nn ? 1 : 2, size[3] = { m, n, k };
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: no tile size along %c (%d) is a multiple of %d, divides %d and is "
+                "at most %d", "mnk"[d], size[d], mult[d] ? mult[d] : 1, divs[d], CANDIDATES[NCAND - 1]);
         return TSR_EINVAL;
     }
     gemm_model_t *model;

@@ -161,11 +161,11 @@ int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
  *   a tile (on a worker, in parallel, not a memset on the submitting thread:
  *   2.4 GB of GPT-2 124M state took seconds of page faults there);
  * - 2 MiB-aligned with transparent huge pages (MADV_HUGEPAGE, a hint: no
- *   error where THP is off). Tiles are read cold in a training step (each
- *   weight tile once a step) and BLIS's packing then pays a page walk per
- *   4 KiB page: on 124M B4 T64 the GEMM tasks ran 8-20 % faster and the
- *   steady step 4-5 % faster on huge pages, while first touch (steps 0-1)
- *   took 1.3-1.8 s longer on this VM, whose host backs guest memory lazily.
+ *   error where THP is off): the 124M B4 T64 steady step ran 2.6-4.5 %
+ *   faster in alternating runs, while first touch (steps 0-1) took 0.4-1.8 s
+ *   longer on this VM, whose host backs guest memory lazily. One GEMM call
+ *   on cold operands does not gain from huge pages (time_blas_cold), so
+ *   where the step gains is not established.
  * With CUDA workers each tile is pinned, as starpu_malloc does, for
  * asynchronous transfers. */
 enum { TILE_ALIGN = 64, HUGE_PAGE = 2 << 20 };
@@ -193,8 +193,7 @@ static int slab_map(tsr_desc_t *d)
     char *start = (char *)aligned_up((uintptr_t)p, align);
     if (start > p)
         munmap(p, (size_t)(start - p));
-    if (start + bytes < p + bytes + align)
-        munmap(start + bytes, (size_t)(p + bytes + align - (start + bytes)));
+    munmap(start + bytes, (size_t)(p + align - start)); /* the rest of the slack */
     if (align == HUGE_PAGE)
         madvise(start, bytes, MADV_HUGEPAGE);
     d->slab = start;
