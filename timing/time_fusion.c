@@ -74,7 +74,8 @@ static int validate_params(void)
         if (tsr_param_check_min(&params[positive[i]], 1))
             return -1;
     if (tsr_param_check_min(&params[P_T], 0) || tsr_param_check_min(&params[P_NB], 0) ||
-        tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_TILES], "manual", "auto") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux") ||
+        tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_TILES], "manual", "auto") ||
+        tsr_param_check_words(&params[P_ACCUM], "ordered", "redux") ||
         tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]) ||
         tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]))
         return -1;
