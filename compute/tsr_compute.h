@@ -9,6 +9,13 @@
 void tsr_cpu_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                   double alpha, const void *A, int lda, const void *B, int ldb,
                   double beta, void *C, int ldc, int nthreads);
+/* The same through the BLAS's own GEMM routine. tsr_cpu_gemm differs with
+ * BLIS: its float32 calls in one thread (the tile tasks') run BLIS's
+ * micro-kernel on Tessera's packing, with bitwise the same results. This one
+ * is the baseline benchmarks compare that with. */
+void tsr_cpu_blas_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                       double alpha, const void *A, int lda, const void *B, int ldb,
+                       double beta, void *C, int ldc, int nthreads);
 /* A = alpha A */
 void tsr_cpu_scale(tsr_dtype_t t, int m, int n, double alpha, void *A, int lda);
 /* B = alpha A + beta B (beta == 0: B is not read) */

@@ -5,7 +5,7 @@
 #include "tsr_build_config.h"
 #include "tsr_compute.h"
 #if TSR_BLAS_BLIS
-#include <blis.h>
+#include "blis_packed_gemm.h"
 #else
 #include <cblas.h>
 #endif
@@ -44,18 +44,20 @@ static void setup_blas(void)
     int chosen = choose_blis_kernels();
     bli_init(); /* reads BLIS_ARCH_TYPE and sets up the kernel contexts */
     arch_t arch = bli_arch_query_id();
-    snprintf(blas_description, sizeof blas_description, "BLIS %s, %s kernels%s", bli_info_get_version_str(),
+    int packed = tsr_blis_packed_gemm_init();
+    snprintf(blas_description, sizeof blas_description, "BLIS %s, %s kernels%s%s", bli_info_get_version_str(),
              bli_arch_string(arch),
              chosen ? " (chosen by Tessera for this AVX-512 CPU; BLIS_ARCH_TYPE overrides)"
-             : user ? " (BLIS_ARCH_TYPE)" : "");
+             : user ? " (BLIS_ARCH_TYPE)" : "",
+             packed ? ", float32 tile GEMMs packed by Tessera" : "");
     if (arch == BLIS_ARCH_GENERIC && !user && __builtin_cpu_supports("avx2"))
         tsr_log(TSR_LOG_INFO, "warning: BLIS runs its generic (slow) kernels on this AVX2 CPU; "
                 "BLIS_ARCH_TYPE=%d selects its Haswell kernels", (int)BLIS_ARCH_HASWELL);
 }
 
-void tsr_cpu_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
-                  double alpha, const void *A, int lda, const void *B, int ldb,
-                  double beta, void *C, int ldc, int nthreads)
+void tsr_cpu_blas_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                       double alpha, const void *A, int lda, const void *B, int ldb,
+                       double beta, void *C, int ldc, int nthreads)
 {
     pthread_once(&blas_once, setup_blas);
     /* The per-call runtime object keeps the thread count local to this call,
@@ -73,6 +75,20 @@ void tsr_cpu_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, i
         bli_sgemm_ex(bta, btb, m, n, k, &a, (float *)A, 1, lda, (float *)B, 1, ldb,
                      &b, (float *)C, 1, ldc, NULL, &rntm);
     }
+}
+
+void tsr_cpu_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                  double alpha, const void *A, int lda, const void *B, int ldb,
+                  double beta, void *C, int ldc, int nthreads)
+{
+    pthread_once(&blas_once, setup_blas);
+    /* float32 in one thread, the tile tasks' case: BLIS's micro-kernel, Tessera's packing */
+    if (t == TSR_FLOAT32 && nthreads <= 1 &&
+        tsr_blis_packed_sgemm(ta == TSR_TRANS ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
+                              tb == TSR_TRANS ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, m, n, k, (float)alpha, A, lda, B,
+                              ldb, (float)beta, C, ldc))
+        return;
+    tsr_cpu_blas_gemm(t, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, nthreads);
 }
 #else
 static void setup_blas(void)
@@ -102,6 +118,13 @@ void tsr_cpu_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, i
         cblas_dgemm(CblasColMajor, cta, ctb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     else
         cblas_sgemm(CblasColMajor, cta, ctb, m, n, k, (float)alpha, A, lda, B, ldb, (float)beta, C, ldc);
+}
+
+void tsr_cpu_blas_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                       double alpha, const void *A, int lda, const void *B, int ldb,
+                       double beta, void *C, int ldc, int nthreads)
+{
+    tsr_cpu_gemm(t, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, nthreads);
 }
 #endif
 
