@@ -146,7 +146,7 @@ static void *random_array(tsr_dtype_t t, int m, int n, uint64_t seed)
     return X;
 }
 
-/* Best of niter single BLAS calls (after warmup ones), or a negative code.
+/* Best of niter single calls of the BLAS's own GEMM (after warmup ones), or a negative code.
  * Idle StarPU workers poll their cores, which slowed a 2-thread BLAS call down
  * 2-3x in a test: they are paused (asleep) while BLAS runs. */
 static double measure_blas(const gemm_case_t *c, int nthreads)
@@ -157,8 +157,8 @@ static double measure_blas(const gemm_case_t *c, int nthreads)
     tsr_pause();
     for (int it = 0; A && B && C && it < c->warmup + c->niter; it++) {
         double t0 = tsr_wtime();
-        tsr_cpu_gemm(c->dtype, TSR_NOTRANS, TSR_NOTRANS, c->m, c->n, c->k, 1.0, A, c->m, B, c->k, 0.0, C, c->m,
-                     nthreads);
+        tsr_cpu_blas_gemm(c->dtype, TSR_NOTRANS, TSR_NOTRANS, c->m, c->n, c->k, 1.0, A, c->m, B, c->k, 0.0, C,
+                          c->m, nthreads);
         double s = tsr_wtime() - t0;
         if (it >= c->warmup && (best < 0 || s < best))
             best = s;
