@@ -1,8 +1,14 @@
-/* AdamW tile kernel, llm.c's update rule. */
+/* AdamW tile kernel, llm.c's update rule. Its two divisions and square root
+ * per element bound it more than memory does, so it is compiled for AVX-512
+ * and AVX2 as well (wider divide units); CMakeLists.txt compiles this file
+ * with -ffp-contract=off, so those versions round exactly as the baseline one
+ * (no fused multiply-adds). */
 #include <math.h>
+#include "simd_math.h" /* TSR_SIMD_CLONES */
 #include "tsr_compute_misc.h"
 #include "tsr_compute_elem.h"
 
+TSR_SIMD_CLONES
 void tsr_cpu_adamw(int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
                    float *v, int ldv, const tsr_adamw_step_t *s)
 {
