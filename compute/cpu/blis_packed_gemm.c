@@ -6,10 +6,12 @@
  * Why not bli_sgemm: BLIS 0.9's Skylake-X sgemm kernel is 32 x 12, and 0.9
  * has packing-kernel slots for panels of at most 31 rows, so every 32-row
  * panel of op(A) is packed by a generic strided copy (bli_scal2m), one
- * scalar at a time. In a 124M step that copy took ~11 % of all samples; this
- * packing copies 4 x 4 blocks with SSE instead (see the README for the rates).
- * The micro-kernel, its block sizes and so the arithmetic are BLIS's:
- * results are bitwise those of bli_sgemm. */
+ * scalar at a time. In a 124M step that copy took ~11 % of all samples. This
+ * packing copies contiguous columns with memcpy and transposes rows in 4 x 4
+ * SSE blocks (see the README for the rates). The micro-kernel, its block
+ * sizes and so the arithmetic are BLIS's: results are bitwise those of
+ * bli_sgemm wherever it packs too (not where BLIS's haswell/zen
+ * configurations run small products on their unpacked "sup" kernels). */
 #include "tsr_build_config.h"
 #if TSR_BLAS_BLIS
 #include <pthread.h>
