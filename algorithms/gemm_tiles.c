@@ -262,36 +262,49 @@ static double operands_seconds(size_t esize, int mb, int nb, int kb)
     return ((double)mb * kb + (double)kb * nb) * esize / TSR_TILE_BYTES_PER_S;
 }
 
-static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, int K, int mb, int nb, int kb,
-                      tsr_accum_t accum)
+/* The ordered product C (M x N) = sum over K of op(A) op(B) in mb x nb x kb
+ * tiles (edge tiles included): the work of all its tasks, their count, the
+ * longest chain (one C tile's tasks along k) and one full task. Each task
+ * pays its calibrated time and reading its A and B tiles; past the first k
+ * tile it also reads and writes C again. */
+typedef struct { double work, tasks, chain, full; } gemm_phase_t;
+
+static gemm_phase_t ordered_phase(const gemm_model_t *m, size_t esize, int M, int N, int K, int mb, int nb, int kb)
 {
     int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
     int sizes_m[2] = { mb, M - (mt - 1) * mb }, sizes_n[2] = { nb, N - (nt - 1) * nb },
         sizes_k[2] = { kb, K - (kt - 1) * kb };
     int count_m[2] = { mt - 1, 1 }, count_n[2] = { nt - 1, 1 }, count_k[2] = { kt - 1, 1 };
-    double work = 0, chain = 0, tasks = (double)mt * nt * kt;
+    gemm_phase_t ph = { .tasks = (double)mt * nt * kt };
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++)
             for (int c = 0; c < 2; c++)
-                work += (double)count_m[a] * count_n[b] * count_k[c] *
-                        (task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]) +
-                         operands_seconds(esize, sizes_m[a], sizes_n[b], sizes_k[c]));
-    double full = task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[0]) + operands_seconds(esize, mb, nb, kb);
+                ph.work += (double)count_m[a] * count_n[b] * count_k[c] *
+                           (task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]) +
+                            operands_seconds(esize, sizes_m[a], sizes_n[b], sizes_k[c]));
     double accumulate = (double)mb * nb * esize * 2 / TSR_TILE_BYTES_PER_S; /* C read + written again */
-    work += (double)mt * nt * (kt - 1) * accumulate;
-    full += accumulate;
-    if (accum == TSR_ACCUM_ORDERED) {
-        chain = (kt - 1) * full + task_seconds(m, sizes_m[0], sizes_n[0], sizes_k[1]);
-    } else {
+    ph.work += (double)mt * nt * (kt - 1) * accumulate;
+    ph.full = task_seconds(m, mb, nb, kb) + operands_seconds(esize, mb, nb, kb) + accumulate;
+    double last = task_seconds(m, mb, nb, sizes_k[1]) + operands_seconds(esize, mb, nb, sizes_k[1]);
+    ph.chain = (kt - 1) * ph.full + last; /* kt tasks, kt - 1 of them accumulating */
+    return ph;
+}
+
+static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, int K, int mb, int nb, int kb,
+                      tsr_accum_t accum)
+{
+    gemm_phase_t ph = ordered_phase(m, esize, M, N, K, mb, nb, kb);
+    if (accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
+        int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
         int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
         double add = (double)mb * nb * esize * 3 / TSR_TILE_BYTES_PER_S + m->seconds[0];
-        chain = full + ceil(log2(buffers + 1.0)) * add;
-        work += (double)mt * nt * buffers * add;
-        tasks += (double)mt * nt * buffers;
+        ph.chain = ph.full + ceil(log2(buffers + 1.0)) * add;
+        ph.work += (double)mt * nt * buffers * add;
+        ph.tasks += (double)mt * nt * buffers;
     }
-    double rounds = ceil(tasks / p) * work / tasks;
-    double t = work / p > rounds ? work / p : rounds;
-    return t > chain ? t : chain;
+    double rounds = ceil(ph.tasks / p) * ph.work / ph.tasks;
+    double t = ph.work / p > rounds ? ph.work / p : rounds;
+    return t > ph.chain ? t : ph.chain;
 }
 
 /* Candidate tile sizes along a dimension of size n: CANDIDATES below n, and
@@ -349,6 +362,20 @@ int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *sec
     if (!rc)
         *seconds = task_seconds(m, mb, nb, kb);
     return rc;
+}
+
+int tsr_gemm_phase_seconds(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, double *work,
+                           double *tasks, double *chain)
+{
+    gemm_model_t *m;
+    if (M < 1 || N < 1 || K < 1 || mb < 1 || nb < 1 || kb < 1 || !work || !tasks || !chain)
+        return TSR_EINVAL;
+    int rc = current_model(dtype, &m);
+    if (rc)
+        return rc;
+    gemm_phase_t ph = ordered_phase(m, tsr_dtype_size(dtype), M, N, K, mb, nb, kb);
+    *work = ph.work, *tasks = ph.tasks, *chain = ph.chain;
+    return TSR_SUCCESS;
 }
 
 static int bad_rule(const tsr_gemm_tile_rules_t *rules)

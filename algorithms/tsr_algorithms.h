@@ -68,6 +68,12 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
 /* The same model's time for one mb x nb x kb GEMM task (with every worker
  * busy); calibrates on first use like tsr_gemm_auto_tiles. */
 int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *seconds);
+/* The same model for a whole ordered tiled product C (M x N) = sum over K
+ * in mb x nb x kb tiles: the work of all its tasks in seconds (each also
+ * reading its A and B tiles, and C again past the first k tile), their
+ * count, and the longest chain (one C tile's tasks along k). */
+int tsr_gemm_phase_seconds(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, double *work,
+                           double *tasks, double *chain);
 
 #ifdef __cplusplus
 }

@@ -37,30 +37,12 @@ static double phase_time(double work, double tasks, double chain, int p)
 }
 
 /* Work, task count and longest chain of C (M x N) = sum over K of A B in
- * tiles mb x nb x kb, chained along K (edge tiles included). */
+ * tiles mb x nb x kb, chained along K: the GEMM model's (gemm_tiles.c). */
 static void gemm_phase(int M, int N, int K, int mb, int nb, int kb, double *work, double *tasks, double *chain,
                        int *failed)
 {
-    int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
-    int sm[2] = { mb, M - (mt - 1) * mb }, sn[2] = { nb, N - (nt - 1) * nb }, sk[2] = { kb, K - (kt - 1) * kb };
-    int cm[2] = { mt - 1, 1 }, cn[2] = { nt - 1, 1 }, ck[2] = { kt - 1, 1 };
-    *work = 0;
-    for (int a = 0; a < 2; a++)
-        for (int b = 0; b < 2; b++)
-            for (int c = 0; c < 2; c++) {
-                double s = 0;
-                if (!cm[a] || !cn[b] || !ck[c])
-                    continue;
-                if (tsr_gemm_task_seconds(TSR_FLOAT32, sm[a], sn[b], sk[c], &s))
-                    *failed = 1;
-                *work += (double)cm[a] * cn[b] * ck[c] * s;
-            }
-    double full = 0, last = 0;
-    if (tsr_gemm_task_seconds(TSR_FLOAT32, sm[0], sn[0], sk[0], &full) ||
-        tsr_gemm_task_seconds(TSR_FLOAT32, sm[0], sn[0], sk[1], &last))
+    if (tsr_gemm_phase_seconds(TSR_FLOAT32, M, N, K, mb, nb, kb, work, tasks, chain))
         *failed = 1;
-    *tasks = (double)mt * nt * kt;
-    *chain = (kt - 1) * full + last;
 }
 
 /* One linear layer (in I features in tiles it, out O in tiles ot, N tokens
