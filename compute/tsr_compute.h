@@ -11,8 +11,10 @@ void tsr_cpu_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, i
                   double beta, void *C, int ldc, int nthreads);
 /* The same through the BLAS's own GEMM routine. tsr_cpu_gemm differs with
  * BLIS: its float32 calls in one thread (the tile tasks') run BLIS's
- * micro-kernel on Tessera's packing, with bitwise the same results. This one
- * is the baseline benchmarks compare that with. */
+ * micro-kernel on Tessera's packing, with bitwise the same results where BLIS
+ * packs too (its skx and generic kernels; its haswell/zen configurations run
+ * small products on other kernels, so there the two agree to float
+ * rounding). This one is the baseline benchmarks compare that with. */
 void tsr_cpu_blas_gemm(tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                        double alpha, const void *A, int lda, const void *B, int ldb,
                        double beta, void *C, int ldc, int nthreads);
