@@ -11,3 +11,6 @@ endif()
 tsr_add_test(time_gpt2_vs_reference bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_vs_reference.sh
              ${PROJECT_SOURCE_DIR}/timing/time_gpt2_vs_reference.sh $<TARGET_FILE:tsr_gpt2>
              ${CMAKE_CURRENT_BINARY_DIR}/time_vs_reference_work)
+# the step against its GEMMs alone (time_gpt2_gemms and the alternating script)
+tsr_add_test(time_gpt2_gemm_limit bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_gpt2_gemm_limit.sh
+             ${PROJECT_SOURCE_DIR}/timing/time_gpt2_gemm_limit.sh ${CMAKE_BINARY_DIR})
