@@ -43,7 +43,7 @@ for bt in $bts; do
              --quiet 2>&1 | sed -n 's/^summary:.*median step \([0-9.]*\) ms.*/\1/p')
     gemm=$("$gemms" --model "$model" --B "$B" --T "$T" "${gthr[@]}" --steps 5 2>/dev/null |
              awk -F, '$5 == "median" { print $9 }')
-    [ -n "$step" ] && [ -n "$gemm" ] || { echo "error: a run failed (B $B T $T round $r)" >&2; exit 1; }
+    if [ -z "$step" ] || [ -z "$gemm" ]; then echo "error: a run failed (B $B T $T round $r)" >&2; exit 1; fi
     row=$(awk -v s="$step" -v g="$gemm" 'BEGIN { printf "%.1f,%.1f,%.3f,%.3f", s, g, s / g, g / s }')
     echo "$model,$B,$T,$nthreads,$r,$row"
     rows="$rows$row"$'\n'
