@@ -40,9 +40,9 @@ for bt in $bts; do
   rows=""
   for r in $(seq 1 "$rounds"); do
     step=$("$gpt2" --model "$model" -B "$B" -T "$T" "${thr[@]}" --steps "$steps" --val-every 0 --sample-every 0 \
-             --quiet 2>&1 | sed -n 's/^summary:.*median step \([0-9.]*\) ms.*/\1/p')
+             --quiet 2>&1 | sed -n 's/^summary:.*median step \([0-9.]*\) ms.*/\1/p' || true)
     gemm=$("$gemms" --model "$model" --B "$B" --T "$T" "${gthr[@]}" --steps 5 2>/dev/null |
-             awk -F, '$5 == "median" { print $9 }')
+             awk -F, '$5 == "median" { print $9 }' || true)
     if [ -z "$step" ] || [ -z "$gemm" ]; then echo "error: a run failed (B $B T $T round $r)" >&2; exit 1; fi
     row=$(awk -v s="$step" -v g="$gemm" 'BEGIN { printf "%.1f,%.1f,%.3f,%.3f", s, g, s / g, g / s }')
     echo "$model,$B,$T,$nthreads,$r,$row"
