@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=124M bts="4:64" threads=0 rounds=3 steps=12 build=build
-usage="usage: $0 [--model 124M|d2] [--bt \"B:T ...\"] [--threads N] [--rounds N] [--steps N] [--build DIR]"
+usage="usage: $0 [--model NAME] [--bt \"B:T ...\"] [--threads N] [--rounds N] [--steps N] [--build DIR]"
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
   case "$1" in

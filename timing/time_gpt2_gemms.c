@@ -17,15 +17,15 @@
  * stderr; exit 2 on bad options, 1 when out of memory. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 #include "tessera.h"
 #include "tsr_compute.h"
 #include "tsr_params.h"
+#include "gpt2_model_io.h"
 
 enum { P_MODEL, P_B, P_T, P_THREADS, P_STEPS, NP };
 static tsr_param_t params[NP] = {
-    [P_MODEL] = { "model", "124M or d2 (tsr_gpt2's presets: L 12 C 768, L 2 C 128; Vp 50304)", 1, 1, { 0 }, { "124M" } },
+    [P_MODEL] = { "model", "a tsr_gpt2 preset (124M, d2, micro): its L, C and Vp", 1, 1, { 0 }, { "124M" } },
     [P_B] = { "B", "sequences per step", 0, 1, { 4 } },
     [P_T] = { "T", "sequence length", 0, 1, { 64 } },
     [P_THREADS] = { "threads", "BLAS threads (-1: all cores)", 0, 1, { -1 } },
@@ -47,7 +47,7 @@ typedef struct {
 } linear_t;
 
 typedef struct {
-    int L, C, Vp, N, nlin;
+    int L, C, Vp, N;
     linear_t lin[5];      /* the four per-layer linears, then the LM head */
     float **w, **dw;      /* L * 4 + 1 weights and weight gradients */
     float *x, *y, *dx, *dy; /* activations, sized for the widest layer */
@@ -55,15 +55,19 @@ typedef struct {
 
 static size_t weight_floats(const linear_t *l) { return (size_t)l->in * l->out; }
 
+/* The step's weights: four a layer, then the LM head's. */
+static int nweights(const step_t *s) { return s->L * 4 + 1; }
+static const linear_t *linear_of(const step_t *s, int i) { return &s->lin[i == nweights(s) - 1 ? 4 : i % 4]; }
+
 static int step_alloc(step_t *s)
 {
-    int nw = s->L * 4 + 1, widest = s->Vp > 4 * s->C ? s->Vp : 4 * s->C;
+    int nw = nweights(s), widest = s->Vp > 4 * s->C ? s->Vp : 4 * s->C;
     s->w = calloc((size_t)nw, sizeof *s->w);
     s->dw = calloc((size_t)nw, sizeof *s->dw);
     if (!s->w || !s->dw)
         return -1;
     for (int i = 0; i < nw; i++) {
-        const linear_t *l = &s->lin[i == nw - 1 ? 4 : i % 4];
+        const linear_t *l = linear_of(s, i);
         s->w[i] = malloc(weight_floats(l) * sizeof(float));
         s->dw[i] = malloc(weight_floats(l) * sizeof(float));
         if (!s->w[i] || !s->dw[i])
@@ -85,7 +89,7 @@ static int step_alloc(step_t *s)
 
 static void step_free(step_t *s)
 {
-    for (int i = 0; s->w && i < s->L * 4 + 1; i++)
+    for (int i = 0; s->w && i < nweights(s); i++)
         free(s->w[i]), free(s->dw[i]);
     free(s->w), free(s->dw), free(s->x), free(s->y), free(s->dx), free(s->dy);
 }
@@ -93,7 +97,7 @@ static void step_free(step_t *s)
 /* One pass of linear i over the N tokens, through the BLAS's own routine. */
 static void linear_pass(const step_t *s, int i, int pass, int threads)
 {
-    const linear_t *l = &s->lin[i == s->L * 4 ? 4 : i % 4];
+    const linear_t *l = linear_of(s, i);
     int n = s->N;
     if (pass == FWD) /* Y = W^T X */
         tsr_cpu_blas_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, l->out, n, l->in, 1.0, s->w[i], l->in, s->x, l->in,
@@ -110,7 +114,7 @@ static void linear_pass(const step_t *s, int i, int pass, int threads)
  * order, the backward in reverse, as a step runs them. */
 static void time_step(const step_t *s, int threads, double seconds[NPASSES])
 {
-    int nw = s->L * 4 + 1;
+    int nw = nweights(s);
     double t0 = tsr_wtime();
     for (int i = 0; i < nw; i++)
         linear_pass(s, i, FWD, threads);
@@ -127,8 +131,8 @@ static void time_step(const step_t *s, int threads, double seconds[NPASSES])
 static double step_flops(const step_t *s)
 {
     double per_token = 0;
-    for (int i = 0; i < s->L * 4 + 1; i++)
-        per_token += 2.0 * (double)weight_floats(&s->lin[i == s->L * 4 ? 4 : i % 4]);
+    for (int i = 0; i < nweights(s); i++)
+        per_token += 2.0 * (double)weight_floats(linear_of(s, i));
     return 3.0 * per_token * s->N; /* forward and the two backward products */
 }
 
@@ -147,7 +151,8 @@ int main(int argc, char **argv)
         tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
         return 0;
     }
-    if (tsr_param_check_words(&params[P_MODEL], "124M", "d2") || tsr_param_check_min(&params[P_B], 1) ||
+    tsr_gpt2_config_t model;
+    if (tsr_gpt2_config_preset(params[P_MODEL].words[0], &model) || tsr_param_check_min(&params[P_B], 1) ||
         tsr_param_check_min(&params[P_T], 1) || tsr_param_check_min(&params[P_STEPS], 1))
         return 2;
     long threads = params[P_THREADS].values[0];
@@ -157,13 +162,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "error: --threads must be -1 (all cores) or >= 1, not %ld\n", params[P_THREADS].values[0]);
         return 2;
     }
-    int big = strcmp(params[P_MODEL].words[0], "124M") == 0;
     long tokens = params[P_B].values[0] * params[P_T].values[0];
     if (tokens > 1 << 20) {
         fprintf(stderr, "error: B * T = %ld tokens is more than this program times (1048576)\n", tokens);
         return 2;
     }
-    step_t s = { .L = big ? 12 : 2, .C = big ? 768 : 128, .Vp = 50304, .N = (int)tokens };
+    step_t s = { .L = model.L, .C = model.C, .Vp = model.Vp, .N = (int)tokens };
     int C = s.C;
     s.lin[0] = (linear_t){ 3 * C, C };
     s.lin[1] = (linear_t){ C, C };
@@ -175,7 +179,7 @@ int main(int argc, char **argv)
         step_free(&s);
         return 1;
     }
-    fprintf(stderr, "time_gpt2_gemms: %s, %ld thread(s)\n", tsr_blas_description(), threads);
+    fprintf(stderr, "time_gpt2_gemms: %s; its own GEMM routine, %ld thread(s)\n", tsr_blas_description(), threads);
     printf("model,B,T,threads,step,fwd_ms,bwd_data_ms,bwd_weight_ms,total_ms,gflop,gflops\n");
     int steps = (int)params[P_STEPS].values[0];
     double flops = step_flops(&s), sec[NPASSES], *totals = malloc((size_t)steps * sizeof *totals);
