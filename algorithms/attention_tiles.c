@@ -9,8 +9,10 @@
  *
  * Schedule model of one pass over heads / bb head tiles of T tokens, with
  * nq = T / qb query tiles and nk = T / kb key tiles, each query tile seeing
- * the key tiles up to its last query (a diagonal task costs a full one: the
- * kernels compute the whole score block):
+ * the key tiles up to its last query (a task on the diagonal costs its share
+ * of a full one: on CPUs the kernels compute only the keys each chunk of
+ * queries sees, tsr_attn_computed_pairs; the CUDA kernels compute the whole
+ * block):
  *   forward: the key tiles of a query tile are an ordered chain (online
  *     softmax): max(work / p, its longest chain = nk tasks, task rounds);
  *   backward, ordered: dQ chains over key tiles and dK, dV over query tiles,
@@ -21,6 +23,7 @@
 #include "tsr_attention.h"
 #include "tsr_runtime_attention.h"
 #include "internal/tsr_tile_model.h"
+#include "tsr_compute_attention.h"
 
 static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
@@ -119,18 +122,33 @@ static int task_time(int hd, int bb, int qb, int kb, int backward, double *secon
     return rc;
 }
 
-/* Model of one pass (see the top of the file); t: one task's seconds. */
+/* Share of a fully visible task's time that the pair (query tile i, key
+ * tile j) takes (see the top of the file). */
+static double pair_share(int qb, int kb, int i, int j)
+{
+    if (tsr_ncuda_workers() > 0)
+        return 1.0;
+    tsr_attn_pair_t pair = { 1, qb, kb, i * qb, j * kb, 1.0f };
+    return (double)tsr_attn_computed_pairs(&pair) / ((double)qb * kb);
+}
+
+/* Model of one pass (see the top of the file); t: one full task's seconds. */
 static double predict(int T, int hd, int heads, int bb, int qb, int kb, int backward, tsr_accum_t accum, double t,
                       int p)
 {
     int htiles = (heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
-    double tasks = 0;
+    double tasks = 0, work = 0, last_chain = 0;
     for (int i = 0; i < nq; i++)
-        tasks += ((i + 1) * qb - 1) / kb + 1; /* key tiles up to the query tile's last query */
-    tasks *= htiles;
-    double work = tasks * t, chain;
+        for (int j = 0; j <= ((i + 1) * qb - 1) / kb; j++) { /* key tiles up to the query tile's last query */
+            double s = pair_share(qb, kb, i, j) * t;
+            tasks += htiles;
+            work += htiles * s;
+            if (i == nq - 1)
+                last_chain += s;
+        }
+    double chain;
     if (!backward) {
-        chain = nk * t;
+        chain = last_chain;
     } else if (accum == TSR_ACCUM_ORDERED) {
         chain = (nq + nk - 1) * t;
     } else {
@@ -140,7 +158,7 @@ static double predict(int T, int hd, int heads, int bb, int qb, int kb, int back
         work += adds;
         chain = t + adds / p;
     }
-    double rounds = ceil(tasks / p) * t;
+    double rounds = ceil(tasks / p) * (work / tasks);
     double span = work / p > rounds ? work / p : rounds;
     return span > chain ? span : chain;
 }

@@ -30,7 +30,19 @@ typedef struct {
 /* Keys of the key block that query column ii sees (0 .. nk). */
 int tsr_attn_visible_keys(const tsr_attn_pair_t *p, int ii);
 
-/* Scratch floats the kernels below need. */
+/* (query, key) pairs of the block a query sees: the useful work. */
+long long tsr_attn_visible_pairs(const tsr_attn_pair_t *p);
+
+/* The CPU kernels take the queries in chunks of this many, each against the
+ * keys up to the chunk's last visible one, and skip the rest of the block. */
+#ifndef TSR_ATTN_QUERY_CHUNK
+#define TSR_ATTN_QUERY_CHUNK 64
+#endif
+
+/* (query, key) pairs whose scores the CPU kernels compute (>= visible). */
+long long tsr_attn_computed_pairs(const tsr_attn_pair_t *p);
+
+/* Scratch floats the kernels below need (scores of one chunk). */
 size_t tsr_cpu_attention_fwd_scratch(int nq, int nk);
 size_t tsr_cpu_attention_bwd_scratch(int nq, int nk);
 

@@ -161,11 +161,14 @@ static tsr_op_t op_bwd = { .name = "attention_bwd", .cpu = cpu_bwd, .cuda = TSR_
 
 /* ---- insert helpers --------------------------------------------------------------- */
 
-/* Flops of the GEMMs of a tile pair (ngemm GEMMs of 2 * hd * nq * nk). */
-static double pair_flops(tsr_tile_t Q, tsr_tile_t K, int ngemm)
+/* Useful flops of a tile pair: ngemm GEMMs of 2 * hd flops per (query,
+ * visible key) pair and head, as time_attention counts them; the kernels
+ * skip most masked scores, but not all (see tsr_attn_computed_pairs). */
+static double pair_flops(tsr_tile_t Q, tsr_tile_t K, tsr_attn_pos_t pos, int ngemm)
 {
-    return 2.0 * ngemm * tsr_tile_depth(Q.d, Q.bi) * tsr_tile_rows(Q.d, Q.i) * tsr_tile_cols(Q.d, Q.j) *
-           tsr_tile_cols(K.d, K.j);
+    int hd = tsr_tile_rows(Q.d, Q.i);
+    tsr_attn_pair_t p = { hd, tsr_tile_cols(Q.d, Q.j), tsr_tile_cols(K.d, K.j), pos.q0, pos.k0, 1.0f };
+    return 2.0 * ngemm * tsr_tile_depth(Q.d, Q.bi) * hd * (double)tsr_attn_visible_pairs(&p);
 }
 
 int tsr_insert_attention_fwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_t O, tsr_tile_t L,
@@ -174,7 +177,7 @@ int tsr_insert_attention_fwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_
     attn_args_t args = { pos, omode == STARPU_W, 0, 0 };
     tsr_tile_t tiles[5] = { Q, K, V, O, L };
     enum starpu_data_access_mode modes[5] = { STARPU_R, STARPU_R, STARPU_R, omode, omode };
-    return tsr_submit(&op_fwd, tiles, modes, 5, &args, sizeof args, -1, pair_flops(Q, K, 2));
+    return tsr_submit(&op_fwd, tiles, modes, 5, &args, sizeof args, -1, pair_flops(Q, K, pos, 2));
 }
 
 int tsr_insert_attention_bwd_prep(tsr_tile_t O, tsr_tile_t dO, tsr_tile_t L)
@@ -193,5 +196,5 @@ int tsr_insert_attention_bwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_
     attn_args_t args = { pos, 0, qmode == STARPU_W, kvmode == STARPU_W };
     tsr_tile_t tiles[8] = { Q, K, V, dO, L, dQ, dK, dV };
     enum starpu_data_access_mode modes[8] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, qmode, kvmode, kvmode };
-    return tsr_submit(&op_bwd, tiles, modes, 8, &args, sizeof args, exec_rank, pair_flops(Q, K, 5));
+    return tsr_submit(&op_bwd, tiles, modes, 8, &args, sizeof args, exec_rank, pair_flops(Q, K, pos, 5));
 }

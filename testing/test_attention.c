@@ -381,9 +381,11 @@ static void suite_large(void)
     static const int tiles[][4] = { { 0, 0, 1, 0 }, { 128, 128, 2, 0 }, { 100, 256, 1, 0 }, { 256, 64, 2, 0 } };
     attn_case_t c = { 2, 32, 1024, 0, 0, 0, 0, TSR_ACCUM_ORDERED, 1 };
     run_tile_sweep(c, tiles, sizeof tiles / sizeof tiles[0]);
-    static const int odd[][4] = { { 97, 61, 1, 0 } };
+    /* the CPU kernels' query chunks: not a multiple of the chunk, and (qb = T,
+     * kb 300) chunks that see none of a key tile */
+    static const int odd[][4] = { { 97, 61, 1, 0 }, { 0, 300, 1, 0 } };
     attn_case_t c2 = { 3, 24, 1000, 0, 0, 0, 0, TSR_ACCUM_ORDERED, 1 };
-    run_tile_sweep(c2, odd, 1);
+    run_tile_sweep(c2, odd, sizeof odd / sizeof odd[0]);
 }
 
 /* ---- causal masking is exact ---------------------------------------------------- */

@@ -71,8 +71,42 @@ int tsr_attn_visible_keys(const tsr_attn_pair_t *p, int ii)
     return v < 0 ? 0 : (v > p->nk ? p->nk : (int)v);
 }
 
-size_t tsr_cpu_attention_fwd_scratch(int nq, int nk) { return (size_t)nq * nk; }
-size_t tsr_cpu_attention_bwd_scratch(int nq, int nk) { return 2 * (size_t)nq * nk; }
+/* The kernels below walk the query block in chunks of TSR_ATTN_QUERY_CHUNK
+ * queries, each against the keys its last query sees: a diagonal block
+ * computes about half of its score block, not all of it, and a chunk's
+ * scores (at most nk x chunk floats) stay in cache between the GEMMs. */
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* The sub-pair of queries [c0, c0 + cq) against the keys they see. */
+static tsr_attn_pair_t chunk_pair(const tsr_attn_pair_t *p, int c0, int cq)
+{
+    tsr_attn_pair_t c = *p;
+    c.nq = cq;
+    c.q0 = p->q0 + c0;
+    c.nk = tsr_attn_visible_keys(p, c0 + cq - 1);
+    return c;
+}
+
+long long tsr_attn_visible_pairs(const tsr_attn_pair_t *p)
+{
+    long long n = 0;
+    for (int ii = 0; ii < p->nq; ii++)
+        n += tsr_attn_visible_keys(p, ii);
+    return n;
+}
+
+long long tsr_attn_computed_pairs(const tsr_attn_pair_t *p)
+{
+    long long n = 0;
+    for (int c0 = 0; c0 < p->nq; c0 += TSR_ATTN_QUERY_CHUNK) {
+        int cq = imin(TSR_ATTN_QUERY_CHUNK, p->nq - c0);
+        n += (long long)cq * chunk_pair(p, c0, cq).nk;
+    }
+    return n;
+}
+
+size_t tsr_cpu_attention_fwd_scratch(int nq, int nk) { return (size_t)imin(nq, TSR_ATTN_QUERY_CHUNK) * nk; }
+size_t tsr_cpu_attention_bwd_scratch(int nq, int nk) { return 2 * tsr_cpu_attention_fwd_scratch(nq, nk); }
 
 /* Turns score column s (nk keys, nv visible) into the weights of this key
  * block relative to the new running logsumexp, which it returns through *lse;
@@ -132,16 +166,35 @@ static void bwd_block_dscores(const tsr_attn_pair_t *p, const float *P, float *d
     }
 }
 
+/* Queries that see no key of the block: the first key block of their chain
+ * leaves them an empty sum (O 0, logsumexp -inf); a later one changes nothing. */
+static void fwd_no_keys(int hd, int cq, float *O, int ldo, float *L, int ldl, int first)
+{
+    for (int ii = 0; first && ii < cq; ii++) {
+        zero_floats(O + (size_t)ii * ldo, hd);
+        L[(size_t)ii * ldl] = -INFINITY;
+    }
+}
+
 void tsr_cpu_attention_fwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
                                 const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first,
                                 float *scratch, int nthreads)
 {
-    int nq = p->nq, nk = p->nk, hd = p->hd;
-    float *S = scratch; /* nk x nq scores, then weights; one query per column */
-    tsr_cpu_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, nk, nq, hd, p->scale, K, ldk, Q, ldq, 0.0, S, nk, nthreads);
-    fwd_block_weights(p, S, O, ldo, L, ldl, first);
-    tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_NOTRANS, hd, nq, nk, 1.0, V, ldv, S, nk, first ? 0.0 : 1.0, O, ldo,
-                 nthreads);
+    float *S = scratch; /* nk x cq scores, then weights; one query per column */
+    for (int c0 = 0; c0 < p->nq; c0 += TSR_ATTN_QUERY_CHUNK) {
+        tsr_attn_pair_t c = chunk_pair(p, c0, imin(TSR_ATTN_QUERY_CHUNK, p->nq - c0));
+        const float *q = Q + (size_t)c0 * ldq;
+        float *o = O + (size_t)c0 * ldo, *l = L + (size_t)c0 * ldl;
+        if (c.nk == 0) {
+            fwd_no_keys(c.hd, c.nq, o, ldo, l, ldl, first);
+            continue;
+        }
+        tsr_cpu_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, c.nk, c.nq, c.hd, c.scale, K, ldk, q, ldq, 0.0, S, c.nk,
+                     nthreads);
+        fwd_block_weights(&c, S, o, ldo, l, ldl, first);
+        tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_NOTRANS, c.hd, c.nq, c.nk, 1.0, V, ldv, S, c.nk,
+                     first ? 0.0 : 1.0, o, ldo, nthreads);
+    }
 }
 
 void tsr_cpu_attention_bwd_prep(int hd, int nq, const float *O, int ldo, const float *dO, int lddo,
@@ -156,21 +209,54 @@ void tsr_cpu_attention_bwd_prep(int hd, int nq, const float *O, int ldo, const f
     }
 }
 
+static void zero_columns(float *X, int ld, int rows, int c0, int c1)
+{
+    for (int j = c0; j < c1; j++)
+        zero_floats(X + (size_t)j * ld, rows);
+}
+
+/* One chunk's backward (c: its sub-pair, pointers at its first query). */
+static void bwd_chunk(const tsr_attn_pair_t *c, const float *Q, int ldq, const float *K, int ldk, const float *V,
+                      int ldv, const float *dO, int lddo, const float *L, int ldl, float *dQ, int lddq, float *dK,
+                      int lddk, float *dV, int lddv, double beta_q, double beta_kv, float *scratch, int nthreads)
+{
+    int nq = c->nq, nk = c->nk, hd = c->hd;
+    float *P = scratch, *dS = scratch + (size_t)nq * nk; /* nk x nq each */
+    tsr_cpu_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, nk, nq, hd, c->scale, K, ldk, Q, ldq, 0.0, P, nk, nthreads);
+    bwd_block_probs(c, P, L, ldl);
+    tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_TRANS, hd, nk, nq, 1.0, dO, lddo, P, nk, beta_kv, dV, lddv, nthreads);
+    tsr_cpu_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, nk, nq, hd, 1.0, V, ldv, dO, lddo, 0.0, dS, nk, nthreads);
+    bwd_block_dscores(c, P, dS, L, ldl);
+    tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_NOTRANS, hd, nq, nk, c->scale, K, ldk, dS, nk, beta_q, dQ, lddq,
+                 nthreads);
+    tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_TRANS, hd, nk, nq, c->scale, Q, ldq, dS, nk, beta_kv, dK, lddk,
+                 nthreads);
+}
+
 void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
                                 const float *V, int ldv, const float *dO, int lddo, const float *L, int ldl,
                                 float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
                                 int first_q, int first_kv, float *scratch, int nthreads)
 {
-    int nq = p->nq, nk = p->nk, hd = p->hd;
-    float *P = scratch, *dS = scratch + (size_t)nq * nk; /* nk x nq each */
-    double beta_q = first_q ? 0.0 : 1.0, beta_kv = first_kv ? 0.0 : 1.0;
-    tsr_cpu_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, nk, nq, hd, p->scale, K, ldk, Q, ldq, 0.0, P, nk, nthreads);
-    bwd_block_probs(p, P, L, ldl);
-    tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_TRANS, hd, nk, nq, 1.0, dO, lddo, P, nk, beta_kv, dV, lddv, nthreads);
-    tsr_cpu_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, nk, nq, hd, 1.0, V, ldv, dO, lddo, 0.0, dS, nk, nthreads);
-    bwd_block_dscores(p, P, dS, L, ldl);
-    tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_NOTRANS, hd, nq, nk, p->scale, K, ldk, dS, nk, beta_q, dQ, lddq,
-                 nthreads);
-    tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_TRANS, hd, nk, nq, p->scale, Q, ldq, dS, nk, beta_kv, dK, lddk,
-                 nthreads);
+    /* Last chunk first: it sees the most keys, so with first_kv it writes
+     * every dK, dV column an earlier chunk adds to; the keys no query sees
+     * get zero gradients. */
+    int last = (p->nq - 1) / TSR_ATTN_QUERY_CHUNK * TSR_ATTN_QUERY_CHUNK;
+    if (first_kv) {
+        int seen = p->nq > 0 ? tsr_attn_visible_keys(p, p->nq - 1) : 0;
+        zero_columns(dK, lddk, p->hd, seen, p->nk);
+        zero_columns(dV, lddv, p->hd, seen, p->nk);
+    }
+    for (int c0 = last; c0 >= 0; c0 -= TSR_ATTN_QUERY_CHUNK) {
+        tsr_attn_pair_t c = chunk_pair(p, c0, imin(TSR_ATTN_QUERY_CHUNK, p->nq - c0));
+        float *dq = dQ + (size_t)c0 * lddq;
+        if (c.nk == 0) {
+            if (first_q)
+                zero_columns(dq, lddq, c.hd, 0, c.nq);
+            continue;
+        }
+        double beta_kv = first_kv && c0 == last ? 0.0 : 1.0;
+        bwd_chunk(&c, Q + (size_t)c0 * ldq, ldq, K, ldk, V, ldv, dO + (size_t)c0 * lddo, lddo, L + (size_t)c0 * ldl,
+                  ldl, dq, lddq, dK, lddk, dV, lddv, first_q ? 0.0 : 1.0, beta_kv, scratch, nthreads);
+    }
 }
