@@ -2,17 +2,23 @@
  * chosen from the measured time of each candidate's tile-pair task and a
  * model of the pass's schedule.
  *
- * Calibration: for each candidate pair (qb, kb), as many fully visible tasks
- * as there are workers run at once (every worker busy, as in a real run),
- * the best of 3 after a warm-up; the forward and the backward task apart.
- * The times are kept for the process (about a second for 25 pairs).
+ * Calibration: for each candidate pair (qb, kb), as many tasks as there are
+ * workers run at once (every worker busy, as in a real run), the best of 3
+ * after a warm-up; the forward and the backward task apart, and each for two
+ * positions: fully visible (the queries after the keys) and on the diagonal
+ * (last query = last key). The times are kept for the process (about two
+ * seconds for 25 pairs).
+ *
+ * A pair's time: the CPU kernels compute only the scores each chunk of
+ * queries sees (tsr_attn_computed_pairs), so a pair that straddles the
+ * diagonal costs less than a full one, but more than its share of the
+ * scores (smaller GEMMs). Its time is interpolated in that share between
+ * the two measured positions (and 0 at share 0). The CUDA kernels compute
+ * the whole block: there both measurements are about the same.
  *
  * Schedule model of one pass over heads / bb head tiles of T tokens, with
  * nq = T / qb query tiles and nk = T / kb key tiles, each query tile seeing
- * the key tiles up to its last query (a task on the diagonal costs its share
- * of a full one: on CPUs the kernels compute only the keys each chunk of
- * queries sees, tsr_attn_computed_pairs; the CUDA kernels compute the whole
- * block):
+ * the key tiles up to its last query:
  *   forward: the key tiles of a query tile are an ordered chain (online
  *     softmax): max(work / p, its longest chain = nk tasks, task rounds);
  *   backward, ordered: dQ chains over key tiles and dK, dV over query tiles,
@@ -29,7 +35,7 @@ static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
 #define MAX_ENTRIES 256
 
-typedef struct { int hd, bb, qb, kb, backward, workers; double seconds; } task_time_t;
+typedef struct { int hd, bb, qb, kb, backward, diagonal, workers; double seconds; } task_time_t;
 static task_time_t measured[MAX_ENTRIES];
 static int nmeasured;
 
@@ -64,10 +70,17 @@ static int create_pair(int hd, int bb, int qb, int kb, int p, pair_descs_t *d)
     return rc;
 }
 
-/* One round: a fully visible task per head tile (the queries after the keys). */
-static int submit_round(const pair_descs_t *d, int p, int backward)
+/* Positions of the calibrated pairs: the queries after the keys, or the
+ * last query on the last key. */
+static tsr_attn_pos_t calibrated_pos(int qb, int kb, int diagonal)
 {
-    tsr_attn_pos_t pos = { d->K->n, 0 };
+    tsr_attn_pos_t full = { kb, 0 }, diag = { kb > qb ? kb - qb : 0, qb > kb ? qb - kb : 0 };
+    return diagonal ? diag : full;
+}
+
+/* One round: a task of the pair at pos per head tile. */
+static int submit_round(const pair_descs_t *d, int p, int backward, tsr_attn_pos_t pos)
+{
     int rc = 0;
     for (int b = 0; !rc && b < p; b++) {
         if (backward)
@@ -83,20 +96,21 @@ static int submit_round(const pair_descs_t *d, int p, int backward)
 }
 
 /* Seconds of one round of p tasks of the pair, the best of 3 after a warm-up. */
-static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int p, double *seconds)
+static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diagonal, int p, double *seconds)
 {
     pair_descs_t d = { 0 };
+    tsr_attn_pos_t pos = calibrated_pos(qb, kb, diagonal);
     int rc = create_pair(hd, bb, qb, kb, p, &d);
     *seconds = INFINITY;
     /* the backward reads the forward's logsumexp and D = dO . O */
     if (!rc && backward)
-        rc = submit_round(&d, p, 0);
+        rc = submit_round(&d, p, 0, pos);
     for (int b = 0; !rc && backward && b < p; b++)
         rc = tsr_insert_attention_bwd_prep(tsr_tile(d.O, b, 0, 0), tsr_tile(d.dO, b, 0, 0), tsr_tile(d.L, b, 0, 0));
     for (int it = 0; !rc && it < 4; it++) {
         tsr_barrier();
         double t0 = tsr_wtime();
-        rc = submit_round(&d, p, backward);
+        rc = submit_round(&d, p, backward, pos);
         double s = tsr_wtime() - t0;
         if (it > 0 && s < *seconds)
             *seconds = s;
@@ -105,42 +119,53 @@ static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int p, d
     return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
 }
 
-/* The task time of the pair for the running workers, measured on first use. */
-static int task_time(int hd, int bb, int qb, int kb, int backward, double *seconds)
+/* The task time of the pair at a calibrated position for the running
+ * workers, measured on first use. */
+static int task_time(int hd, int bb, int qb, int kb, int backward, int diagonal, double *seconds)
 {
     int p = tsr_ncpu_workers() + tsr_ncuda_workers();
     for (int i = 0; i < nmeasured; i++) {
         const task_time_t *e = &measured[i];
-        if (e->hd == hd && e->bb == bb && e->qb == qb && e->kb == kb && e->backward == backward && e->workers == p) {
+        if (e->hd == hd && e->bb == bb && e->qb == qb && e->kb == kb && e->backward == backward &&
+            e->diagonal == diagonal && e->workers == p) {
             *seconds = e->seconds;
             return TSR_SUCCESS;
         }
     }
-    int rc = calibrate_pair(hd, bb, qb, kb, backward, p, seconds);
+    int rc = calibrate_pair(hd, bb, qb, kb, backward, diagonal, p, seconds);
     if (!rc && nmeasured < MAX_ENTRIES)
-        measured[nmeasured++] = (task_time_t){ hd, bb, qb, kb, backward, p, *seconds };
+        measured[nmeasured++] = (task_time_t){ hd, bb, qb, kb, backward, diagonal, p, *seconds };
     return rc;
 }
 
-/* Share of a fully visible task's time that the pair (query tile i, key
- * tile j) takes (see the top of the file). */
-static double pair_share(int qb, int kb, int i, int j)
+/* The measured times of a candidate pair (qb, kb). */
+typedef struct { int qb, kb; double full, diag, diag_share; } pair_times_t;
+
+/* Share of the pair's scores the CPU kernels compute at pos. */
+static double computed_share(int qb, int kb, tsr_attn_pos_t pos)
 {
-    if (tsr_ncuda_workers() > 0)
-        return 1.0;
-    tsr_attn_pair_t pair = { 1, qb, kb, i * qb, j * kb, 1.0f };
+    tsr_attn_pair_t pair = { 1, qb, kb, pos.q0, pos.k0, 1.0f };
     return (double)tsr_attn_computed_pairs(&pair) / ((double)qb * kb);
 }
 
-/* Model of one pass (see the top of the file); t: one full task's seconds. */
-static double predict(int T, int hd, int heads, int bb, int qb, int kb, int backward, tsr_accum_t accum, double t,
+/* Seconds of the pair at pos (see the top of the file). */
+static double pair_seconds(const pair_times_t *t, tsr_attn_pos_t pos)
+{
+    double s = computed_share(t->qb, t->kb, pos), d = t->diag_share;
+    if (s < d)
+        return t->diag * s / d;
+    return d < 1.0 ? t->diag + (t->full - t->diag) * (s - d) / (1.0 - d) : t->full;
+}
+
+/* Model of one pass (see the top of the file). */
+static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, int backward, tsr_accum_t accum,
                       int p)
 {
-    int htiles = (heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
-    double tasks = 0, work = 0, last_chain = 0;
+    int qb = pt->qb, kb = pt->kb, htiles = (heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
+    double tasks = 0, work = 0, last_chain = 0, t = pt->full;
     for (int i = 0; i < nq; i++)
         for (int j = 0; j <= ((i + 1) * qb - 1) / kb; j++) { /* key tiles up to the query tile's last query */
-            double s = pair_share(qb, kb, i, j) * t;
+            double s = pair_seconds(pt, (tsr_attn_pos_t){ i * qb, j * kb });
             tasks += htiles;
             work += htiles * s;
             if (i == nq - 1)
@@ -185,13 +210,16 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
     double best = INFINITY;
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
-            double t;
-            int rc = task_time(hd, bb, cand[a], cand[b], backward, &t);
+            pair_times_t pt = { cand[a], cand[b], 0, 0, 0 };
+            pt.diag_share = computed_share(pt.qb, pt.kb, calibrated_pos(pt.qb, pt.kb, 1));
+            int rc = task_time(hd, bb, pt.qb, pt.kb, backward, 0, &pt.full);
+            if (!rc)
+                rc = task_time(hd, bb, pt.qb, pt.kb, backward, 1, &pt.diag);
             if (rc)
                 return rc;
-            double s = predict(T, hd, heads, bb, cand[a], cand[b], backward, accum, t, p);
-            tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms, predicted %.4f s", T,
-                    backward ? "bwd" : "fwd", cand[a], cand[b], t * 1e3, s);
+            double s = predict(T, hd, heads, bb, &pt, backward, accum, p);
+            tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms (diagonal %.3f), "
+                    "predicted %.4f s", T, backward ? "bwd" : "fwd", pt.qb, pt.kb, pt.full * 1e3, pt.diag * 1e3, s);
             if (s < best) {
                 best = s;
                 *qb = cand[a];
