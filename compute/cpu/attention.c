@@ -71,13 +71,13 @@ int tsr_attn_visible_keys(const tsr_attn_pair_t *p, int ii)
     return v < 0 ? 0 : (v > p->nk ? p->nk : (int)v);
 }
 
+static int imin(int a, int b) { return a < b ? a : b; }
+
 /* The kernels below walk the query block in chunks of TSR_ATTN_QUERY_CHUNK
  * queries, each against the keys its last query sees: a diagonal block
  * computes about half of its score block, not all of it, and a chunk's
- * scores (at most nk x chunk floats) stay in cache between the GEMMs. */
-static int imin(int a, int b) { return a < b ? a : b; }
-
-/* The sub-pair of queries [c0, c0 + cq) against the keys they see. */
+ * scores (at most nk x chunk floats) stay in cache between the GEMMs.
+ * The sub-pair of queries [c0, c0 + cq) against the keys they see. */
 static tsr_attn_pair_t chunk_pair(const tsr_attn_pair_t *p, int c0, int cq)
 {
     tsr_attn_pair_t c = *p;
@@ -241,7 +241,7 @@ void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ld
     /* Last chunk first: it sees the most keys, so with first_kv it writes
      * every dK, dV column an earlier chunk adds to; the keys no query sees
      * get zero gradients. */
-    int last = (p->nq - 1) / TSR_ATTN_QUERY_CHUNK * TSR_ATTN_QUERY_CHUNK;
+    int last = p->nq > 0 ? (p->nq - 1) / TSR_ATTN_QUERY_CHUNK * TSR_ATTN_QUERY_CHUNK : -1;
     if (first_kv) {
         int seen = p->nq > 0 ? tsr_attn_visible_keys(p, p->nq - 1) : 0;
         zero_columns(dK, lddk, p->hd, seen, p->nk);
