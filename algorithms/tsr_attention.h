@@ -25,9 +25,8 @@ extern "C" {
  * visible key: key tiles entirely after the query tile are skipped, the
  * diagonal ones are masked per element. The T x T score matrix is never
  * formed: on a CPU a task holds the scores of 64 queries (kb x 64, twice
- * that in the backward) as
- * scratch and skips each 64-query chunk's masked keys beyond its last
- * query; on a GPU it holds a qb x kb block per head.
+ * that in the backward) as scratch and skips each 64-query chunk's masked
+ * keys beyond its last query; on a GPU it holds a qb x kb block per head.
  *
  * Errors (nothing is submitted): TSR_EINVAL (NULL, an output that is also an
  * input or another output, bad accumulate / accum), TSR_ENOTINIT, TSR_EDTYPE
