@@ -171,7 +171,7 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
             if (i == nq - 1)
                 last_chain += s;
         }
-    double chain;
+    double mean = work / tasks, chain; /* a pair task's mean time, before REDUX's additions */
     if (!backward) {
         chain = last_chain;
     } else if (accum == TSR_ACCUM_ORDERED) {
@@ -183,7 +183,7 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
         work += adds;
         chain = t + adds / p;
     }
-    double rounds = ceil(tasks / p) * (work / tasks);
+    double rounds = ceil(tasks / p) * mean;
     double span = work / p > rounds ? work / p : rounds;
     return span > chain ? span : chain;
 }
