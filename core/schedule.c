@@ -257,6 +257,214 @@ static long critical_path(const long *order, long n, double *cp_end, long *pred)
     return last;
 }
 
+/* ---- replay on other worker counts ------------------------------------------ */
+
+/* The recorded task graph replayed on W identical workers with the measured
+ * task durations: a list schedule in which a free worker takes the ready
+ * task submitted first. It shows how far more workers could take this graph
+ * (tile sizes, chains), not what they would measure: it leaves out memory
+ * contention, transfers and the runtime's per-task cost. */
+
+typedef struct {
+    double key;
+    long idx;
+} heap_item_t;
+
+typedef struct {
+    heap_item_t *items;
+    long size;
+} heap_t;
+
+static void heap_push(heap_t *h, double key, long idx)
+{
+    long i = h->size++;
+    while (i > 0 && h->items[(i - 1) / 2].key > key) {
+        h->items[i] = h->items[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->items[i] = (heap_item_t){ key, idx };
+}
+
+static heap_item_t heap_pop(heap_t *h)
+{
+    heap_item_t top = h->items[0], last = h->items[--h->size];
+    long i = 0;
+    for (;;) {
+        long c = 2 * i + 1;
+        if (c >= h->size)
+            break;
+        if (c + 1 < h->size && h->items[c + 1].key < h->items[c].key)
+            c++;
+        if (h->items[c].key >= last.key)
+            break;
+        h->items[i] = h->items[c];
+        i = c;
+    }
+    h->items[i] = last;
+    return top;
+}
+
+/* The dependency edges as successor lists (CSR over submission positions):
+ * the same rules as critical_path, but with every reader since the last
+ * write (a write waits for all of them). */
+typedef struct {
+    long *first, *succ, *npred; /* first[n + 1] */
+    long nedges;
+} graph_t;
+
+typedef struct {
+    starpu_data_handle_t h;
+    long writer, readers, reduxes; /* writer: position; readers/reduxes: list heads in the node pool */
+} access_state_t;
+
+typedef struct {
+    long pos, next;
+} node_t;
+
+static void free_graph(graph_t *g)
+{
+    free(g->first);
+    free(g->succ);
+    free(g->npred);
+}
+
+/* Calls add(from, to) for every edge; returns 0, or -1 on allocation failure. */
+static int for_each_edge(const long *order, long n, void (*add)(graph_t *, long, long), graph_t *g)
+{
+    size_t cap = 64;
+    while (cap < (size_t)n * MAX_HANDLES * 2)
+        cap *= 2;
+    access_state_t *slots = calloc(cap, sizeof *slots);
+    node_t *pool = malloc(sizeof(node_t) * (size_t)n * MAX_HANDLES);
+    if (!slots || !pool) {
+        free(slots);
+        free(pool);
+        return -1;
+    }
+    long used = 0;
+    for (long k = 0; k < n; k++) {
+        const task_record_t *r = record_at(order[k]);
+        for (int b = 0; b < r->nhandles; b++) {
+            size_t i = ((uintptr_t)r->handles[b] >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
+            while (slots[i].h && slots[i].h != r->handles[b])
+                i = (i + 1) & (cap - 1);
+            access_state_t *s = &slots[i];
+            if (!s->h)
+                *s = (access_state_t){ r->handles[b], -1, -1, -1 };
+            enum starpu_data_access_mode mode = r->modes[b];
+            int redux = (mode & STARPU_REDUX) != 0, write = (mode & STARPU_W) && !redux;
+            if (s->writer >= 0)
+                add(g, s->writer, k);
+            if (!redux)
+                for (long e = s->reduxes; e >= 0; e = pool[e].next)
+                    add(g, pool[e].pos, k);
+            if (write)
+                for (long e = s->readers; e >= 0; e = pool[e].next)
+                    add(g, pool[e].pos, k);
+            if (write) {
+                *s = (access_state_t){ s->h, k, -1, -1 };
+            } else {
+                pool[used] = (node_t){ k, redux ? s->reduxes : s->readers };
+                *(redux ? &s->reduxes : &s->readers) = used++;
+            }
+        }
+    }
+    free(slots);
+    free(pool);
+    return 0;
+}
+
+static void count_edge(graph_t *g, long from, long to)
+{
+    g->first[from + 1]++;
+    g->npred[to]++;
+    g->nedges++;
+}
+
+static void store_edge(graph_t *g, long from, long to)
+{
+    g->succ[g->first[from]++] = to;
+}
+
+static int build_graph(const long *order, long n, graph_t *g)
+{
+    *g = (graph_t){ calloc((size_t)n + 1, sizeof(long)), NULL, calloc((size_t)n, sizeof(long)), 0 };
+    if (!g->first || !g->npred || for_each_edge(order, n, count_edge, g) != 0)
+        return -1;
+    for (long k = 0; k < n; k++)
+        g->first[k + 1] += g->first[k];
+    g->succ = malloc(sizeof(long) * (size_t)(g->nedges ? g->nedges : 1));
+    if (!g->succ || for_each_edge(order, n, store_edge, g) != 0)
+        return -1;
+    for (long k = n; k > 0; k--) /* store_edge advanced each first[k] to first[k + 1] */
+        g->first[k] = g->first[k - 1];
+    g->first[0] = 0;
+    return 0;
+}
+
+/* The replayed makespan on nworkers, in us; -1 on allocation failure. */
+static double replay(const long *order, long n, const graph_t *g, int nworkers)
+{
+    long *waiting = malloc(sizeof(long) * (size_t)n);
+    heap_t ready = { malloc(sizeof(heap_item_t) * (size_t)n), 0 };
+    heap_t running = { malloc(sizeof(heap_item_t) * (size_t)n), 0 };
+    double now = 0, makespan = -1;
+    if (waiting && ready.items && running.items) {
+        memcpy(waiting, g->npred, sizeof(long) * (size_t)n);
+        for (long k = 0; k < n; k++)
+            if (!waiting[k])
+                heap_push(&ready, (double)k, k);
+        int idle = nworkers;
+        long done = 0;
+        while (done < n) {
+            for (; idle > 0 && ready.size; idle--) {
+                long k = heap_pop(&ready).idx;
+                const task_record_t *r = record_at(order[k]);
+                heap_push(&running, now + (r->end_us - r->start_us), k);
+            }
+            if (!running.size) /* cannot happen: edges point forwards in submission order */
+                break;
+            heap_item_t e = heap_pop(&running);
+            now = e.key;
+            idle++;
+            done++;
+            for (long j = g->first[e.idx]; j < g->first[e.idx + 1]; j++)
+                if (--waiting[g->succ[j]] == 0)
+                    heap_push(&ready, (double)g->succ[j], g->succ[j]);
+        }
+        makespan = done == n ? now : -1;
+    }
+    free(waiting);
+    free(ready.items);
+    free(running.items);
+    return makespan;
+}
+
+/* One line: the replay of these tasks on the run's own worker count (how
+ * far the replay is from the measured span) and on 2 .. 16 times as many.
+ * Only for runs of one process on CPU workers alone, each task on one
+ * worker. */
+static void print_replay(FILE *out, const char *what, const long *order, long n, double measured)
+{
+    int nw = (int)starpu_worker_get_count();
+    if (tsr_ctx.size > 1 || starpu_cpu_worker_get_count() != (unsigned)nw)
+        return;
+    for (long k = 0; k < n; k++)
+        if (record_at(order[k])->worker < 0 || record_at(order[k])->worker >= nw)
+            return;
+    graph_t g;
+    if (build_graph(order, n, &g) != 0) {
+        free_graph(&g);
+        return;
+    }
+    fprintf(out, "  replay of %s with the measured task times (no contention, no runtime cost): %d workers %.1f ms "
+            "(measured %.1f ms)", what, nw, replay(order, n, &g, nw) / 1e3, measured / 1e3);
+    for (int f = 2; f <= 16; f *= 2)
+        fprintf(out, ", %d: %.1f ms", f * nw, replay(order, n, &g, f * nw) / 1e3);
+    fputc('\n', out);
+    free_graph(&g);
+}
+
 /* ---- summary ---------------------------------------------------------------- */
 
 typedef struct {
@@ -443,6 +651,15 @@ static void print_steady_window(FILE *out, const long *order, long n)
     int nw = (int)starpu_worker_get_count();
     fprintf(out, "  steady steps, tasks starting from '%s' to '%s' (%.1f ms): work %.1f ms, workers busy %.0f%%\n",
             from->label, to->label, span / 1e3, work / 1e3, span > 0 ? 100 * work / (span * nw) : 0);
+    long *window = malloc(sizeof(long) * (size_t)n), m = 0;
+    for (long k = 0; window && k < n; k++)
+        if (record_at(order[k])->start_us >= from->us && record_at(order[k])->start_us < to->us)
+            window[m++] = order[k];
+    /* the window's first tasks find their predecessors done: the replay
+     * starts the steps ahead by at most part of one step */
+    if (window)
+        print_replay(out, "these steps", window, m, span);
+    free(window);
     print_kinds(out, kinds, nkinds, 0);
     free(kinds);
 }
@@ -471,6 +688,7 @@ static void print_summary(FILE *out, const long *order, long n, double t0, doubl
     fprintf(out, "schedule%s: %ld tasks on %d workers in %.1f ms; work %.1f ms; critical path %.1f ms; "
             "ideal makespan %.1f ms = %.0f%% of the measured one\n", prefix, n, nw, makespan / 1e3, work / 1e3,
             cp / 1e3, ideal / 1e3, makespan > 0 ? 100 * ideal / makespan : 0);
+    print_replay(out, "the run", order, n, makespan);
     print_kinds(out, kinds, nkinds, 1);
     print_steady_window(out, order, n);
     char name[64];
