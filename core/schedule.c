@@ -257,13 +257,140 @@ static long critical_path(const long *order, long n, double *cp_end, long *pred)
     return last;
 }
 
+/* ---- summary ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *kind;
+    long count, on_path;
+    double us, flops;
+} kind_stat_t;
+
+typedef struct {
+    double busy, idle, overhead;
+    long tasks;
+} worker_stat_t;
+
+#define MAX_KINDS 256
+
+/* "tsr_linear_fwd_float32" -> "linear_fwd", "..._float64" -> "... f64". */
+static const char *display_name(const char *kind, char *buf, size_t size)
+{
+    const char *k = strncmp(kind, "tsr_", 4) == 0 ? kind + 4 : kind;
+    size_t n = strlen(k);
+    if (n > 8 && strcmp(k + n - 8, "_float32") == 0)
+        snprintf(buf, size, "%.*s", (int)(n - 8), k);
+    else if (n > 8 && strcmp(k + n - 8, "_float64") == 0)
+        snprintf(buf, size, "%.*s f64", (int)(n - 8), k);
+    else
+        snprintf(buf, size, "%s", k);
+    return buf;
+}
+
+/* The kind's entry (added when new); -1 when the table is full. */
+static int kind_index(kind_stat_t *kinds, int *nkinds, const char *kind)
+{
+    for (int k = 0; k < *nkinds; k++)
+        if (kinds[k].kind == kind || strcmp(kinds[k].kind, kind) == 0)
+            return k;
+    if (*nkinds == MAX_KINDS)
+        return -1;
+    kinds[*nkinds] = (kind_stat_t){ kind, 0, 0, 0, 0 };
+    return (*nkinds)++;
+}
+
+static int by_job(const void *a, const void *b)
+{
+    unsigned long x = record_at(*(const long *)a)->job, y = record_at(*(const long *)b)->job;
+    return x < y ? -1 : x > y;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    double x = record_at(*(const long *)a)->start_us, y = record_at(*(const long *)b)->start_us;
+    return x < y ? -1 : x > y;
+}
+
+/* The workers a record ran on: its worker, or the members of a combined
+ * worker (a parallel task occupies each of them). */
+static int task_workers(const task_record_t *r, int *ids, int max)
+{
+    int nw = (int)starpu_worker_get_count();
+    if (r->worker >= 0 && r->worker < nw) {
+        ids[0] = r->worker;
+        return 1;
+    }
+    int size = 0, *members = NULL;
+    if (starpu_combined_worker_get_description(r->worker, &size, &members) != 0 || size <= 0)
+        return 0;
+    size = size < max ? size : max;
+    memcpy(ids, members, (size_t)size * sizeof(int));
+    return size;
+}
+
+/* Busy time (union of the worker's task intervals: a CUDA worker overlaps
+ * tasks), runtime overhead (gaps while the next task was already ready: pop,
+ * data acquisition, release, callbacks) and idle time (gaps while no task
+ * was ready) of each worker within [t0, t1]. */
+static void worker_times(const long *order, long n, double t0, double t1, worker_stat_t *ws, int nw)
+{
+    long *lane = malloc(sizeof(long) * (size_t)(n ? n : 1));
+    for (int w = 0; lane && w < nw; w++) {
+        long m = 0;
+        for (long k = 0; k < n; k++) {
+            int ids[STARPU_NMAXWORKERS], c = task_workers(record_at(order[k]), ids, STARPU_NMAXWORKERS);
+            for (int j = 0; j < c; j++)
+                if (ids[j] == w)
+                    lane[m++] = order[k];
+        }
+        qsort(lane, (size_t)m, sizeof *lane, by_start);
+        double free_at = t0;
+        ws[w] = (worker_stat_t){ 0, 0, 0, m };
+        for (long k = 0; k < m; k++) {
+            const task_record_t *r = record_at(lane[k]);
+            if (r->start_us > free_at) {
+                double ready = r->ready_us > free_at ? r->ready_us : free_at;
+                double overhead = r->start_us > ready ? r->start_us - ready : 0;
+                ws[w].overhead += overhead;
+                ws[w].idle += r->start_us - free_at - overhead;
+            }
+            double from = r->start_us > free_at ? r->start_us : free_at;
+            if (r->end_us > from)
+                ws[w].busy += r->end_us - from;
+            if (r->end_us > free_at)
+                free_at = r->end_us;
+        }
+        ws[w].idle += t1 > free_at ? t1 - free_at : 0;
+    }
+    free(lane);
+}
+
+static void print_verdict(FILE *out, double makespan, double ideal, double cp, double overhead_share,
+                          double idle_share, double mean_task, double per_task_overhead)
+{
+    fprintf(out, "  verdict: ");
+    if (overhead_share >= 0.10 && overhead_share >= idle_share)
+        fprintf(out, "tiles too small: %.0f%% of the time is task overhead (mean task %.0f us, %.0f us of "
+                "runtime overhead per task); larger tiles\n", 100 * overhead_share, mean_task, per_task_overhead);
+    else if (idle_share >= 0.20 && cp >= 0.5 * makespan)
+        fprintf(out, "tiles too big: workers idle %.0f%% waiting on the critical path (%.1f ms of a %.1f ms "
+                "run); smaller tiles or more independent work\n", 100 * idle_share, cp / 1e3, makespan / 1e3);
+    else if (idle_share >= 0.20)
+        fprintf(out, "workers idle %.0f%% although the critical path is short (%.1f ms of %.1f ms): tasks "
+                "arrive too slowly (submission, transfers or pauses between iterations)\n", 100 * idle_share,
+                cp / 1e3, makespan / 1e3);
+    else
+        fprintf(out, "tiles fit: %.0f%% of the ideal makespan reached, overhead %.0f%%, idle %.0f%%\n",
+                100 * ideal / makespan, 100 * overhead_share, 100 * idle_share);
+}
+
 /* ---- replay on other worker counts ------------------------------------------ */
 
 /* The recorded task graph replayed on W identical workers with the measured
- * task durations: a list schedule in which a free worker takes the ready
- * task submitted first. It shows how far more workers could take this graph
- * (tile sizes, chains), not what they would measure: it leaves out memory
- * contention, transfers and the runtime's per-task cost. */
+ * task durations plus the mean runtime cost per task measured in the run: a
+ * list schedule in which a free worker takes the ready task submitted
+ * first. It shows how far more workers could take this graph (tile sizes,
+ * chains), not what they would measure: it leaves out memory contention,
+ * transfers, and how the runtime's cost grows with the workers. */
 
 typedef struct {
     double key;
@@ -402,8 +529,9 @@ static int build_graph(const long *order, long n, graph_t *g)
     return 0;
 }
 
-/* The replayed makespan on nworkers, in us; -1 on allocation failure. */
-static double replay(const long *order, long n, const graph_t *g, int nworkers)
+/* The replayed makespan on nworkers, in us (each task costs `per_task` us
+ * more than it ran); -1 on allocation failure. */
+static double replay(const long *order, long n, const graph_t *g, int nworkers, double per_task)
 {
     long *waiting = malloc(sizeof(long) * (size_t)n);
     heap_t ready = { malloc(sizeof(heap_item_t) * (size_t)n), 0 };
@@ -420,7 +548,7 @@ static double replay(const long *order, long n, const graph_t *g, int nworkers)
             for (; idle > 0 && ready.size; idle--) {
                 long k = heap_pop(&ready).idx;
                 const task_record_t *r = record_at(order[k]);
-                heap_push(&running, now + (r->end_us - r->start_us), k);
+                heap_push(&running, now + (r->end_us - r->start_us) + per_task, k);
             }
             if (!running.size) /* cannot happen: edges point forwards in submission order */
                 break;
@@ -447,148 +575,35 @@ static double replay(const long *order, long n, const graph_t *g, int nworkers)
 static void print_replay(FILE *out, const char *what, const long *order, long n, double measured)
 {
     int nw = (int)starpu_worker_get_count();
-    if (tsr_ctx.size > 1 || starpu_cpu_worker_get_count() != (unsigned)nw)
+    if (n == 0 || tsr_ctx.size > 1 || starpu_cpu_worker_get_count() != (unsigned)nw)
         return;
-    for (long k = 0; k < n; k++)
-        if (record_at(order[k])->worker < 0 || record_at(order[k])->worker >= nw)
+    double lo = INFINITY, hi = -INFINITY, overhead = 0;
+    for (long k = 0; k < n; k++) {
+        const task_record_t *r = record_at(order[k]);
+        if (r->worker < 0 || r->worker >= nw)
             return;
-    graph_t g;
-    if (build_graph(order, n, &g) != 0) {
+        lo = fmin(lo, r->start_us);
+        hi = fmax(hi, r->end_us);
+    }
+    worker_stat_t *ws = calloc((size_t)nw, sizeof *ws);
+    graph_t g = { 0 };
+    if (!ws || build_graph(order, n, &g) != 0) {
+        free(ws);
         free_graph(&g);
         return;
     }
-    fprintf(out, "  replay of %s with the measured task times (no contention, no runtime cost): %d workers %.1f ms "
-            "(measured %.1f ms)", what, nw, replay(order, n, &g, nw) / 1e3, measured / 1e3);
+    worker_times(order, n, lo, hi, ws, nw);
+    for (int w = 0; w < nw; w++)
+        overhead += ws[w].overhead;
+    double per_task = overhead / n;
+    fprintf(out, "  replay of %s with the measured task times and %.1f us of runtime cost a task (no contention): "
+            "%d workers %.1f ms (measured %.1f ms)", what, per_task, nw, replay(order, n, &g, nw, per_task) / 1e3,
+            measured / 1e3);
     for (int f = 2; f <= 16; f *= 2)
-        fprintf(out, ", %d: %.1f ms", f * nw, replay(order, n, &g, f * nw) / 1e3);
+        fprintf(out, ", %d: %.1f ms", f * nw, replay(order, n, &g, f * nw, per_task) / 1e3);
     fputc('\n', out);
+    free(ws);
     free_graph(&g);
-}
-
-/* ---- summary ---------------------------------------------------------------- */
-
-typedef struct {
-    const char *kind;
-    long count, on_path;
-    double us, flops;
-} kind_stat_t;
-
-typedef struct {
-    double busy, idle, overhead;
-    long tasks;
-} worker_stat_t;
-
-#define MAX_KINDS 256
-
-/* "tsr_linear_fwd_float32" -> "linear_fwd", "..._float64" -> "... f64". */
-static const char *display_name(const char *kind, char *buf, size_t size)
-{
-    const char *k = strncmp(kind, "tsr_", 4) == 0 ? kind + 4 : kind;
-    size_t n = strlen(k);
-    if (n > 8 && strcmp(k + n - 8, "_float32") == 0)
-        snprintf(buf, size, "%.*s", (int)(n - 8), k);
-    else if (n > 8 && strcmp(k + n - 8, "_float64") == 0)
-        snprintf(buf, size, "%.*s f64", (int)(n - 8), k);
-    else
-        snprintf(buf, size, "%s", k);
-    return buf;
-}
-
-/* The kind's entry (added when new); -1 when the table is full. */
-static int kind_index(kind_stat_t *kinds, int *nkinds, const char *kind)
-{
-    for (int k = 0; k < *nkinds; k++)
-        if (kinds[k].kind == kind || strcmp(kinds[k].kind, kind) == 0)
-            return k;
-    if (*nkinds == MAX_KINDS)
-        return -1;
-    kinds[*nkinds] = (kind_stat_t){ kind, 0, 0, 0, 0 };
-    return (*nkinds)++;
-}
-
-static int by_job(const void *a, const void *b)
-{
-    unsigned long x = record_at(*(const long *)a)->job, y = record_at(*(const long *)b)->job;
-    return x < y ? -1 : x > y;
-}
-
-static int by_start(const void *a, const void *b)
-{
-    double x = record_at(*(const long *)a)->start_us, y = record_at(*(const long *)b)->start_us;
-    return x < y ? -1 : x > y;
-}
-
-/* The workers a record ran on: its worker, or the members of a combined
- * worker (a parallel task occupies each of them). */
-static int task_workers(const task_record_t *r, int *ids, int max)
-{
-    int nw = (int)starpu_worker_get_count();
-    if (r->worker >= 0 && r->worker < nw) {
-        ids[0] = r->worker;
-        return 1;
-    }
-    int size = 0, *members = NULL;
-    if (starpu_combined_worker_get_description(r->worker, &size, &members) != 0 || size <= 0)
-        return 0;
-    size = size < max ? size : max;
-    memcpy(ids, members, (size_t)size * sizeof(int));
-    return size;
-}
-
-/* Busy time (union of the worker's task intervals: a CUDA worker overlaps
- * tasks), runtime overhead (gaps while the next task was already ready: pop,
- * data acquisition, release, callbacks) and idle time (gaps while no task
- * was ready) of each worker within [t0, t1]. */
-static void worker_times(const long *order, long n, double t0, double t1, worker_stat_t *ws, int nw)
-{
-    long *lane = malloc(sizeof(long) * (size_t)(n ? n : 1));
-    for (int w = 0; lane && w < nw; w++) {
-        long m = 0;
-        for (long k = 0; k < n; k++) {
-            int ids[STARPU_NMAXWORKERS], c = task_workers(record_at(order[k]), ids, STARPU_NMAXWORKERS);
-            for (int j = 0; j < c; j++)
-                if (ids[j] == w)
-                    lane[m++] = order[k];
-        }
-        qsort(lane, (size_t)m, sizeof *lane, by_start);
-        double free_at = t0;
-        ws[w] = (worker_stat_t){ 0, 0, 0, m };
-        for (long k = 0; k < m; k++) {
-            const task_record_t *r = record_at(lane[k]);
-            if (r->start_us > free_at) {
-                double ready = r->ready_us > free_at ? r->ready_us : free_at;
-                double overhead = r->start_us > ready ? r->start_us - ready : 0;
-                ws[w].overhead += overhead;
-                ws[w].idle += r->start_us - free_at - overhead;
-            }
-            double from = r->start_us > free_at ? r->start_us : free_at;
-            if (r->end_us > from)
-                ws[w].busy += r->end_us - from;
-            if (r->end_us > free_at)
-                free_at = r->end_us;
-        }
-        ws[w].idle += t1 > free_at ? t1 - free_at : 0;
-    }
-    free(lane);
-}
-
-static void print_verdict(FILE *out, double makespan, double ideal, double cp, double overhead_share,
-                          double idle_share, double mean_task, double per_task_overhead)
-{
-    fprintf(out, "  verdict: ");
-    if (overhead_share >= 0.10 && overhead_share >= idle_share)
-        fprintf(out, "tiles too small: %.0f%% of the time is task overhead (mean task %.0f us, %.0f us of "
-                "runtime overhead per task); larger tiles\n", 100 * overhead_share, mean_task, per_task_overhead);
-    else if (idle_share >= 0.20 && cp >= 0.5 * makespan)
-        fprintf(out, "tiles too big: workers idle %.0f%% waiting on the critical path (%.1f ms of a %.1f ms "
-                "run); smaller tiles or more independent work\n", 100 * idle_share, cp / 1e3, makespan / 1e3);
-    else if (idle_share >= 0.20)
-        fprintf(out, "workers idle %.0f%% although the critical path is short (%.1f ms of %.1f ms): tasks "
-                "arrive too slowly (submission, transfers or pauses between iterations)\n", 100 * idle_share,
-                cp / 1e3, makespan / 1e3);
-    else
-        fprintf(out, "tiles fit: %.0f%% of the ideal makespan reached, overhead %.0f%%, idle %.0f%%\n",
-                100 * ideal / makespan, 100 * overhead_share, 100 * idle_share);
 }
 
 /* Per operation kind: tasks, time and flops of the tasks that start in

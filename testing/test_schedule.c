@@ -4,10 +4,12 @@
  *    cover all of them (>= the sum of their durations);
  *  - independent tasks: 16 C tiles with one k-tile each. The critical path
  *    is one task long (plus the fills), far below the sum of the work;
- *  - the replay of each graph on 2 .. 32 workers lies between the bounds of
- *    a list schedule: max(work / W, critical path) and work / W + critical
- *    path, and on 32 workers (more than either graph's tasks can use) it is
- *    the critical path;
+ *  - the replay of each graph on 2 .. 32 workers (each task costing the
+ *    run's mean runtime cost c more) lies between the bounds of a list
+ *    schedule: max(work' / W, critical path) and work' / W + critical path
+ *    + tasks c, with work' = work + tasks c; on 32 workers (more than either
+ *    graph's tasks can use) it is the critical path plus c for each task on
+ *    it;
  *  - the PNG is a PNG; bad chart names are refused before StarPU starts.
  *   test_schedule WORKDIR */
 #include <math.h>
@@ -28,7 +30,7 @@ typedef struct {
     long tasks;
     int nreplays;
     int replay_workers[8];
-    double replay_ms[8];
+    double replay_ms[8], replay_task_cost_ms;
 } run_result_t;
 
 /* GEMM m x n x k in tiles of 64, recorded; the summary goes to TXT. */
@@ -104,8 +106,10 @@ static int read_results(const char *csv, const char *txt, run_result_t *r)
         if (strncmp(line, "schedule", 8) == 0 && p &&
             sscanf(p, "; work %lf ms; critical path %lf ms", &r->work_ms, &r->critical_path_ms) == 2)
             found = 1;
-        p = strstr(line, "replay with the measured task times");
-        if (p && (p = strstr(p, "): ")) && sscanf(p, "): %d workers %lf ms", &r->replay_workers[0], &r->replay_ms[0]) == 2) {
+        p = strstr(line, "replay of the run with the measured task times and ");
+        if (p && sscanf(p, "replay of the run with the measured task times and %lf", &r->replay_task_cost_ms) == 1 &&
+            (p = strstr(p, "): ")) && sscanf(p, "): %d workers %lf ms", &r->replay_workers[0], &r->replay_ms[0]) == 2) {
+            r->replay_task_cost_ms /= 1e3;
             r->nreplays = 1;
             for (p = strchr(p, ','); p && r->nreplays < 8; p = strchr(p + 1, ','))
                 if (sscanf(p, ", %d: %lf ms", &r->replay_workers[r->nreplays], &r->replay_ms[r->nreplays]) == 2)
@@ -141,18 +145,20 @@ static void recorded_case(const char *dir, const char *name, int m, int n, int k
 }
 
 /* The replays on 2, 4, 8, 16 and 32 workers against a list schedule's bounds
- * (two printed numbers are compared: twice the rounding). */
-static void check_replays(const run_result_t *r)
+ * (printed numbers are compared: three times the rounding); path_tasks: the
+ * tasks on the critical path. */
+static void check_replays(const run_result_t *r, int path_tasks)
 {
-    const double tol = 2 * ROUNDING;
+    const double tol = 3 * ROUNDING, cost = r->tasks * r->replay_task_cost_ms, work = r->work_ms + cost;
     CHECK(r->nreplays == 5);
+    CHECK(r->replay_task_cost_ms >= 0);
     for (int i = 0; i < r->nreplays; i++) {
         double w = r->replay_workers[i], t = r->replay_ms[i];
         CHECK(r->replay_workers[i] == 2 << i);
-        CHECK(t >= fmax(r->work_ms / w, r->critical_path_ms) - tol);
-        CHECK(t <= r->work_ms / w + r->critical_path_ms + tol);
+        CHECK(t >= fmax(work / w, r->critical_path_ms) - tol);
+        CHECK(t <= work / w + r->critical_path_ms + cost + tol);
     }
-    CHECK(fabs(r->replay_ms[r->nreplays - 1] - r->critical_path_ms) <= tol);
+    CHECK(fabs(r->replay_ms[r->nreplays - 1] - (r->critical_path_ms + path_tasks * r->replay_task_cost_ms)) <= tol);
 }
 
 int main(int argc, char **argv)
@@ -169,14 +175,14 @@ int main(int argc, char **argv)
     CHECK(r.overlapping == 0);
     CHECK(r.critical_path_ms >= r.gemm_sum_ms - ROUNDING);
     CHECK(r.critical_path_ms <= r.work_ms + ROUNDING);
-    check_replays(&r);
+    check_replays(&r, 8);
 
     /* 16 independent GEMMs */
     recorded_case(argv[1], "independent", 256, 256, 64, &r);
     CHECK(r.gemms == 16);
     CHECK(r.critical_path_ms >= r.gemm_max_ms - ROUNDING);
     CHECK(r.critical_path_ms < r.work_ms - r.gemm_sum_ms + 2 * r.gemm_max_ms + ROUNDING);
-    check_replays(&r);
+    check_replays(&r, 1);
 
     /* bad chart names: refused by tsr_init, nothing started */
     tsr_config_t cfg;

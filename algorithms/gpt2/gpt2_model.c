@@ -30,6 +30,30 @@ int tsr_gpt2_default_sub_batches(int B)
     return n > 1 && B % n == 0 ? n : 1;
 }
 
+/* Halves a token tile: whole sequences while there are two or more, then
+ * divisors of T down to 64 tokens. 0 when it cannot be halved. */
+static int half_token_tile(int tok, int T)
+{
+    if (tok > T)
+        return (tok / T) % 2 == 0 ? tok / 2 : 0;
+    return tok % 2 == 0 && tok / 2 >= 64 && T % (tok / 2) == 0 ? tok / 2 : 0;
+}
+
+/* Feature tiles for `parts` (4 or more) parts of the features: C / parts
+ * channels (at least 64), 4C / parts hidden, ~Vp / (4 parts) vocabulary,
+ * NH / parts heads where NH divides. 0 when C does not divide. */
+static int split_features(const tsr_gpt2_config_t *cfg, int parts, tsr_gpt2_tiles_t *tiles)
+{
+    if (cfg->C % parts || cfg->C / parts < 64)
+        return 0;
+    tiles->ch = cfg->C / parts;
+    tiles->hid = 4 * cfg->C / parts;
+    tiles->voc = (cfg->Vp + 4 * parts - 1) / (4 * parts);
+    if (cfg->NH % parts == 0)
+        tiles->heads = cfg->NH / parts;
+    return 1;
+}
+
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles)
 {
     /* CPU: token tiles of whole sequences within one rank's samples, of 256
@@ -46,6 +70,9 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
     int target = gpus > 0 ? 2048 : tokens / 4 > 256 ? tokens / 4 : 256, seqs = target / T;
     seqs = seqs < 1 ? 1 : seqs > per_part ? per_part : seqs;
     tiles->tok = seqs * T;
+    tiles->q = 0;
+    tiles->k = 0;
+    tiles->accum = TSR_ACCUM_ORDERED;
     if (gpus > 0) {
         /* GPU tasks few and large: a launch and a transfer cost more than a
          * CPU task's overhead, and cuBLAS needs big GEMMs to fill the GPU */
@@ -53,15 +80,34 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
         tiles->hid = 4 * cfg->C;
         tiles->voc = (cfg->Vp + 3) / 4;
         tiles->heads = cfg->NH;
-    } else {
-        tiles->ch = cfg->C % 2 ? cfg->C : cfg->C / 2;
-        tiles->hid = 2 * cfg->C;
-        tiles->voc = (cfg->Vp + 7) / 8;
-        tiles->heads = cfg->NH % 2 ? cfg->NH : cfg->NH / 2;
+        return;
     }
-    tiles->q = 0;
-    tiles->k = 0;
-    tiles->accum = TSR_ACCUM_ORDERED;
+    tiles->ch = cfg->C % 2 ? cfg->C : cfg->C / 2;
+    tiles->hid = 2 * cfg->C;
+    tiles->voc = (cfg->Vp + 7) / 8;
+    tiles->heads = cfg->NH % 2 ? cfg->NH : cfg->NH / 2;
+    int fparts = cfg->C % 2 ? 1 : 2;
+    /* More workers: token and feature tiles halved in turn until a linear
+     * layer has a task per worker. With one tile of 256 tokens every
+     * per-token operation is a chain, and the step's critical path (124M
+     * B4 T64: ~400 ms of 740) caps it from 8 workers on; the schedule
+     * summary's replay of the steady steps (README) puts 16 workers at
+     * 396 ms a step with these tiles unsplit, 147 ms with tok 64, ch 192. */
+    int workers = tsr_ncpu_workers(), ntok = (tokens + tiles->tok - 1) / tiles->tok;
+    for (int turn = 0; ntok * fparts < workers; turn++) {
+        int half = half_token_tile(tiles->tok, T);
+        if (turn % 2 == 0 && half) {
+            tiles->tok = half;
+            ntok *= 2;
+        } else if (split_features(cfg, 2 * fparts, tiles)) {
+            fparts *= 2;
+        } else if (half) {
+            tiles->tok = half;
+            ntok *= 2;
+        } else {
+            break;
+        }
+    }
 }
 
 /* Activation tiles live on the rank of their batch sample (contiguous slices

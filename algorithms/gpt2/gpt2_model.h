@@ -27,13 +27,17 @@ typedef struct {
 } tsr_gpt2_tiles_t;
 
 /* Defaults for a model and batch (call after tsr_init: they depend on the
- * number of ranks): token tiles of whole sequences of 256 tokens, or a
- * quarter of one rank's share of the batch when that is more (never more
- * than the share), channel tile C/2, hidden tile
+ * number of ranks and workers): token tiles of whole sequences of 256
+ * tokens, or a quarter of one rank's share of the batch when that is more
+ * (never more than the share), channel tile C/2, hidden tile
  * 2C, vocabulary tile ~ Vp/8, NH/2 heads per attention tile (whole C or NH
  * when odd), query and key tiles 0 (= min(tok, T), so they follow a token
- * tile set afterwards). With CUDA workers: token tiles up to 2048 tokens
- * within one GPU's sub-batch, whole C, 4C and NH, vocabulary tile ~ Vp/4. */
+ * tile set afterwards). With more CPU workers than token tiles times
+ * feature parts, the token tile (down to 64, dividing T or whole sequences)
+ * and the feature parts (C/f >= 64 channels, 4C/f hidden, ~Vp/4f vocabulary,
+ * NH/f heads where NH divides) are halved and doubled in turn until there
+ * are as many parts as workers. With CUDA workers: token tiles up to 2048
+ * tokens within one GPU's sub-batch, whole C, 4C and NH, vocabulary tile ~ Vp/4. */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
 /* The default sub-batch count: one per rank under MPI (each rank reduces
  * its own gradients), else one per CUDA worker, when B divides; else 1. */
