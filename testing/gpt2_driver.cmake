@@ -14,3 +14,17 @@ tsr_add_test(time_gpt2_vs_reference bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_
 # the step against its GEMMs alone (time_gpt2_gemms and the alternating script)
 tsr_add_test(time_gpt2_gemm_limit bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_gpt2_gemm_limit.sh
              ${PROJECT_SOURCE_DIR}/timing/time_gpt2_gemm_limit.sh ${CMAKE_BINARY_DIR})
+# the CPU default tiles follow the worker count (the workers share this
+# machine's cores; --steps 0 builds the model and stops): d2 B 32 T 64 halves
+# its 512-token tiles on 16 workers, 124M B 4 T 64 halves tokens and features
+foreach(case "d2;32;2;tok 512 ch 64 hid 256 voc 6288 heads 2 " "d2;32;16;tok 256 ch 64 hid 256 voc 6288 heads 2 "
+             "124M;4;16;tok 128 ch 192 hid 768 voc 3144 heads 3 ")
+  list(GET case 0 model)
+  list(GET case 1 batch)
+  list(GET case 2 workers)
+  list(GET case 3 tiles)
+  set(name gpt2_driver_default_tiles_${model}_${workers}workers)
+  tsr_add_test(${name} $<TARGET_FILE:tsr_gpt2> --model ${model} -B ${batch} -T 64 --threads ${workers} --steps 0
+               --val-every 0 --sample-every 0)
+  set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "tiles ${tiles}" FAIL_REGULAR_EXPRESSION "error")
+endforeach()

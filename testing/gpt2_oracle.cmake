@@ -15,10 +15,6 @@ tsr_add_test(gpt2_oracle_redux     ${GPT2_ORACLE} 8 24 100 128 1 1)
 tsr_add_test(gpt2_oracle_one_tile  ${GPT2_ORACLE} 32 64 256 512 4 0)
 tsr_add_test(gpt2_oracle_subbatch  ${GPT2_ORACLE} 16 32 96 200 2 0 2)
 tsr_add_test(gpt2_oracle_subbatch4 ${GPT2_ORACLE} 32 64 256 128 4 1 4)
-# the default tiles for 8 CPU workers (token tiles of one sequence; the
-# workers share this machine's cores)
-tsr_add_test(gpt2_oracle_8workers  ${GPT2_ORACLE})
-set_property(TEST gpt2_oracle_8workers APPEND PROPERTY ENVIRONMENT STARPU_NCPU=8)
 # token tiles of two whole sequences, attention tiles of their own
 tsr_add_test(gpt2_oracle_split     ${GPT2_ORACLE} 64 32 96 200 2 0 1 8 16)
 tsr_add_test(gpt2_oracle_split_qk  ${GPT2_ORACLE} 16 64 256 512 1 1 2 32 8)

@@ -30,21 +30,23 @@ int tsr_gpt2_default_sub_batches(int B)
     return n > 1 && B % n == 0 ? n : 1;
 }
 
-/* Halves a token tile: whole sequences while there are two or more, then
- * divisors of T down to 64 tokens. 0 when it cannot be halved. */
+/* Halves a token tile, down to 128 tokens: whole sequences while there are
+ * two or more, then divisors of T. 0 when it cannot be halved. */
 static int half_token_tile(int tok, int T)
 {
+    if (tok % 2 || tok / 2 < 128)
+        return 0;
     if (tok > T)
         return (tok / T) % 2 == 0 ? tok / 2 : 0;
-    return tok % 2 == 0 && tok / 2 >= 64 && T % (tok / 2) == 0 ? tok / 2 : 0;
+    return T % (tok / 2) == 0 ? tok / 2 : 0;
 }
 
 /* Feature tiles for `parts` (4 or more) parts of the features: C / parts
- * channels (at least 64), 4C / parts hidden, ~Vp / (4 parts) vocabulary,
+ * channels (at least 128), 4C / parts hidden, ~Vp / (4 parts) vocabulary,
  * NH / parts heads where NH divides. 0 when C does not divide. */
 static int split_features(const tsr_gpt2_config_t *cfg, int parts, tsr_gpt2_tiles_t *tiles)
 {
-    if (cfg->C % parts || cfg->C / parts < 64)
+    if (cfg->C % parts || cfg->C / parts < 128)
         return 0;
     tiles->ch = cfg->C / parts;
     tiles->hid = 4 * cfg->C / parts;
@@ -88,11 +90,12 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
     tiles->heads = cfg->NH % 2 ? cfg->NH : cfg->NH / 2;
     int fparts = cfg->C % 2 ? 1 : 2;
     /* More workers: token and feature tiles halved in turn until a linear
-     * layer has a task per worker. With one tile of 256 tokens every
-     * per-token operation is a chain, and the step's critical path (124M
-     * B4 T64: ~400 ms of 740) caps it from 8 workers on; the schedule
-     * summary's replay of the steady steps (README) puts 16 workers at
-     * 396 ms a step with these tiles unsplit, 147 ms with tok 64, ch 192. */
+     * layer has a task per worker, or they reach 128 (below that a step's
+     * GEMMs run markedly slower). With one tile of 256 tokens every
+     * per-token operation is a chain, and the step's critical path caps it
+     * from 8 workers on: 124M B4 T64, replayed from a 2-worker run with the
+     * measured task times (README), 393 ms a step on 8 and 16 workers with
+     * the 2-worker tiles, 275 and 187 ms with these. */
     int workers = tsr_ncpu_workers(), ntok = (tokens + tiles->tok - 1) / tiles->tok;
     for (int turn = 0; ntok * fparts < workers; turn++) {
         int half = half_token_tile(tiles->tok, T);

@@ -33,8 +33,8 @@ typedef struct {
  * 2C, vocabulary tile ~ Vp/8, NH/2 heads per attention tile (whole C or NH
  * when odd), query and key tiles 0 (= min(tok, T), so they follow a token
  * tile set afterwards). With more CPU workers than token tiles times
- * feature parts, the token tile (down to 64, dividing T or whole sequences)
- * and the feature parts (C/f >= 64 channels, 4C/f hidden, ~Vp/4f vocabulary,
+ * feature parts, the token tile (down to 128, dividing T or whole sequences)
+ * and the feature parts (C/f >= 128 channels, 4C/f hidden, ~Vp/4f vocabulary,
  * NH/f heads where NH divides) are halved and doubled in turn until there
  * are as many parts as workers. With CUDA workers: token tiles up to 2048
  * tokens within one GPU's sub-batch, whole C, 4C and NH, vocabulary tile ~ Vp/4. */
