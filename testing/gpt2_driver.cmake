@@ -28,3 +28,6 @@ foreach(case "d2;32;2;tok 512 ch 64 hid 256 voc 6288 heads 2 " "d2;32;16;tok 256
                --val-every 0 --sample-every 0)
   set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "tiles ${tiles}" FAIL_REGULAR_EXPRESSION "error")
 endforeach()
+# the replay of the steady steps per tile set (timing/replay_gpt2_tiles.sh)
+tsr_add_test(replay_gpt2_tiles bash ${CMAKE_CURRENT_SOURCE_DIR}/check_replay_gpt2_tiles.sh
+             ${PROJECT_SOURCE_DIR}/timing/replay_gpt2_tiles.sh $<TARGET_FILE:tsr_gpt2>)
