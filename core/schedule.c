@@ -501,8 +501,11 @@ static int for_each_edge(const long *order, long n, void (*add)(graph_t *, long,
     return 0;
 }
 
+/* (A task that names one handle twice would otherwise wait for itself.) */
 static void count_edge(graph_t *g, long from, long to)
 {
+    if (from == to)
+        return;
     g->first[from + 1]++;
     g->npred[to]++;
     g->nedges++;
@@ -510,7 +513,8 @@ static void count_edge(graph_t *g, long from, long to)
 
 static void store_edge(graph_t *g, long from, long to)
 {
-    g->succ[g->first[from]++] = to;
+    if (from != to)
+        g->succ[g->first[from]++] = to;
 }
 
 static int build_graph(const long *order, long n, graph_t *g)
