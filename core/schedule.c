@@ -9,7 +9,9 @@
  *    runtime overhead, the critical path of the task graph (rebuilt from the
  *    tasks' data accesses in submission order, the dependencies StarPU's
  *    sequential consistency implies) with measured durations, the ideal
- *    makespan max(work / workers, critical path) and a verdict on the tiles;
+ *    makespan max(work / workers, critical path), a replay of the graph on
+ *    1-16 times the workers (list schedule, measured task times) and a
+ *    verdict on the tiles;
  *  - optionally FILE.csv (one line per task) and FILE.png (a Gantt chart
  *    drawn by gnuplot, one lane per worker, steps marked). */
 #define _GNU_SOURCE
@@ -170,90 +172,136 @@ void tsr_schedule_task_done(void *arg)
     }
 }
 
-/* ---- the task graph's critical path --------------------------------------- */
+/* ---- the task graph and its critical path ---------------------------------- */
 
-/* Per data handle: the last writer, the readers since, the REDUX
- * contributions since (record indices, -1: none) and their finish times on
- * the critical-path clock. */
+/* The dependency edges as successor lists (CSR over submission positions),
+ * the ones StarPU's sequential consistency implies: every access waits for
+ * the last writer; reads and writes also for the REDUX contributions since;
+ * writes also for every reader since. Edges point forwards in submission
+ * order. */
+typedef struct {
+    long *first, *succ, *npred; /* first[n + 1] */
+    long nedges;
+} graph_t;
+
 typedef struct {
     starpu_data_handle_t h;
-    long writer, reader, redux;
-    double writer_end, reader_end, redux_end;
-} handle_state_t;
+    long writer, readers, reduxes; /* writer: position; readers/reduxes: list heads in the node pool */
+} access_state_t;
 
 typedef struct {
-    handle_state_t *slots;
-    size_t mask;
-} handle_map_t;
+    long pos, next;
+} node_t;
 
-static handle_state_t *handle_state(handle_map_t *m, starpu_data_handle_t h)
+static void free_graph(graph_t *g)
 {
-    size_t i = ((uintptr_t)h >> 4) * 0x9E3779B97F4A7C15ull & m->mask;
-    while (m->slots[i].h && m->slots[i].h != h)
-        i = (i + 1) & m->mask;
-    if (!m->slots[i].h)
-        m->slots[i] = (handle_state_t){ h, -1, -1, -1, 0, 0, 0 };
-    return &m->slots[i];
+    free(g->first);
+    free(g->succ);
+    free(g->npred);
 }
 
-static void later(double t, long idx, double *best, long *pred)
+/* Calls add(from, to) for every edge; returns 0, or -1 on allocation failure. */
+static int for_each_edge(const long *order, long n, void (*add)(graph_t *, long, long), graph_t *g)
 {
-    if (idx >= 0 && t > *best) {
-        *best = t;
-        *pred = idx;
-    }
-}
-
-/* order[k]: record indices in submission order. Fills cp_end and pred
- * (the predecessor on the longest path); returns the index ending the
- * critical path, -1 on allocation failure. Reads wait for the last writer
- * and any REDUX contributions; writes also wait for the readers since;
- * REDUX contributions wait only for the last writer. */
-static long critical_path(const long *order, long n, double *cp_end, long *pred)
-{
-    handle_map_t m;
     size_t cap = 64;
     while (cap < (size_t)n * MAX_HANDLES * 2)
         cap *= 2;
-    m.slots = calloc(cap, sizeof *m.slots);
-    m.mask = cap - 1;
-    if (!m.slots)
+    access_state_t *slots = calloc(cap, sizeof *slots);
+    node_t *pool = malloc(sizeof(node_t) * (size_t)n * MAX_HANDLES);
+    if (!slots || !pool) {
+        free(slots);
+        free(pool);
         return -1;
-    long last = -1;
+    }
+    long used = 0;
     for (long k = 0; k < n; k++) {
-        long i = order[k];
-        task_record_t *r = record_at(i);
-        double ready = 0;
-        pred[i] = -1;
+        const task_record_t *r = record_at(order[k]);
         for (int b = 0; b < r->nhandles; b++) {
-            handle_state_t *s = handle_state(&m, r->handles[b]);
+            size_t i = ((uintptr_t)r->handles[b] >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
+            while (slots[i].h && slots[i].h != r->handles[b])
+                i = (i + 1) & (cap - 1);
+            access_state_t *s = &slots[i];
+            if (!s->h)
+                *s = (access_state_t){ r->handles[b], -1, -1, -1 };
             enum starpu_data_access_mode mode = r->modes[b];
-            later(s->writer_end, s->writer, &ready, &pred[i]);
-            if (!(mode & STARPU_REDUX))
-                later(s->redux_end, s->redux, &ready, &pred[i]);
-            if ((mode & STARPU_W) && !(mode & STARPU_REDUX))
-                later(s->reader_end, s->reader, &ready, &pred[i]);
-        }
-        cp_end[i] = ready + (r->end_us - r->start_us);
-        for (int b = 0; b < r->nhandles; b++) {
-            handle_state_t *s = handle_state(&m, r->handles[b]);
-            enum starpu_data_access_mode mode = r->modes[b];
-            if (mode & STARPU_REDUX) {
-                if (cp_end[i] > s->redux_end || s->redux < 0) {
-                    s->redux_end = cp_end[i];
-                    s->redux = i;
-                }
-            } else if (mode & STARPU_W) {
-                *s = (handle_state_t){ s->h, i, -1, -1, cp_end[i], 0, 0 };
-            } else if (cp_end[i] > s->reader_end || s->reader < 0) {
-                s->reader_end = cp_end[i];
-                s->reader = i;
+            int redux = (mode & STARPU_REDUX) != 0, write = (mode & STARPU_W) && !redux;
+            if (s->writer >= 0)
+                add(g, s->writer, k);
+            if (!redux)
+                for (long e = s->reduxes; e >= 0; e = pool[e].next)
+                    add(g, pool[e].pos, k);
+            if (write) {
+                for (long e = s->readers; e >= 0; e = pool[e].next)
+                    add(g, pool[e].pos, k);
+                *s = (access_state_t){ s->h, k, -1, -1 };
+            } else {
+                pool[used] = (node_t){ k, redux ? s->reduxes : s->readers };
+                *(redux ? &s->reduxes : &s->readers) = used++;
             }
         }
-        if (last < 0 || cp_end[i] > cp_end[last])
-            last = i;
     }
-    free(m.slots);
+    free(slots);
+    free(pool);
+    return 0;
+}
+
+/* (A task that names one handle twice would otherwise wait for itself.) */
+static void count_edge(graph_t *g, long from, long to)
+{
+    if (from == to)
+        return;
+    g->first[from + 1]++;
+    g->npred[to]++;
+    g->nedges++;
+}
+
+static void store_edge(graph_t *g, long from, long to)
+{
+    if (from != to)
+        g->succ[g->first[from]++] = to;
+}
+
+static int build_graph(const long *order, long n, graph_t *g)
+{
+    *g = (graph_t){ calloc((size_t)n + 1, sizeof(long)), NULL, calloc((size_t)n, sizeof(long)), 0 };
+    if (!g->first || !g->npred || for_each_edge(order, n, count_edge, g) != 0)
+        return -1;
+    for (long k = 0; k < n; k++)
+        g->first[k + 1] += g->first[k];
+    g->succ = malloc(sizeof(long) * (size_t)(g->nedges ? g->nedges : 1));
+    if (!g->succ || for_each_edge(order, n, store_edge, g) != 0)
+        return -1;
+    for (long k = n; k > 0; k--) /* store_edge advanced each first[k] to first[k + 1] */
+        g->first[k] = g->first[k - 1];
+    g->first[0] = 0;
+    return 0;
+}
+
+/* The longest path through the graph, each task weighted by its measured
+ * duration: cp_end[k] is where task k ends on it, pred[k] its predecessor
+ * there (-1: none), by submission position. Returns the position ending the
+ * path. One pass in submission order sees every task's predecessors first:
+ * until task k is reached, cp_end[k] holds the latest end among them. */
+static long critical_path(const long *order, long n, const graph_t *g, double *cp_end, long *pred)
+{
+    for (long k = 0; k < n; k++) {
+        cp_end[k] = 0;
+        pred[k] = -1;
+    }
+    long last = -1;
+    for (long k = 0; k < n; k++) {
+        const task_record_t *r = record_at(order[k]);
+        cp_end[k] += r->end_us - r->start_us;
+        for (long j = g->first[k]; j < g->first[k + 1]; j++) {
+            long s = g->succ[j];
+            if (cp_end[k] > cp_end[s]) {
+                cp_end[s] = cp_end[k];
+                pred[s] = k;
+            }
+        }
+        if (last < 0 || cp_end[k] > cp_end[last])
+            last = k;
+    }
     return last;
 }
 
@@ -431,108 +479,6 @@ static heap_item_t heap_pop(heap_t *h)
     return top;
 }
 
-/* The dependency edges as successor lists (CSR over submission positions):
- * the same rules as critical_path, but with every reader since the last
- * write (a write waits for all of them). */
-typedef struct {
-    long *first, *succ, *npred; /* first[n + 1] */
-    long nedges;
-} graph_t;
-
-typedef struct {
-    starpu_data_handle_t h;
-    long writer, readers, reduxes; /* writer: position; readers/reduxes: list heads in the node pool */
-} access_state_t;
-
-typedef struct {
-    long pos, next;
-} node_t;
-
-static void free_graph(graph_t *g)
-{
-    free(g->first);
-    free(g->succ);
-    free(g->npred);
-}
-
-/* Calls add(from, to) for every edge; returns 0, or -1 on allocation failure. */
-static int for_each_edge(const long *order, long n, void (*add)(graph_t *, long, long), graph_t *g)
-{
-    size_t cap = 64;
-    while (cap < (size_t)n * MAX_HANDLES * 2)
-        cap *= 2;
-    access_state_t *slots = calloc(cap, sizeof *slots);
-    node_t *pool = malloc(sizeof(node_t) * (size_t)n * MAX_HANDLES);
-    if (!slots || !pool) {
-        free(slots);
-        free(pool);
-        return -1;
-    }
-    long used = 0;
-    for (long k = 0; k < n; k++) {
-        const task_record_t *r = record_at(order[k]);
-        for (int b = 0; b < r->nhandles; b++) {
-            size_t i = ((uintptr_t)r->handles[b] >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
-            while (slots[i].h && slots[i].h != r->handles[b])
-                i = (i + 1) & (cap - 1);
-            access_state_t *s = &slots[i];
-            if (!s->h)
-                *s = (access_state_t){ r->handles[b], -1, -1, -1 };
-            enum starpu_data_access_mode mode = r->modes[b];
-            int redux = (mode & STARPU_REDUX) != 0, write = (mode & STARPU_W) && !redux;
-            if (s->writer >= 0)
-                add(g, s->writer, k);
-            if (!redux)
-                for (long e = s->reduxes; e >= 0; e = pool[e].next)
-                    add(g, pool[e].pos, k);
-            if (write)
-                for (long e = s->readers; e >= 0; e = pool[e].next)
-                    add(g, pool[e].pos, k);
-            if (write) {
-                *s = (access_state_t){ s->h, k, -1, -1 };
-            } else {
-                pool[used] = (node_t){ k, redux ? s->reduxes : s->readers };
-                *(redux ? &s->reduxes : &s->readers) = used++;
-            }
-        }
-    }
-    free(slots);
-    free(pool);
-    return 0;
-}
-
-/* (A task that names one handle twice would otherwise wait for itself.) */
-static void count_edge(graph_t *g, long from, long to)
-{
-    if (from == to)
-        return;
-    g->first[from + 1]++;
-    g->npred[to]++;
-    g->nedges++;
-}
-
-static void store_edge(graph_t *g, long from, long to)
-{
-    if (from != to)
-        g->succ[g->first[from]++] = to;
-}
-
-static int build_graph(const long *order, long n, graph_t *g)
-{
-    *g = (graph_t){ calloc((size_t)n + 1, sizeof(long)), NULL, calloc((size_t)n, sizeof(long)), 0 };
-    if (!g->first || !g->npred || for_each_edge(order, n, count_edge, g) != 0)
-        return -1;
-    for (long k = 0; k < n; k++)
-        g->first[k + 1] += g->first[k];
-    g->succ = malloc(sizeof(long) * (size_t)(g->nedges ? g->nedges : 1));
-    if (!g->succ || for_each_edge(order, n, store_edge, g) != 0)
-        return -1;
-    for (long k = n; k > 0; k--) /* store_edge advanced each first[k] to first[k + 1] */
-        g->first[k] = g->first[k - 1];
-    g->first[0] = 0;
-    return 0;
-}
-
 /* The replayed makespan on nworkers, in us (each task costs `per_task` us
  * more than it ran); -1 on allocation failure. */
 static double replay(const long *order, long n, const graph_t *g, int nworkers, double per_task)
@@ -572,46 +518,66 @@ static double replay(const long *order, long n, const graph_t *g, int nworkers, 
     return makespan;
 }
 
-/* One line: the replay of these tasks on the run's own worker count (how
- * far the replay is from the measured span) and on 2 .. 16 times as many.
- * Only for runs of one process on CPU workers alone, each task on one
- * worker. */
-static void print_replay(FILE *out, const char *what, const long *order, long n, double measured)
+/* Whether the tasks can be replayed: one process, CPU workers alone, each
+ * task on one worker. */
+static int replayable(const long *order, long n)
 {
     int nw = (int)starpu_worker_get_count();
     if (n == 0 || tsr_ctx.size > 1 || starpu_cpu_worker_get_count() != (unsigned)nw)
-        return;
-    double lo = INFINITY, hi = -INFINITY, overhead = 0;
-    for (long k = 0; k < n; k++) {
-        const task_record_t *r = record_at(order[k]);
-        if (r->worker < 0 || r->worker >= nw)
-            return;
-        lo = fmin(lo, r->start_us);
-        hi = fmax(hi, r->end_us);
-    }
-    worker_stat_t *ws = calloc((size_t)nw, sizeof *ws);
-    graph_t g = { 0 };
-    if (!ws || build_graph(order, n, &g) != 0) {
-        free(ws);
-        free_graph(&g);
-        return;
-    }
-    worker_times(order, n, lo, hi, ws, nw);
-    for (int w = 0; w < nw; w++)
-        overhead += ws[w].overhead;
-    double per_task = overhead / n, t[5]; /* on nw, 2 nw, .. 16 nw workers */
+        return 0;
+    for (long k = 0; k < n; k++)
+        if (record_at(order[k])->worker < 0 || record_at(order[k])->worker >= nw)
+            return 0;
+    return 1;
+}
+
+/* One line: the replay of these tasks (graph g, each costing per_task us of
+ * runtime more than it ran) on the run's own worker count (how far the
+ * replay is from the measured span) and on 2 .. 16 times as many. */
+static void print_replay(FILE *out, const char *what, const long *order, long n, const graph_t *g, double per_task,
+                         double measured)
+{
+    int nw = (int)starpu_worker_get_count();
+    double t[5]; /* on nw, 2 nw, .. 16 nw workers */
     int ok = 1;
     for (int i = 0; i < 5; i++)
-        ok &= (t[i] = replay(order, n, &g, nw << i, per_task)) >= 0;
-    if (ok) {
-        fprintf(out, "  replay of %s with the measured task times and %.1f us of runtime cost a task (no contention): "
-                "%d workers %.1f ms (measured %.1f ms)", what, per_task, nw, t[0] / 1e3, measured / 1e3);
-        for (int i = 1; i < 5; i++)
-            fprintf(out, ", %d: %.1f ms", nw << i, t[i] / 1e3);
-        fputc('\n', out);
+        ok &= (t[i] = replay(order, n, g, nw << i, per_task)) >= 0;
+    if (!ok)
+        return;
+    fprintf(out, "  replay of %s with the measured task times and %.1f us of runtime cost a task (no contention): "
+            "%d workers %.1f ms (measured %.1f ms)", what, per_task, nw, t[0] / 1e3, measured / 1e3);
+    for (int i = 1; i < 5; i++)
+        fprintf(out, ", %d: %.1f ms", nw << i, t[i] / 1e3);
+    fputc('\n', out);
+}
+
+/* The replay of the tasks that start in the steady window [lo, hi) (their
+ * own graph; the runtime cost a task measured over them). The window's
+ * first tasks find their predecessors done: the replay starts the steps
+ * ahead by at most part of one step. */
+static void print_window_replay(FILE *out, const long *order, long n, double lo, double hi)
+{
+    int nw = (int)starpu_worker_get_count();
+    long *window = malloc(sizeof(long) * (size_t)n), m = 0;
+    worker_stat_t *ws = calloc((size_t)nw, sizeof *ws);
+    graph_t g = { 0 };
+    for (long k = 0; window && k < n; k++) {
+        double start = record_at(order[k])->start_us;
+        if (start >= lo && start < hi)
+            window[m++] = order[k];
     }
-    free(ws);
+    if (window && ws && replayable(window, m) && build_graph(window, m, &g) == 0) {
+        double end = lo, overhead = 0;
+        for (long k = 0; k < m; k++)
+            end = fmax(end, record_at(window[k])->end_us);
+        worker_times(window, m, lo, end, ws, nw);
+        for (int w = 0; w < nw; w++)
+            overhead += ws[w].overhead;
+        print_replay(out, "these steps", window, m, &g, overhead / m, hi - lo);
+    }
     free_graph(&g);
+    free(ws);
+    free(window);
 }
 
 /* Per operation kind: tasks, time and flops of the tasks that start in
@@ -674,22 +640,14 @@ static void print_steady_window(FILE *out, const long *order, long n)
     int nw = (int)starpu_worker_get_count();
     fprintf(out, "  steady steps, tasks starting from '%s' to '%s' (%.1f ms): work %.1f ms, workers busy %.0f%%\n",
             from->label, to->label, span / 1e3, work / 1e3, span > 0 ? 100 * work / (span * nw) : 0);
-    long *window = malloc(sizeof(long) * (size_t)n), m = 0;
-    for (long k = 0; window && k < n; k++)
-        if (record_at(order[k])->start_us >= from->us && record_at(order[k])->start_us < to->us)
-            window[m++] = order[k];
-    /* the window's first tasks find their predecessors done: the replay
-     * starts the steps ahead by at most part of one step */
-    if (window)
-        print_replay(out, "these steps", window, m, span);
-    free(window);
+    print_window_replay(out, order, n, from->us, to->us);
     print_kinds(out, kinds, nkinds, 0);
     free(kinds);
 }
 
 /* The run spans [t0, t1]; cp is the critical path's length. */
-static void print_summary(FILE *out, const long *order, long n, double t0, double t1, double cp,
-                          const kind_stat_t *kinds, int nkinds)
+static void print_summary(FILE *out, const long *order, long n, const graph_t *g, double t0, double t1,
+                          double cp, const kind_stat_t *kinds, int nkinds)
 {
     int nw = (int)starpu_worker_get_count();
     double work = 0;
@@ -711,7 +669,8 @@ static void print_summary(FILE *out, const long *order, long n, double t0, doubl
     fprintf(out, "schedule%s: %ld tasks on %d workers in %.1f ms; work %.1f ms; critical path %.1f ms; "
             "ideal makespan %.1f ms = %.0f%% of the measured one\n", prefix, n, nw, makespan / 1e3, work / 1e3,
             cp / 1e3, ideal / 1e3, makespan > 0 ? 100 * ideal / makespan : 0);
-    print_replay(out, "the run", order, n, makespan);
+    if (g && replayable(order, n))
+        print_replay(out, "the run", order, n, g, overhead / n, makespan);
     print_kinds(out, kinds, nkinds, 1);
     print_steady_window(out, order, n);
     char name[64];
@@ -889,16 +848,19 @@ int tsr_schedule_finish(void)
     kind_stat_t *kinds = calloc(MAX_KINDS, sizeof *kinds);
     if (!order || !pred || !cp_end || !kinds)
         rc = TSR_ENOMEM;
-    int nkinds = 0;
+    int nkinds = 0, have_graph = 0;
     long last = -1;
+    graph_t g = { 0 };
     if (!rc) {
         for (long i = 0; i < n; i++)
             order[i] = i;
         qsort(order, (size_t)n, sizeof *order, by_job);
-        last = critical_path(order, n, cp_end, pred);
+        have_graph = build_graph(order, n, &g) == 0; /* without it: no critical path, no replay */
+        if (have_graph)
+            last = critical_path(order, n, &g, cp_end, pred);
         nkinds = kind_totals(order, n, -INFINITY, INFINITY, kinds);
-        for (long i = last; i >= 0; i = pred[i]) {
-            const task_record_t *r = record_at(i);
+        for (long k = last; k >= 0; k = pred[k]) {
+            const task_record_t *r = record_at(order[k]);
             int k = kind_index(kinds, &nkinds, r->kind);
             if (k < 0)
                 continue;
@@ -911,7 +873,8 @@ int tsr_schedule_finish(void)
         t1 = fmax(t1, record_at(i)->end_us);
     }
     if (!rc)
-        print_summary(stderr, order, n, t0, t1, last >= 0 ? cp_end[last] : 0, kinds, nkinds);
+        print_summary(stderr, order, n, have_graph ? &g : NULL, t0, t1, last >= 0 ? cp_end[last] : 0, kinds,
+                      nkinds);
     if (!rc && rec.png[0]) {
         char csv[4200], png[4200];
         rank_path(csv, sizeof csv, rec.png, ".csv");
@@ -922,6 +885,7 @@ int tsr_schedule_finish(void)
         if (!rc)
             tsr_log(TSR_LOG_INFO, "schedule: Gantt chart %s, task list %s", png, csv);
     }
+    free_graph(&g);
     free(order);
     free(pred);
     free(cp_end);
