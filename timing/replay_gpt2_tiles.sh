@@ -10,7 +10,7 @@
 #     --model NAME    preset (default 124M)     -B N, -T N (default 4, 64)
 #     --steps N       steps a run (default 12; the replay covers steps 2..N-2)
 #     --tiles "tok:ch:hid:voc:heads ..."  tile sets (default: the CPU defaults
-#                     for 2, 4, 8 and 16 workers of 124M B4 T64, and two more)
+#                     for 2, 4, 8 and 16 workers of 124M B4 T64, and three more)
 set -euo pipefail
 exe=build/algorithms/gpt2/tsr_gpt2; model=124M; B=4; T=64; steps=12
 tiles="256:384:1536:6288:6 128:384:1536:6288:6 128:192:768:3144:3 64:192:768:3144:3 256:128:512:2096:2 64:384:1536:6288:6"
