@@ -393,7 +393,11 @@ static void suite_large(void)
 /* With K, V changed after position t0 (large values) and dout zero after t0,
  * every output at positions <= t0 (out, stats, dQ, dK, dV) is bit-for-bit
  * the same: masked scores get weight exactly 0 and tiles above the diagonal
- * are skipped. Ordered accumulation, so the summation order is the same. */
+ * are skipped. Ordered accumulation, so the summation order is the same.
+ * With CPU and CUDA workers together a tile may run on a CPU in one run and
+ * on the GPU in the other, whose kernels round differently: there the
+ * outputs must agree to 1e-4 of the output's scale, still far below what one
+ * leaked masked score (keys x40, values x1e4) would change. */
 static void suite_causal(void)
 {
     const int nh = 3, hd = 8, T = 45, t0 = 21;
@@ -431,15 +435,20 @@ static void suite_causal(void)
             destroy_descs(&d);
             host_free(&h);
         }
+        const int mixed_kernels = tsr_ncpu_workers() > 0 && tsr_ncuda_workers() > 0;
         int same = 1, changed = 0;
         for (int i = 0; i < 5; i++) {
             int rows = i == 1 ? 2 : hd;
+            double scale = 0.0;
+            for (size_t x = 0; x < (size_t)nh * T * rows; x++)
+                scale = fmax(scale, fabs(res[0][i][x]));
+            const double tolerance = mixed_kernels ? 1e-4 * scale : 0.0;
             for (int b = 0; b < nh; b++)
                 for (int t = 0; t < T; t++)
                     for (int r = 0; r < rows; r++) {
                         size_t x = ((size_t)b * T + t) * rows + r;
                         if (t <= t0)
-                            same &= res[0][i][x] == res[1][i][x];
+                            same &= fabs((double)res[0][i][x] - res[1][i][x]) <= tolerance;
                         else if (i == 0)
                             changed |= res[0][i][x] != res[1][i][x];
                     }
@@ -447,7 +456,8 @@ static void suite_causal(void)
             free(res[1][i]);
         }
         printf("  causal: qb %d kb %d bb %d: outputs up to t0 = %d %s, later outputs %s\n", c.qb, c.kb, c.bb, t0,
-               same ? "identical" : "CHANGED", changed ? "changed" : "UNCHANGED");
+               same ? (mixed_kernels ? "equal to 1e-4 (CPU and CUDA kernels)" : "identical") : "CHANGED",
+               changed ? "changed" : "UNCHANGED");
         CHECK(same);
         CHECK(changed); /* the test itself can tell a difference */
         (void)n;
