@@ -2,7 +2,7 @@
 # time_gpt2_vs_reference.sh: tsr_gpt2 and a reference trainer (llm.c's
 # train_gpt2_fp32.cu or train_gpt2.c, given by its command line) side by side
 # on the same batch shape: median ms a step, tokens/ms, peak GPU memory, first
-# and last losses; CSV + PNG, and Tessera's speed as a ratio to the
+# and last losses, the first step's time (step0_ms); CSV + PNG, and Tessera's speed as a ratio to the
 # reference's measured in the same run.
 #
 #   timing/time_gpt2_vs_reference.sh --reference "CMD ARGS" --ref-dir DIR [options]
@@ -69,6 +69,7 @@ wait $pid || { echo "error: tsr_gpt2 failed:" >&2; tail -5 "$work/tessera.log" >
 wait
 t_ms=$(awk -F, 'NR > 1 && $6 == "steady" { print $3 }' "$work/tessera.csv" | median)
 t_first=$(awk -F, 'NR == 2 { print $2 }' "$work/tessera.csv")
+t_step0=$(awk -F, 'NR == 2 { print $3 }' "$work/tessera.csv")
 t_last=$(awk -F, 'END { print $2 }' "$work/tessera.csv")
 
 # ---- the reference: its step lines, until --steps of them
@@ -88,6 +89,7 @@ n=$(wc -l < "$work/ref.steps")
 [ "$n" -ge 2 ] || { echo "error: the reference printed $n step line(s):" >&2; tail -5 "$work/ref.log" >&2; exit 1; }
 r_ms=$(tail -n +2 "$work/ref.steps" | awk '{ print $2 }' | median)
 r_first=$(awk 'NR == 1 { print $1 }' "$work/ref.steps")
+r_step0=$(awk 'NR == 1 { print $2 }' "$work/ref.steps")
 r_last=$(awk 'END { print $1 }' "$work/ref.steps")
 
 # ---- CSV, table, PNG
@@ -96,9 +98,9 @@ tpm() { awk -v bt=$BT -v ms="$1" 'BEGIN { print (ms == "nan" || ms == 0) ? "nan"
 t_tpm=$(tpm "$t_ms"); r_tpm=$(tpm "$r_ms")
 ratio=$(awk -v a="$t_tpm" -v b="$r_tpm" 'BEGIN { print (a == "nan" || b == "nan") ? "nan" : sprintf("%.3f", a / b) }')
 {
-  echo "trainer,model,B,T,steps,median_ms,tokens_per_ms,gpu_mem_mib,loss_first,loss_last,ratio_to_reference"
-  echo "tessera,$model,$B,$T,$steps,$t_ms,$t_tpm,$(cat "$work/tessera.mem"),$t_first,$t_last,$ratio"
-  echo "reference,$model,$B,$T,$n,$r_ms,$r_tpm,$(cat "$work/ref.mem"),$r_first,$r_last,1"
+  echo "trainer,model,B,T,steps,median_ms,tokens_per_ms,gpu_mem_mib,loss_first,loss_last,ratio_to_reference,step0_ms"
+  echo "tessera,$model,$B,$T,$steps,$t_ms,$t_tpm,$(cat "$work/tessera.mem"),$t_first,$t_last,$ratio,$t_step0"
+  echo "reference,$model,$B,$T,$n,$r_ms,$r_tpm,$(cat "$work/ref.mem"),$r_first,$r_last,1,$r_step0"
 } > "$out.csv"
 awk -F, '{ line = ""; for (i = 1; i <= NF; i++) line = line sprintf("%-15s", $i); print line }' "$out.csv"
 echo "tessera / reference: ${ratio}x the tokens/ms (B $B, T $T; $(grep '^runtime:' "$work/tessera.log" | cut -c1-120))"
