@@ -33,9 +33,15 @@
 static const int CALIBRATED[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
 #define NCAL (int)(sizeof CALIBRATED / sizeof CALIBRATED[0])
 /* Candidates stop at the largest calibrated size: beyond it the model would
- * extrapolate (tiles of 4096 measured 15 % below the 768-tile rate). */
+ * extrapolate (CPU tiles of 4096 measured 15 % below the 768-tile rate).
+ * On GPUs alone the whole dimension, up to MAX_WHOLE, is a candidate too:
+ * there one task's runtime cost (tens of us) outweighs a 2048 tile's
+ * arithmetic, and larger tiles only gain (H100, TF32: 4096^3 in one task
+ * 0.6 ms, in 2048 tiles 0.7 ms; 512 x 512 x 65536 in one task 0.2 ms, with
+ * k tiles of 2048 1.2 ms). */
 static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
+#define MAX_WHOLE 65536
 
 #define MAX_SHAPES 512 /* task shapes measured for themselves */
 #define REFINE 6       /* the model's best candidates whose shapes get measured */
@@ -51,6 +57,7 @@ typedef struct {
     measured_shape_t shapes[MAX_SHAPES];
     int use_shapes; /* 0 while choosing the candidates to refine: the same
                      * candidates every call, whatever was measured since */
+    int gpu_only;   /* no CPU worker: the operands stay in device memory */
     char path[4200], key[512]; /* the cache file and its first line */
 } gemm_model_t;
 
@@ -254,12 +261,19 @@ static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb)
     return o + 2.0 * mb * nb * (double)kb / (peak * e);
 }
 
-/* Reading a task's A and B tiles from memory: the calibration runs on tiles
+/* Moving `bytes` of tiles through CPU memory: the calibration runs on tiles
  * already in cache, a pass reads most of them cold (time_blas_cold: 13-26 %
- * of a 256 x 384 x 384 call's time). */
-static double operands_seconds(size_t esize, int mb, int nb, int kb)
+ * of a 256 x 384 x 384 call's time). On GPUs alone the calibration's tiles
+ * live in device memory as a run's do: nothing to add. */
+static double streaming_seconds(const gemm_model_t *m, double bytes)
 {
-    return ((double)mb * kb + (double)kb * nb) * esize / TSR_TILE_BYTES_PER_S;
+    return m->gpu_only ? 0.0 : bytes / TSR_TILE_BYTES_PER_S;
+}
+
+/* Reading a task's A and B tiles. */
+static double operands_seconds(const gemm_model_t *m, size_t esize, int mb, int nb, int kb)
+{
+    return streaming_seconds(m, ((double)mb * kb + (double)kb * nb) * esize);
 }
 
 /* The ordered product C (M x N) = sum over K of op(A) op(B) in mb x nb x kb
@@ -281,11 +295,11 @@ static gemm_phase_t ordered_phase(const gemm_model_t *m, size_t esize, int M, in
             for (int c = 0; c < 2; c++)
                 ph.work += (double)count_m[a] * count_n[b] * count_k[c] *
                            (task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]) +
-                            operands_seconds(esize, sizes_m[a], sizes_n[b], sizes_k[c]));
-    double accumulate = (double)mb * nb * esize * 2 / TSR_TILE_BYTES_PER_S; /* C read + written again */
+                            operands_seconds(m, esize, sizes_m[a], sizes_n[b], sizes_k[c]));
+    double accumulate = streaming_seconds(m, (double)mb * nb * esize * 2); /* C read + written again */
     ph.work += (double)mt * nt * (kt - 1) * accumulate;
-    ph.full = task_seconds(m, mb, nb, kb) + operands_seconds(esize, mb, nb, kb) + accumulate;
-    double last = task_seconds(m, mb, nb, sizes_k[1]) + operands_seconds(esize, mb, nb, sizes_k[1]);
+    ph.full = task_seconds(m, mb, nb, kb) + operands_seconds(m, esize, mb, nb, kb) + accumulate;
+    double last = task_seconds(m, mb, nb, sizes_k[1]) + operands_seconds(m, esize, mb, nb, sizes_k[1]);
     ph.chain = (kt - 1) * ph.full + last; /* kt tasks, kt - 1 of them accumulating */
     return ph;
 }
@@ -297,7 +311,7 @@ static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, 
     if (accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
         int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
         int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
-        double add = (double)mb * nb * esize * 3 / TSR_TILE_BYTES_PER_S + m->seconds[0];
+        double add = streaming_seconds(m, (double)mb * nb * esize * 3) + m->seconds[0];
         ph.chain = ph.full + ceil(log2(buffers + 1.0)) * add;
         ph.work += (double)mt * nt * buffers * add;
         ph.tasks += (double)mt * nt * buffers;
@@ -308,12 +322,13 @@ static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, 
 }
 
 /* Candidate tile sizes along a dimension of size n: CANDIDATES below n, and
- * n itself when the model has measured tiles that large. A rule (0: none)
+ * n itself when the model has measured tiles that large (on GPUs alone: up
+ * to MAX_WHOLE). A rule (0: none)
  * keeps the sizes that are multiples of `multiple` (CANDIDATES rounded up to
  * one) and divide `divisor` (every such size up to the largest calibrated
  * one, the largest MAX_RULED of them). Returns how many. */
 #define MAX_RULED 48
-static int candidates(int n, int multiple, int divisor, int *out)
+static int candidates(int n, int multiple, int divisor, int gpu_only, int *out)
 {
     int c = 0, largest = CANDIDATES[NCAND - 1], step = multiple ? multiple : 1;
     if (divisor) {
@@ -328,9 +343,15 @@ static int candidates(int n, int multiple, int divisor, int *out)
         if (t < n && t <= largest && t != last)
             out[c++] = last = t;
     }
-    if (n <= largest && n % step == 0)
+    if ((n <= largest || (gpu_only && n <= MAX_WHOLE)) && n % step == 0)
         out[c++] = n;
     return c;
+}
+
+/* The workers are GPUs alone (no CPU worker). */
+static int gpus_only(void)
+{
+    return tsr_ncpu_workers() == 0;
 }
 
 /* The model of the running workers for dtype, calibrated (or read from the
@@ -347,6 +368,7 @@ static int current_model(tsr_dtype_t dtype, gemm_model_t **out)
     if (model_workers[dtype] != p) {
         if ((rc = load_or_calibrate(dtype, &model[dtype])) != 0)
             return rc;
+        model[dtype].gpu_only = gpus_only();
         model_workers[dtype] = p;
     }
     *out = &model[dtype];
@@ -401,10 +423,13 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
                 accum, negative_rule ? ", a negative tile rule" : "");
         return TSR_EINVAL;
     }
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
     const int none[3] = { 0, 0, 0 }, *mult = rules ? rules->multiple_of : none, *divs = rules ? rules->divisor_of : none;
+    const int gpus = gpus_only();
     int cm[MAX_RULED], cn[MAX_RULED], ck[MAX_RULED];
-    int nm = candidates(m, mult[0], divs[0], cm), nn = candidates(n, mult[1], divs[1], cn),
-        nk = candidates(k, mult[2], divs[2], ck);
+    int nm = candidates(m, mult[0], divs[0], gpus, cm), nn = candidates(n, mult[1], divs[1], gpus, cn),
+        nk = candidates(k, mult[2], divs[2], gpus, ck);
     if (!nm || !nn || !nk) {
         int d = !nm ? 0 : !nn ? 1 : 2, size[3] = { m, n, k };
         tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: no tile size along %c (%d) is a multiple of %d, divides %d and is "
