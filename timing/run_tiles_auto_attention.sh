@@ -32,19 +32,5 @@ run() { "$exe" --threads "$threads" --T "$T" --niter "$niter" --warmup 1 --no-na
 } > "$out"
 # per pass and mode: the best manual point, the auto point (the median of
 # its runs), their ratio
-awk -F, '
-function median(key,   i, j, x, m) {
-  m = na[key]
-  for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[key, j] < a[key, i]) { x = a[key, i]; a[key, i] = a[key, j]; a[key, j] = x }
-  return a[key, int((m + 1) / 2)]
-}
-NR > 1 {
-  key = "T " $1 " " $8 " " $9
-  if ($18 == "manual" && (!(key in best) || $10 < best[key])) { best[key] = $10; bt[key] = $5 "x" $6 }
-  if ($18 == "auto") { a[key, ++na[key]] = $10; at[key] = $5 "x" $6; pred[key] = $19 }
-} END {
-  for (k in at) auto[k] = median(k)
-  printf "%-24s %-12s %9s %-12s %9s %9s %10s\n", "case", "best sweep", "s", "auto", "s", "predicted", "auto/best"
-  for (k in auto)
-    printf "%-24s %-12s %9.4f %-12s %9.4f %9.4f %10.3f\n", k, bt[k], best[k], at[k], auto[k], pred[k], auto[k] / best[k]
-}' "$out"
+awk -F, 'NR > 1 { print "T " $1 " " $8 " " $9 "," $5 "x" $6 "," $18 "," $10 "," $19 }' "$out" |
+  awk -F, -f timing/auto_vs_best.awk

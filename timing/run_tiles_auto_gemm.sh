@@ -41,19 +41,5 @@ run() { "$exe" --threads "$threads" --niter "$niter" --warmup 1 --no-baseline "$
 } > "$out"
 # per shape and mode: the best manual point, the auto point (the median of
 # its runs), their ratio
-awk -F, '
-function median(key,   i, j, x, m) {
-  m = na[key]
-  for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[key, j] < a[key, i]) { x = a[key, i]; a[key, i] = a[key, j]; a[key, j] = x }
-  return a[key, int((m + 1) / 2)]
-}
-NR > 1 {
-  key = $1 "x" $2 "x" $3 " " $10
-  if ($15 == "manual" && (!(key in best) || $11 < best[key])) { best[key] = $11; bt[key] = $4 "x" $5 "x" $6 }
-  if ($15 == "auto") { a[key, ++na[key]] = $11; at[key] = $4 "x" $5 "x" $6; pred[key] = $16 }
-} END {
-  for (k in at) auto[k] = median(k)
-  printf "%-24s %-16s %9s %-16s %9s %9s %10s\n", "case", "best sweep", "s", "auto", "s", "predicted", "auto/best"
-  for (k in auto)
-    printf "%-24s %-16s %9.4f %-16s %9.4f %9.4f %10.3f\n", k, bt[k], best[k], at[k], auto[k], pred[k], auto[k] / best[k]
-}' "$out"
+awk -F, 'NR > 1 { print $1 "x" $2 "x" $3 " " $10 "," $4 "x" $5 "x" $6 "," $15 "," $11 "," $16 }' "$out" |
+  awk -F, -f timing/auto_vs_best.awk
