@@ -11,6 +11,12 @@ endif()
 tsr_add_test(time_gpt2_vs_reference bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_vs_reference.sh
              ${PROJECT_SOURCE_DIR}/timing/time_gpt2_vs_reference.sh $<TARGET_FILE:tsr_gpt2>
              ${CMAKE_CURRENT_BINARY_DIR}/time_vs_reference_work)
+# llm.c's CPU trainer on the same BLAS: the build script on a stand-in
+# checkout (needs Debian's OpenMP BLIS, the script's default)
+if(EXISTS /usr/include/x86_64-linux-gnu/blis-openmp/cblas.h)
+  tsr_add_test(llmc_cpu_cblas bash ${CMAKE_CURRENT_SOURCE_DIR}/check_llmc_cpu_cblas.sh
+               ${PROJECT_SOURCE_DIR}/timing/llmc_cpu_cblas.sh ${CMAKE_CURRENT_SOURCE_DIR}/llmc_standin)
+endif()
 # the step against its GEMMs alone (time_gpt2_gemms and the alternating script)
 tsr_add_test(time_gpt2_gemm_limit bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_gpt2_gemm_limit.sh
              ${PROJECT_SOURCE_DIR}/timing/time_gpt2_gemm_limit.sh ${CMAKE_BINARY_DIR})
