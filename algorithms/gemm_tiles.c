@@ -57,7 +57,6 @@ typedef struct {
     measured_shape_t shapes[MAX_SHAPES];
     int use_shapes; /* 0 while choosing the candidates to refine: the same
                      * candidates every call, whatever was measured since */
-    int gpu_only;   /* no CPU worker: the operands stay in device memory */
     char path[4200], key[512]; /* the cache file and its first line */
 } gemm_model_t;
 
@@ -261,19 +260,25 @@ static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb)
     return o + 2.0 * mb * nb * (double)kb / (peak * e);
 }
 
+/* The workers are GPUs alone (no CPU worker). */
+static int gpus_only(void)
+{
+    return tsr_ncpu_workers() == 0;
+}
+
 /* Moving `bytes` of tiles through CPU memory: the calibration runs on tiles
  * already in cache, a pass reads most of them cold (time_blas_cold: 13-26 %
  * of a 256 x 384 x 384 call's time). On GPUs alone the calibration's tiles
  * live in device memory as a run's do: nothing to add. */
-static double streaming_seconds(const gemm_model_t *m, double bytes)
+static double streaming_seconds(double bytes)
 {
-    return m->gpu_only ? 0.0 : bytes / TSR_TILE_BYTES_PER_S;
+    return gpus_only() ? 0.0 : bytes / TSR_TILE_BYTES_PER_S;
 }
 
 /* Reading a task's A and B tiles. */
-static double operands_seconds(const gemm_model_t *m, size_t esize, int mb, int nb, int kb)
+static double operands_seconds(size_t esize, int mb, int nb, int kb)
 {
-    return streaming_seconds(m, ((double)mb * kb + (double)kb * nb) * esize);
+    return streaming_seconds(((double)mb * kb + (double)kb * nb) * esize);
 }
 
 /* The ordered product C (M x N) = sum over K of op(A) op(B) in mb x nb x kb
@@ -295,11 +300,11 @@ static gemm_phase_t ordered_phase(const gemm_model_t *m, size_t esize, int M, in
             for (int c = 0; c < 2; c++)
                 ph.work += (double)count_m[a] * count_n[b] * count_k[c] *
                            (task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]) +
-                            operands_seconds(m, esize, sizes_m[a], sizes_n[b], sizes_k[c]));
-    double accumulate = streaming_seconds(m, (double)mb * nb * esize * 2); /* C read + written again */
+                            operands_seconds(esize, sizes_m[a], sizes_n[b], sizes_k[c]));
+    double accumulate = streaming_seconds((double)mb * nb * esize * 2); /* C read + written again */
     ph.work += (double)mt * nt * (kt - 1) * accumulate;
-    ph.full = task_seconds(m, mb, nb, kb) + operands_seconds(m, esize, mb, nb, kb) + accumulate;
-    double last = task_seconds(m, mb, nb, sizes_k[1]) + operands_seconds(m, esize, mb, nb, sizes_k[1]);
+    ph.full = task_seconds(m, mb, nb, kb) + operands_seconds(esize, mb, nb, kb) + accumulate;
+    double last = task_seconds(m, mb, nb, sizes_k[1]) + operands_seconds(esize, mb, nb, sizes_k[1]);
     ph.chain = (kt - 1) * ph.full + last; /* kt tasks, kt - 1 of them accumulating */
     return ph;
 }
@@ -311,7 +316,7 @@ static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, 
     if (accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
         int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
         int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
-        double add = streaming_seconds(m, (double)mb * nb * esize * 3) + m->seconds[0];
+        double add = streaming_seconds((double)mb * nb * esize * 3) + m->seconds[0];
         ph.chain = ph.full + ceil(log2(buffers + 1.0)) * add;
         ph.work += (double)mt * nt * buffers * add;
         ph.tasks += (double)mt * nt * buffers;
@@ -348,12 +353,6 @@ static int candidates(int n, int multiple, int divisor, int gpu_only, int *out)
     return c;
 }
 
-/* The workers are GPUs alone (no CPU worker). */
-static int gpus_only(void)
-{
-    return tsr_ncpu_workers() == 0;
-}
-
 /* The model of the running workers for dtype, calibrated (or read from the
  * cache) on first use. */
 static int current_model(tsr_dtype_t dtype, gemm_model_t **out)
@@ -368,7 +367,6 @@ static int current_model(tsr_dtype_t dtype, gemm_model_t **out)
     if (model_workers[dtype] != p) {
         if ((rc = load_or_calibrate(dtype, &model[dtype])) != 0)
             return rc;
-        model[dtype].gpu_only = gpus_only();
         model_workers[dtype] = p;
     }
     *out = &model[dtype];

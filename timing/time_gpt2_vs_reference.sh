@@ -2,8 +2,8 @@
 # time_gpt2_vs_reference.sh: tsr_gpt2 and a reference trainer (llm.c's
 # train_gpt2_fp32.cu or train_gpt2.c, given by its command line) side by side
 # on the same batch shape: median ms a step, tokens/ms, peak GPU memory, first
-# and last losses, the first step's time (step0_ms); CSV + PNG, and Tessera's speed as a ratio to the
-# reference's measured in the same run.
+# and last losses, the first step's time (step0_ms); CSV + PNG, and Tessera's
+# speed as a ratio to the reference's measured in the same run.
 #
 #   timing/time_gpt2_vs_reference.sh --reference "CMD ARGS" --ref-dir DIR [options]
 #     --reference CMD   the reference trainer's command line, run in --ref-dir; its
@@ -68,8 +68,7 @@ watch_gpu $pid "$work/tessera.mem" &
 wait $pid || { echo "error: tsr_gpt2 failed:" >&2; tail -5 "$work/tessera.log" >&2; exit 1; }
 wait
 t_ms=$(awk -F, 'NR > 1 && $6 == "steady" { print $3 }' "$work/tessera.csv" | median)
-t_first=$(awk -F, 'NR == 2 { print $2 }' "$work/tessera.csv")
-t_step0=$(awk -F, 'NR == 2 { print $3 }' "$work/tessera.csv")
+read -r t_first t_step0 < <(awk -F, 'NR == 2 { print $2, $3 }' "$work/tessera.csv")
 t_last=$(awk -F, 'END { print $2 }' "$work/tessera.csv")
 
 # ---- the reference: its step lines, until --steps of them
@@ -88,8 +87,7 @@ grep '^step .*train loss' "$work/ref.log" | head -n "$steps" |
 n=$(wc -l < "$work/ref.steps")
 [ "$n" -ge 2 ] || { echo "error: the reference printed $n step line(s):" >&2; tail -5 "$work/ref.log" >&2; exit 1; }
 r_ms=$(tail -n +2 "$work/ref.steps" | awk '{ print $2 }' | median)
-r_first=$(awk 'NR == 1 { print $1 }' "$work/ref.steps")
-r_step0=$(awk 'NR == 1 { print $2 }' "$work/ref.steps")
+read -r r_first r_step0 < "$work/ref.steps"
 r_last=$(awk 'END { print $1 }' "$work/ref.steps")
 
 # ---- CSV, table, PNG
