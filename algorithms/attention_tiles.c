@@ -6,8 +6,9 @@
  * workers run at once (every worker busy, as in a real run), the best of 3
  * after a warm-up; the forward and the backward task apart, and each for two
  * positions: fully visible (the queries after the keys) and on the diagonal
- * (last query = last key). The times are kept for the process (about two
- * seconds for 25 pairs).
+ * (last query = last key); about two seconds for 25 pairs. The times are
+ * cached on disk per worker set and BLAS kernels (tile_model_cache.c), so
+ * every process on a machine works from the same measurements.
  *
  * A pair's time: the CPU kernels compute only the scores each chunk of
  * queries sees (tsr_attn_computed_pairs), so a pair that straddles the
@@ -26,6 +27,7 @@
  *   backward, REDUX: no chain beyond one task, plus the additions of the
  *     per-worker copies of dQ, dK and dV. */
 #include <math.h>
+#include <string.h>
 #include "tsr_attention.h"
 #include "tsr_runtime_attention.h"
 #include "internal/tsr_tile_model.h"
@@ -35,9 +37,50 @@ static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
 #define MAX_ENTRIES 256
 
-typedef struct { int hd, bb, qb, kb, backward, diagonal, workers; double seconds; } task_time_t;
+typedef struct { int hd, bb, qb, kb, backward, diagonal; double seconds; } task_time_t;
+static tsr_tile_cache_t cache; /* the worker set the measured times belong to */
 static task_time_t measured[MAX_ENTRIES];
 static int nmeasured;
+
+/* The measured times of the running workers: the cache file's
+ * "hd bb qb kb backward diagonal seconds" lines, read when the worker set
+ * changes (every rank gets rank 0's). */
+static int load_measured(void)
+{
+    tsr_tile_cache_t now = { "", "" };
+    tsr_tile_cache_init(&now, "attention");
+    if (strcmp(now.key, cache.key) == 0)
+        return TSR_SUCCESS;
+    cache = now;
+    nmeasured = 0;
+    FILE *f = tsr_rank() == 0 ? tsr_tile_cache_read(&cache) : NULL;
+    task_time_t e;
+    while (f && nmeasured < MAX_ENTRIES &&
+           fscanf(f, "%d %d %d %d %d %d %lf", &e.hd, &e.bb, &e.qb, &e.kb, &e.backward, &e.diagonal, &e.seconds) == 7)
+        if (e.hd > 0 && e.bb > 0 && e.qb > 0 && e.kb > 0 && (e.backward | e.diagonal) <= 1 && e.backward >= 0 &&
+            e.diagonal >= 0 && e.seconds > 0 && isfinite(e.seconds))
+            measured[nmeasured++] = e;
+    if (f)
+        fclose(f);
+    int rc = tsr_broadcast(&nmeasured, sizeof nmeasured, 0);
+    if (!rc)
+        rc = tsr_broadcast(measured, sizeof measured, 0);
+    if (rc)
+        cache.key[0] = '\0'; /* load again next time */
+    return rc;
+}
+
+static void save_measured(void)
+{
+    FILE *f = tsr_rank() == 0 ? tsr_tile_cache_write(&cache) : NULL;
+    if (!f)
+        return;
+    for (int i = 0; i < nmeasured; i++) {
+        const task_time_t *e = &measured[i];
+        fprintf(f, "%d %d %d %d %d %d %.17g\n", e->hd, e->bb, e->qb, e->kb, e->backward, e->diagonal, e->seconds);
+    }
+    tsr_tile_cache_commit(&cache, f);
+}
 
 /* Descriptors of p head tiles for one tile pair: query tensors of qb tokens,
  * key tensors of kb tokens (one tile each per head tile). */
@@ -120,21 +163,21 @@ static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diag
 }
 
 /* The task time of the pair at a calibrated position for the running
- * workers, measured on first use. */
+ * workers: cached, or measured on first use (and then cached). */
 static int task_time(int hd, int bb, int qb, int kb, int backward, int diagonal, double *seconds)
 {
-    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
     for (int i = 0; i < nmeasured; i++) {
         const task_time_t *e = &measured[i];
         if (e->hd == hd && e->bb == bb && e->qb == qb && e->kb == kb && e->backward == backward &&
-            e->diagonal == diagonal && e->workers == p) {
+            e->diagonal == diagonal) {
             *seconds = e->seconds;
             return TSR_SUCCESS;
         }
     }
+    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
     int rc = calibrate_pair(hd, bb, qb, kb, backward, diagonal, p, seconds);
     if (!rc && nmeasured < MAX_ENTRIES)
-        measured[nmeasured++] = (task_time_t){ hd, bb, qb, kb, backward, diagonal, p, *seconds };
+        measured[nmeasured++] = (task_time_t){ hd, bb, qb, kb, backward, diagonal, *seconds };
     return rc;
 }
 
@@ -207,12 +250,15 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
     if (n == 0)
         cand[n++] = T;
     int p = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
+    int rc = load_measured(), known = nmeasured;
+    if (rc)
+        return rc;
     double best = INFINITY;
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
             pair_times_t pt = { cand[a], cand[b], 0, 0, 0 };
             pt.diag_share = computed_share(pt.qb, pt.kb, calibrated_pos(pt.qb, pt.kb, 1));
-            int rc = task_time(hd, bb, pt.qb, pt.kb, backward, 0, &pt.full);
+            rc = task_time(hd, bb, pt.qb, pt.kb, backward, 0, &pt.full);
             if (!rc)
                 rc = task_time(hd, bb, pt.qb, pt.kb, backward, 1, &pt.diag);
             if (rc)
@@ -226,6 +272,11 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
                 *kb = cand[b];
             }
         }
+    if (nmeasured > known) {
+        tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (once; cached in %s)",
+                nmeasured - known, p / tsr_size(), cache.path);
+        save_measured();
+    }
     if (predicted_seconds)
         *predicted_seconds = best;
     return TSR_SUCCESS;

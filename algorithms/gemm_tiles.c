@@ -24,8 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
-#include <sys/stat.h>
 #include "tsr_algorithms.h"
 #include "tsr_compute.h"
 #include "internal/tsr_tile_model.h"
@@ -57,48 +55,26 @@ typedef struct {
     measured_shape_t shapes[MAX_SHAPES];
     int use_shapes; /* 0 while choosing the candidates to refine: the same
                      * candidates every call, whatever was measured since */
-    char path[4200], key[512]; /* the cache file and its first line */
+    tsr_tile_cache_t cache; /* its file, and the key naming the workers and kernels it was measured on */
 } gemm_model_t;
 
 /* ---- calibration and its cache ---------------------------------------------- */
 
-static unsigned long long fnv1a(const char *s)
+/* The cache file after its key line: NCAL "t seconds" lines, then the
+ * measured task shapes, "mb nb kb seconds". */
+static int read_model(gemm_model_t *m)
 {
-    unsigned long long h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static void cache_path(char *out, size_t size, tsr_dtype_t dtype, int workers, char *key, size_t key_size)
-{
-    /* the cache root of deps/starpu/build.sh */
-    const char *dir = getenv("TSR_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char base[3000];
-    if (dir && *dir)
-        snprintf(base, sizeof base, "%s", dir);
-    else if (xdg && *xdg)
-        snprintf(base, sizeof base, "%s/tessera", xdg);
-    else
-        snprintf(base, sizeof base, "%s/.cache/tessera", home && *home ? home : "/tmp");
-    snprintf(key, key_size, "gemm %s, %d CPU workers, %s", tsr_dtype_name(dtype), workers, tsr_blas_description());
-    snprintf(out, size, "%s/tile_models/gemm_%016llx.txt", base, fnv1a(key));
-}
-
-static int read_model(const char *path, const char *key, gemm_model_t *m)
-{
-    FILE *f = fopen(path, "r");
+    FILE *f = tsr_tile_cache_read(&m->cache);
     if (!f)
         return -1;
-    char line[1024];
-    int ok = fgets(line, sizeof line, f) && strncmp(line, "# ", 2) == 0 && strncmp(line + 2, key, strlen(key)) == 0;
+    int ok = 1;
     for (int i = 0; ok && i < NCAL; i++) {
         int t;
         ok = fscanf(f, "%d %lf", &t, &m->seconds[i]) == 2 && t == CALIBRATED[i] && m->seconds[i] > 0 &&
              isfinite(m->seconds[i]);
     }
     m->nshapes = 0;
-    while (ok && m->nshapes < MAX_SHAPES) { /* then "mb nb kb seconds" lines */
+    while (ok && m->nshapes < MAX_SHAPES) {
         int a, b, c;
         double sec;
         if (fscanf(f, "%d %d %d %lf", &a, &b, &c, &sec) != 4)
@@ -112,31 +88,14 @@ static int read_model(const char *path, const char *key, gemm_model_t *m)
 
 static void write_model(const gemm_model_t *m)
 {
-    const char *path = m->path, *key = m->key;
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    for (char *p = dir + 1; *p; p++) /* mkdir -p of the directory */
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0777);
-            *p = '/';
-        }
-    char tmp[4210];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        tsr_log(TSR_LOG_INFO, "gemm tiles: cannot cache the calibration in %s: %s", path, strerror(errno));
+    FILE *f = tsr_tile_cache_write(&m->cache);
+    if (!f)
         return;
-    }
-    fprintf(f, "# %s\n", key);
     for (int i = 0; i < NCAL; i++)
-        fprintf(f, "%d %.9g\n", CALIBRATED[i], m->seconds[i]);
+        fprintf(f, "%d %.17g\n", CALIBRATED[i], m->seconds[i]);
     for (int i = 0; i < m->nshapes; i++)
-        fprintf(f, "%d %d %d %.9g\n", m->shapes[i].mb, m->shapes[i].nb, m->shapes[i].kb, m->shapes[i].seconds);
-    if (fclose(f) == 0)
-        rename(tmp, path);
-    else
-        remove(tmp);
+        fprintf(f, "%d %d %d %.17g\n", m->shapes[i].mb, m->shapes[i].nb, m->shapes[i].kb, m->shapes[i].seconds);
+    tsr_tile_cache_commit(&m->cache, f);
 }
 
 /* p independent mb x nb x kb tasks at once (C: mb x p*nb, one tile each);
@@ -172,13 +131,12 @@ static int calibrate_shape(tsr_dtype_t dtype, int mb, int nb, int kb, int p, dou
 static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
 {
     int p = tsr_ncpu_workers() + tsr_ncuda_workers();
-    cache_path(m->path, sizeof m->path, dtype, p, m->key, sizeof m->key);
     m->use_shapes = 1;
-    int cached = tsr_rank() == 0 ? read_model(m->path, m->key, m) == 0 : 0;
+    int cached = tsr_rank() == 0 ? read_model(m) == 0 : 0;
     int rc = tsr_broadcast(&cached, sizeof cached, 0);
     if (!rc && !cached) {
         tsr_log(TSR_LOG_INFO, "gemm tiles: calibrating the %s GEMM kernel at %d tile sizes on %d workers "
-                "(once; cached in %s)", tsr_dtype_name(dtype), NCAL, p, m->path);
+                "(once; cached in %s)", tsr_dtype_name(dtype), NCAL, p, m->cache.path);
         m->nshapes = 0;
         for (int i = 0; !rc && i < NCAL; i++)
             rc = calibrate_shape(dtype, CALIBRATED[i], CALIBRATED[i], CALIBRATED[i], p, &m->seconds[i]);
@@ -354,22 +312,29 @@ static int candidates(int n, int multiple, int divisor, int gpu_only, int *out)
 }
 
 /* The model of the running workers for dtype, calibrated (or read from the
- * cache) on first use. */
+ * cache) on first use, and again when the worker set changes (a restart
+ * with other CPU or CUDA workers). */
 static int current_model(tsr_dtype_t dtype, gemm_model_t **out)
 {
     static gemm_model_t model[TSR_NDTYPES];
-    static int model_workers[TSR_NDTYPES];
     if (!tsr_initialized())
         return TSR_ENOTINIT;
     if (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64)
         return TSR_EINVAL;
-    int p = tsr_ncpu_workers() + tsr_ncuda_workers(), rc = 0;
-    if (model_workers[dtype] != p) {
-        if ((rc = load_or_calibrate(dtype, &model[dtype])) != 0)
+    char name[32];
+    snprintf(name, sizeof name, "gemm %s", tsr_dtype_name(dtype));
+    tsr_tile_cache_t now = { "", "" };
+    tsr_tile_cache_init(&now, name);
+    gemm_model_t *m = &model[dtype];
+    if (strcmp(m->cache.key, now.key) != 0) {
+        m->cache = now;
+        int rc = load_or_calibrate(dtype, m);
+        if (rc) {
+            m->cache.key[0] = '\0'; /* calibrate again next time */
             return rc;
-        model_workers[dtype] = p;
+        }
     }
-    *out = &model[dtype];
+    *out = m;
     return TSR_SUCCESS;
 }
 

@@ -56,7 +56,7 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
  * over heads heads of hd x T with bb heads per tile: the query and key tiles
  * among 64..1024 dividing T whose predicted time is the smallest, from each
  * candidate tile pair's task measured on the running workers (on first use,
- * kept for the process) and a model of the pass's schedule (chains, rounds,
+ * cached in $TSR_CACHE_DIR/tile_models as the GEMM model) and a model of the pass's schedule (chains, rounds,
  * REDUX additions; see algorithms/attention_tiles.c). *predicted_seconds
  * (may be NULL): the model's time. TSR_EINVAL, TSR_ENOTINIT, or an error of
  * the calibration. Collective under MPI (the calibration runs on rank 0). */

@@ -3,7 +3,10 @@
  * shape and the calibrated range, prefers chains short enough to keep the
  * workers busy, computes a right product with the tiles it chose, and
  * refuses bad arguments. tsr_attention_auto_tiles: tiles that divide T and
- * run the algorithm, bad arguments refused.   test_tiles_auto CACHE_DIR */
+ * run the algorithm, bad arguments refused. The cache: keyed by the worker
+ * set (a restart with other workers calibrates anew, one with the same
+ * workers reads the times back), a file of another key or a damaged one
+ * calibrated again.   test_tiles_auto CACHE_DIR */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,17 +15,115 @@
 #include "tessera.h"
 #include "tsr_check.h"
 
-static int count_models(const char *cache)
+/* How many cached models whose name starts with `prefix`; the path of the last one. */
+static int count_models(const char *cache, const char *prefix, char *path, size_t size)
 {
-    char dir[4096];
+    char dir[3000];
     snprintf(dir, sizeof dir, "%s/tile_models", cache);
     DIR *d = opendir(dir);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));)
-        n += strstr(e->d_name, ".txt") != NULL;
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strstr(e->d_name, ".txt") &&
+            !strstr(e->d_name, ".tmp")) {
+            n++;
+            if (path)
+                snprintf(path, size, "%s/%s", dir, e->d_name);
+        }
     if (d)
         closedir(d);
     return n;
+}
+
+/* The test's cache starts empty (a former run's files removed). */
+static void clear_models(const char *cache)
+{
+    char dir[3000], path[4200];
+    snprintf(dir, sizeof dir, "%s/tile_models", cache);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strstr(e->d_name, ".txt")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove(path);
+        }
+    if (d)
+        closedir(d);
+}
+
+/* The whole of a small file, or "" (static). */
+static const char *slurp(const char *path)
+{
+    static char text[65536];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+    return text;
+}
+
+static int restart(tsr_config_t *cfg, int ncpus)
+{
+    tsr_finalize();
+    cfg->ncpus = ncpus;
+    return tsr_init(cfg, NULL, NULL);
+}
+
+/* A run on one worker (both models used there), then back on two: the
+ * two-worker models come from the cache files again. */
+static void via_one_worker(tsr_config_t *cfg)
+{
+    int qb, kb;
+    tsr_gemm_tiles_t t;
+    CHECK_RC(restart(cfg, 1), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(128, 64, 4, 1, 0, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK_RC(restart(cfg, 2), TSR_SUCCESS);
+}
+
+/* The cache: its key names the CPU and CUDA workers; a restart on one
+ * worker calibrates a model of its own; back on two, the attention times
+ * are read back (the file unchanged, the same tiles and prediction); a file
+ * of another key, or a damaged one, is measured again and replaced. */
+static void check_cache(tsr_config_t *cfg, const char *cache)
+{
+    char gemm2[4200], att[4200];
+    static char text[65536];
+    int qb, kb, qb2, kb2;
+    double pred, pred2;
+    tsr_gemm_tiles_t t;
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb, &kb, &pred), TSR_SUCCESS);
+    CHECK(count_models(cache, "gemm_float32_", gemm2, sizeof gemm2) == 1);
+    CHECK(count_models(cache, "attention_", att, sizeof att) == 1);
+    CHECK(strstr(slurp(gemm2), ", 2 CPU workers, 0 CUDA workers, ") != NULL);
+    snprintf(text, sizeof text, "%s", slurp(att));
+    CHECK(strncmp(text, "# attention, 2 CPU workers, 0 CUDA workers, ", 44) == 0);
+
+    via_one_worker(cfg);
+    CHECK(count_models(cache, "gemm_float32_", NULL, 0) == 2 && count_models(cache, "attention_", NULL, 0) == 2);
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
+    CHECK(qb2 == qb && kb2 == kb && pred2 == pred);
+    CHECK(strcmp(slurp(att), text) == 0);
+
+    FILE *f = fopen(att, "w"); /* another key */
+    if (f) {
+        fputs("# attention, 2 CPU workers, 0 CUDA workers, another BLAS\n64 1 64 64 1 0 1e-9\n", f);
+        fclose(f);
+    }
+    via_one_worker(cfg);
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
+    CHECK(strncmp(slurp(att), text, strcspn(text, "\n")) == 0 && !strstr(slurp(att), "1e-09"));
+
+    snprintf(text, sizeof text, "%s", slurp(gemm2));
+    text[strcspn(text, "\n")] = '\0';
+    f = fopen(gemm2, "w"); /* the right key, then a damaged calibration */
+    if (f) {
+        fprintf(f, "%s\n32 -1\n", text);
+        fclose(f);
+    }
+    CHECK_RC(restart(cfg, 2), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
+    CHECK(strstr(slurp(gemm2), "\n32 -1\n") == NULL && strstr(slurp(gemm2), "\n2048 ") != NULL);
 }
 
 int main(int argc, char **argv)
@@ -32,6 +133,7 @@ int main(int argc, char **argv)
         return 2;
     }
     setenv("TSR_CACHE_DIR", argv[1], 1);
+    clear_models(argv[1]);
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = 2;
@@ -43,7 +145,7 @@ int main(int argc, char **argv)
     double t0 = tsr_wtime();
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
     double first = tsr_wtime() - t0;
-    CHECK(count_models(argv[1]) >= 1);
+    CHECK(count_models(argv[1], "gemm_", NULL, 0) >= 1);
     CHECK(t.mb >= 1 && t.mb <= 1000 && t.nb >= 1 && t.nb <= 700 && t.kb >= 1 && t.kb <= 2048);
     CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
     printf("1000x700x3000 ordered: tiles %d x %d x %d, predicted %.4f s (first call %.2f s)\n", t.mb, t.nb, t.kb,
@@ -144,6 +246,7 @@ int main(int argc, char **argv)
     CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 2, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
     CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 1, (tsr_accum_t)7, &qb, &kb, NULL), TSR_EINVAL);
     CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 0, TSR_ACCUM_ORDERED, NULL, &kb, NULL), TSR_EINVAL);
+    check_cache(&cfg, argv[1]);
     tsr_finalize();
     return tsr_check_report("test_tiles_auto");
 }

@@ -1,11 +1,35 @@
-/* Constants the tile models share (gemm_tiles.c, attention_tiles.c); not
- * installed: the public headers are the .h files directly in algorithms/. */
+/* What the tile models share (gemm_tiles.c, attention_tiles.c,
+ * tile_model_cache.c); not installed: the public headers are the .h files
+ * directly in algorithms/. */
 #ifndef TSR_TILE_MODEL_H
 #define TSR_TILE_MODEL_H
+
+#include <stdio.h>
 
 /* Memory traffic one core sustains streaming tiles: a GEMM task that
  * accumulates into C (every k-tile after the first) reads and writes its C
  * tile; a REDUX addition reads two copies and writes one. */
 #define TSR_TILE_BYTES_PER_S 8e9
+
+/* The cache file of a calibrated tile model:
+ * $TSR_CACHE_DIR/tile_models/<name>_<hash of the key>.txt (TSR_CACHE_DIR
+ * defaults to ${XDG_CACHE_HOME:-~/.cache}/tessera, as for the StarPU
+ * prefix). Its first line is "# <key>"; the key names everything the
+ * measured times depend on: the model, the worker set (CPU and CUDA workers
+ * apart: a GPU's times are not a CPU core's) and the BLAS kernels. */
+typedef struct {
+    char path[4200], key[512];
+} tsr_tile_cache_t;
+
+/* The cache of the model `name` (e.g. "gemm float32") for the running workers. */
+void tsr_tile_cache_init(tsr_tile_cache_t *c, const char *name);
+/* The cache file opened after its key line, or NULL when there is none or
+ * it belongs to another key. */
+FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c);
+/* A new version of the file (its directory made, the key line written),
+ * written aside and put in place by tsr_tile_cache_commit; NULL (logged)
+ * when it cannot be created: the model then lives for the process only. */
+FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c);
+void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f);
 
 #endif
