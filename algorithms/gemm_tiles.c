@@ -41,7 +41,7 @@ static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
 #define MAX_WHOLE 65536
 
-#define MAX_SHAPES 512 /* task shapes measured for themselves */
+#define MAX_SHAPES 2048 /* task shapes measured for themselves */
 #define REFINE 6       /* the model's best candidates whose shapes get measured */
 
 typedef struct {
@@ -159,6 +159,21 @@ static double measured_shape(const gemm_model_t *m, int mb, int nb, int kb)
         if (m->shapes[i].mb == mb && m->shapes[i].nb == nb && m->shapes[i].kb == kb)
             return m->shapes[i].seconds;
     return -1;
+}
+
+/* Measures the task shape mb x nb x kb unless it was (once: cached with the
+ * model by the caller, write_model); *added is set when it is new. */
+static int measure_shape(gemm_model_t *m, tsr_dtype_t dtype, int mb, int nb, int kb, int *added)
+{
+    if (measured_shape(m, mb, nb, kb) > 0 || m->nshapes == MAX_SHAPES)
+        return TSR_SUCCESS;
+    double sec;
+    int rc = calibrate_shape(dtype, mb, nb, kb, tsr_ncpu_workers() + tsr_ncuda_workers(), &sec);
+    if (!rc) {
+        m->shapes[m->nshapes++] = (measured_shape_t){ mb, nb, kb, sec };
+        *added = 1;
+    }
+    return rc;
 }
 
 /* ---- the model ------------------------------------------------------------------ */
@@ -349,16 +364,37 @@ int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *sec
     return rc;
 }
 
-int tsr_gemm_phase_seconds(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, double *work,
-                           double *tasks, double *chain)
+/* Measures the task shapes of the tiled product (its full and edge tiles)
+ * that the model has not measured yet, and caches them. */
+static int measure_phase_shapes(gemm_model_t *m, tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb)
+{
+    mb = mb < M ? mb : M, nb = nb < N ? nb : N, kb = kb < K ? kb : K;
+    int sizes_m[2] = { mb, M - (M - 1) / mb * mb }, sizes_n[2] = { nb, N - (N - 1) / nb * nb },
+        sizes_k[2] = { kb, K - (K - 1) / kb * kb };
+    int added = 0, rc = 0;
+    for (int a = 0; a < 2 && !rc; a++)
+        for (int b = 0; b < 2 && !rc; b++)
+            for (int c = 0; c < 2 && !rc; c++)
+                rc = measure_shape(m, dtype, sizes_m[a], sizes_n[b], sizes_k[c], &added);
+    if (added && tsr_rank() == 0)
+        write_model(m);
+    return rc;
+}
+
+int tsr_gemm_phase_seconds(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, int measured,
+                           double *work, double *tasks, double *chain)
 {
     gemm_model_t *m;
     if (M < 1 || N < 1 || K < 1 || mb < 1 || nb < 1 || kb < 1 || !work || !tasks || !chain)
         return TSR_EINVAL;
     int rc = current_model(dtype, &m);
+    if (!rc && measured)
+        rc = measure_phase_shapes(m, dtype, M, N, K, mb, nb, kb);
     if (rc)
         return rc;
+    m->use_shapes = measured != 0;
     gemm_phase_t ph = ordered_phase(m, tsr_dtype_size(dtype), M, N, K, mb, nb, kb);
+    m->use_shapes = 1;
     *work = ph.work, *tasks = ph.tasks, *chain = ph.chain;
     return TSR_SUCCESS;
 }
@@ -427,17 +463,8 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
     /* their task shapes measured (once: cached with the model), then ranked
      * again; the larger tiles win ties within 1 % */
     int added = 0;
-    for (int i = 0; !rc && i < ntop; i++) {
-        const tsr_gemm_tiles_t *t = &top[i];
-        if (measured_shape(model, t->mb, t->nb, t->kb) > 0 || model->nshapes == MAX_SHAPES)
-            continue;
-        double sec;
-        rc = calibrate_shape(dtype, t->mb, t->nb, t->kb, ptotal / tsr_size(), &sec);
-        if (!rc) {
-            model->shapes[model->nshapes++] = (measured_shape_t){ t->mb, t->nb, t->kb, sec };
-            added = 1;
-        }
-    }
+    for (int i = 0; !rc && i < ntop; i++)
+        rc = measure_shape(model, dtype, top[i].mb, top[i].nb, top[i].kb, &added);
     model->use_shapes = 1;
     if (rc)
         return rc;

@@ -29,10 +29,10 @@ void tsr_tile_cache_init(tsr_tile_cache_t *c, const char *name)
         snprintf(base, sizeof base, "%s/.cache/tessera", home && *home ? home : "/tmp");
     snprintf(c->key, sizeof c->key, "%s, %d CPU workers, %d CUDA workers, %s", name, tsr_ncpu_workers(),
              tsr_ncuda_workers(), tsr_blas_description());
-    char file[64];
-    snprintf(file, sizeof file, "%.40s", name);
-    for (char *p = file; *p; p++) /* "gemm float32" -> gemm_float32 */
-        if (*p == ' ' || *p == '/')
+    char file[64]; /* the name up to its first comma, e.g. "gemm float32" -> gemm_float32 */
+    snprintf(file, sizeof file, "%.*s", (int)strcspn(name, ","), name);
+    for (char *p = file; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
             *p = '_';
     snprintf(c->path, sizeof c->path, "%s/tile_models/%s_%016llx.txt", base, file, fnv1a(c->key));
 }

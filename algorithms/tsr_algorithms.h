@@ -71,9 +71,13 @@ int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *sec
 /* The same model for a whole ordered tiled product C (M x N) = sum over K
  * in mb x nb x kb tiles: the work of all its tasks in seconds (each also
  * reading its A and B tiles, and C again past the first k tile), their
- * count, and the longest chain (one C tile's tasks along k). */
-int tsr_gemm_phase_seconds(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, double *work,
-                           double *tasks, double *chain);
+ * count, and the longest chain (one C tile's tasks along k). measured 0:
+ * every task priced from the square sizes (the same answer whatever was
+ * measured before); 1: its task shapes (full and edge tiles) measured as
+ * tsr_gemm_auto_tiles measures its best candidates (once: cached with the
+ * model) and priced from those measurements. Collective under MPI. */
+int tsr_gemm_phase_seconds(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, int measured,
+                           double *work, double *tasks, double *chain);
 
 #ifdef __cplusplus
 }

@@ -151,10 +151,17 @@ grep -q "steady steps, tasks starting from 'step 2' to 'step 4'" "$work/profile5
     bad "--profile, 5 steps: $(grep -A3 "steady" "$work/profile5.log")"
 expect_error "must end in .png\|cannot" --trace "$work/no/such/dir/x.png"
 
-# --tiles auto: the model chooses every tile and predicts the step time
-run --steps 2 --tiles auto > "$work/auto.log" 2>&1
-grep -q "^tiles: --tiles auto predicts" "$work/auto.log" && grep -q "^step 1:" "$work/auto.log" && ok ||
-    bad "--tiles auto: $(tail -3 "$work/auto.log")"
+# --tiles auto: the model ranks the tiles, a shortlist is tried, the
+# prediction and the trial are printed; a second run takes the trials from
+# the cache (in a cache of its own: no former run's trials) and picks the same
+auto_tiles() { sed -n 's/^model:.*; tiles \(tok [^(]*\) (.*/\1/p' "$1"; }
+TSR_CACHE_DIR="$work/cache" run --steps 2 --tiles auto > "$work/auto.log" 2>&1
+grep -q "^tiles: --tiles auto predicts [0-9.]* ms a step (its model); its trial ran [0-9.]* ms a step" \
+    "$work/auto.log" && grep -q "tried [2-9] tile sets" "$work/auto.log" && grep -q "^step 1:" "$work/auto.log" &&
+    [ -n "$(auto_tiles "$work/auto.log")" ] && ok || bad "--tiles auto: $(tail -3 "$work/auto.log")"
+TSR_CACHE_DIR="$work/cache" run --steps 1 --tiles auto > "$work/auto2.log" 2>&1
+! grep -q "tried .* tile sets" "$work/auto2.log" && [ "$(auto_tiles "$work/auto2.log")" = "$(auto_tiles "$work/auto.log")" ] &&
+    ok || bad "--tiles auto again: [$(auto_tiles "$work/auto2.log")] after [$(auto_tiles "$work/auto.log")]"
 expect_error "chooses every tile" --tiles auto --tile-tok 64
 expect_error "only value is auto" --tiles best
 

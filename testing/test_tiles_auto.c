@@ -205,15 +205,15 @@ int main(int argc, char **argv)
     CHECK(s > 0);
     /* a whole ordered product: 2 x 2 C tiles, chains of 3 k tiles (the last one shorter) */
     double work, tasks, chain, one_k, one_chain;
-    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 512, 512, 640, 256, 256, 256, &work, &tasks, &chain), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 512, 512, 640, 256, 256, 256, 0, &work, &tasks, &chain), TSR_SUCCESS);
     CHECK(tasks == 12);
     CHECK(chain > 2 * s && chain < 3 * s * 2); /* two full tasks and a shorter one, each also reading memory */
     CHECK(work > 4 * chain * 0.99 && work < 4 * chain * 1.01); /* four equal chains */
-    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 256, 256, 256, 256, 256, 256, &one_k, &tasks, &one_chain),
+    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 256, 256, 256, 256, 256, 256, 0, &one_k, &tasks, &one_chain),
              TSR_SUCCESS);
     CHECK(tasks == 1 && one_k == one_chain && one_k > s); /* the task plus reading its A and B tiles */
-    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 512, 0, 640, 256, 256, 256, &work, &tasks, &chain), TSR_EINVAL);
-    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 512, 512, 640, 256, 256, 256, NULL, &tasks, &chain), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 512, 0, 640, 256, 256, 256, 0, &work, &tasks, &chain), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 512, 512, 640, 256, 256, 256, 0, NULL, &tasks, &chain), TSR_EINVAL);
 
     /* attention: tiles that divide T, a valid tiling for the algorithm */
     for (int backward = 0; backward <= 1; backward++) {

@@ -43,13 +43,18 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
  * its own gradients), else one per CUDA worker, when B divides; else 1. */
 int tsr_gpt2_default_sub_batches(int B);
 
-/* Tiles chosen from a calibrated model (gpt2_tiles_auto.c: the step's
- * GEMMs and loss phase by phase, plus the runtime's cost of the other tasks)
- * for the running workers; tiles->accum is kept, q and k set to 0.
- * *predicted_seconds (may be NULL): the model's step time. Calibrates the
- * GEMM kernel on first use (tsr_gemm_auto_tiles). Collective under MPI. */
+/* Tiles chosen for the running workers (gpt2_tiles_auto.c): a calibrated
+ * model of the step (its GEMMs and loss phase by phase, plus the runtime's
+ * cost of the other tasks) ranks every combination of candidate tiles; the
+ * best few, with their GEMM tasks measured, are tried for a few steps of a
+ * model with zero parameters, and the fastest wins (the trials are cached
+ * in $TSR_CACHE_DIR/tile_models per model, batch, ranks and worker set).
+ * tiles->accum is kept, q and k set to 0. *predicted_seconds: the model's
+ * step time for the chosen tiles; *trial_seconds: their step in the trial
+ * (either may be NULL). Collective under MPI. Needs the memory of a second
+ * model while it runs: call it before creating the one to train. */
 int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
-                        double *predicted_seconds);
+                        double *predicted_seconds, double *trial_seconds);
 
 /* Activations and scratch of one layer. */
 typedef struct {

@@ -16,10 +16,31 @@
  * statistics chain over the vocabulary tiles of a token tile (ordered), the
  * gradient's tasks are independent. Every combination of token,
  * channel, hidden, vocabulary and head tiles from a candidate list (divisors
- * where the model needs them) is evaluated; the fastest wins. */
+ * where the model needs them) is evaluated, with every GEMM task priced from
+ * the calibrated square sizes.
+ *
+ * The choice: per (token, channel) tile pair, the tiles the parallelism and
+ * the task granularity depend on most, the model's best hidden, vocabulary
+ * and head tiles; the REFINE best pairs are priced again with their GEMM
+ * task shapes measured (thin tasks, as the LM head's, run faster than the
+ * squares' interpolation says); the TRIALS - 1 best of those and the
+ * default tiles (tsr_gpt2_tiles_default) run a few steps for real on the
+ * running workers (their median step), and the fastest wins: never slower than the defaults
+ * but for the noise. The trials
+ * are what the model cannot see well: the tasks besides the GEMMs, whose
+ * chains shorten as the channel tiles split, and memory contention on many
+ * workers. They are cached like the calibrations. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "gpt2_model.h"
+#include "internal/tsr_tile_model.h"
+
+#define REFINE 6      /* the model's best candidates whose GEMM tasks get measured */
+#define TRIALS 4      /* the best of those, after that, run for real */
+#define TRIAL_STEPS 2       /* timed steps a trial at least, after one that fills the pipeline */
+#define TRIAL_SECONDS 0.5   /* and at least this long, */
+#define MAX_TRIAL_STEPS 20  /* in at most this many steps */
 
 typedef struct {
     double work;        /* every task's time */
@@ -27,6 +48,7 @@ typedef struct {
     double weight_work; /* the weight-gradient GEMMs */
     double bwd_idle;    /* worker time the backward-data phases leave idle */
     int p;
+    int measure; /* 0: GEMM tasks priced from the square sizes; 1: their shapes measured */
     int failed;
 } step_model_t;
 
@@ -37,12 +59,13 @@ static double phase_time(double work, double tasks, double chain, int p)
 }
 
 /* Work, task count and longest chain of C (M x N) = sum over K of A B in
- * tiles mb x nb x kb, chained along K: the GEMM model's (gemm_tiles.c). */
-static void gemm_phase(int M, int N, int K, int mb, int nb, int kb, double *work, double *tasks, double *chain,
-                       int *failed)
+ * tiles mb x nb x kb, chained along K: the GEMM model's (gemm_tiles.c),
+ * from its measured task shapes where it has them. */
+static void gemm_phase(step_model_t *s, int M, int N, int K, int mb, int nb, int kb, double *work, double *tasks,
+                       double *chain)
 {
-    if (tsr_gemm_phase_seconds(TSR_FLOAT32, M, N, K, mb, nb, kb, work, tasks, chain))
-        *failed = 1;
+    if (tsr_gemm_phase_seconds(TSR_FLOAT32, M, N, K, mb, nb, kb, s->measure, work, tasks, chain))
+        s->failed = 1;
 }
 
 /* One linear layer (in I features in tiles it, out O in tiles ot, N tokens
@@ -50,15 +73,15 @@ static void gemm_phase(int M, int N, int K, int mb, int nb, int kb, double *work
 static void add_linear(step_model_t *s, int I, int it, int O, int ot, int N, int tok)
 {
     double work, tasks, chain;
-    gemm_phase(O, N, I, ot, tok, it, &work, &tasks, &chain, &s->failed); /* forward */
+    gemm_phase(s, O, N, I, ot, tok, it, &work, &tasks, &chain); /* forward */
     s->work += work;
     s->phases += phase_time(work, tasks, chain, s->p);
-    gemm_phase(I, N, O, it, tok, ot, &work, &tasks, &chain, &s->failed); /* backward data */
+    gemm_phase(s, I, N, O, it, tok, ot, &work, &tasks, &chain); /* backward data */
     double t = phase_time(work, tasks, chain, s->p);
     s->work += work;
     s->phases += t;
     s->bwd_idle += s->p * t - work;
-    gemm_phase(O, I, N, ot, it, tok, &work, &tasks, &chain, &s->failed); /* backward weight */
+    gemm_phase(s, O, I, N, ot, it, tok, &work, &tasks, &chain); /* backward weight */
     s->work += work;
     s->weight_work += work;
 }
@@ -105,10 +128,10 @@ static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double pe
 }
 
 static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, int p, const tsr_gpt2_tiles_t *t,
-                           double task_cost, double per_logit)
+                           double task_cost, double per_logit, int measure)
 {
     int C = c->C, hd = C / c->NH, fb = t->heads * hd;
-    step_model_t s = { 0, 0, 0, 0, p, 0 };
+    step_model_t s = { 0, 0, 0, 0, p, measure, 0 };
     add_linear(&s, C, t->ch, 3 * C, fb, N, t->tok);     /* QKV */
     add_linear(&s, C, fb, C, t->ch, N, t->tok);         /* attention projection */
     add_linear(&s, C, t->ch, 4 * C, t->hid, N, t->tok); /* MLP up */
@@ -145,8 +168,126 @@ static int divisions(int n, int max_parts, int *out, int max_out)
     return c;
 }
 
+static int same_tiles(const tsr_gpt2_tiles_t *a, const tsr_gpt2_tiles_t *b)
+{
+    return a->tok == b->tok && a->ch == b->ch && a->hid == b->hid && a->voc == b->voc && a->heads == b->heads;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The steady step time of tiles t: a model of cfg with these tiles (zero
+ * parameters; the kernels' speed does not depend on the values), fed the
+ * same made-up tokens every step; one step fills the pipeline, then steps
+ * timed from one loss to the next as the trainer times them, at least
+ * TRIAL_STEPS and TRIAL_SECONDS of them (at most MAX_TRIAL_STEPS): their
+ * median. Rank 0's time on every rank. */
+static int trial_step(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, const tsr_gpt2_tiles_t *t, double *seconds)
+{
+    tsr_gpt2_model_t m;
+    memset(&m, 0, sizeof m);
+    int *tokens = malloc((size_t)B * T * sizeof(int));
+    int rc = tokens ? tsr_gpt2_model_create(&m, cfg, B, T, nsub, t) : TSR_ENOMEM;
+    for (int i = 0; tokens && i < B * T; i++)
+        tokens[i] = (int)((i * 7919L) % cfg->V);
+    double steps[MAX_TRIAL_STEPS] = { 0 }, last = tsr_wtime(), timed = 0;
+    int n = 0;
+    for (int step = 0; !rc && n < MAX_TRIAL_STEPS && (n < TRIAL_STEPS || timed < TRIAL_SECONDS); step++) {
+        float loss;
+        rc = tsr_gpt2_forward_submit(&m, tokens, tokens);
+        if (!rc)
+            rc = tsr_gpt2_backward(&m);
+        if (!rc)
+            rc = tsr_gpt2_update(&m, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, step + 1);
+        if (!rc)
+            rc = tsr_gpt2_loss(&m, &loss);
+        double now = tsr_wtime();
+        if (step > 0) {
+            steps[n++] = now - last;
+            timed += now - last;
+        }
+        last = now;
+        /* every rank takes the same number of steps */
+        if (!rc && tsr_size() > 1)
+            rc = tsr_broadcast(&timed, sizeof timed, 0);
+    }
+    int wrc = tsr_wait();
+    rc = rc ? rc : wrc;
+    if (m.sub)
+        tsr_gpt2_model_destroy(&m);
+    free(tokens);
+    qsort(steps, n, sizeof(double), cmp_double);
+    *seconds = n == 0 ? INFINITY : n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
+    return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
+}
+
+/* The trial times of n candidates: read from the cache (keyed by the model,
+ * the batch, the ranks and the worker set), else measured and cached. */
+static int trial_steps(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, const tsr_gpt2_tiles_t *cand, int n,
+                       double *seconds)
+{
+    char name[160];
+    snprintf(name, sizeof name, "gpt2 step, L %d C %d NH %d Vp %d, B %d T %d, %d sub-batches, %s, %d ranks", cfg->L,
+             cfg->C, cfg->NH, cfg->Vp, B, T, nsub, cand[0].accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
+             tsr_size());
+    tsr_tile_cache_t cache = { "", "" };
+    tsr_tile_cache_init(&cache, name);
+    enum { MAX_KNOWN = 256 };
+    static double known_s[MAX_KNOWN];
+    static int known[MAX_KNOWN][5];
+    int nknown = 0, added = 0;
+    FILE *f = tsr_rank() == 0 ? tsr_tile_cache_read(&cache) : NULL;
+    while (f && nknown < MAX_KNOWN) {
+        int *k = known[nknown];
+        if (fscanf(f, "%d %d %d %d %d %lf", &k[0], &k[1], &k[2], &k[3], &k[4], &known_s[nknown]) != 6)
+            break;
+        nknown += known_s[nknown] > 0 && isfinite(known_s[nknown]);
+    }
+    if (f)
+        fclose(f);
+    int rc = tsr_broadcast(&nknown, sizeof nknown, 0);
+    if (!rc)
+        rc = tsr_broadcast(known, sizeof known, 0);
+    if (!rc)
+        rc = tsr_broadcast(known_s, sizeof known_s, 0);
+    for (int i = 0; !rc && i < n; i++) {
+        const tsr_gpt2_tiles_t *t = &cand[i];
+        int j = 0;
+        while (j < nknown && !same_tiles(&(tsr_gpt2_tiles_t){ .tok = known[j][0], .ch = known[j][1],
+                                                              .hid = known[j][2], .voc = known[j][3],
+                                                              .heads = known[j][4] }, t))
+            j++;
+        if (j < nknown) {
+            seconds[i] = known_s[j];
+            continue;
+        }
+        rc = trial_step(cfg, B, T, nsub, t, &seconds[i]);
+        tsr_log(TSR_LOG_DEBUG, "gpt2 tiles: tok %d ch %d hid %d voc %d heads %d: %.2f ms a step in its trial", t->tok,
+                t->ch, t->hid, t->voc, t->heads, seconds[i] * 1e3);
+        if (!rc && nknown < MAX_KNOWN) {
+            memcpy(known[nknown], (int[5]){ t->tok, t->ch, t->hid, t->voc, t->heads }, sizeof known[0]);
+            known_s[nknown++] = seconds[i];
+            added++;
+        }
+    }
+    if (added) {
+        tsr_log(TSR_LOG_INFO, "gpt2 tiles: tried %d tile sets for a few steps each (once; cached in %s)", added,
+                cache.path);
+        f = tsr_rank() == 0 ? tsr_tile_cache_write(&cache) : NULL;
+        for (int j = 0; f && j < nknown; j++)
+            fprintf(f, "%d %d %d %d %d %.17g\n", known[j][0], known[j][1], known[j][2], known[j][3], known[j][4],
+                    known_s[j]);
+        if (f)
+            tsr_tile_cache_commit(&cache, f);
+    }
+    return rc;
+}
+
 int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
-                        double *predicted_seconds)
+                        double *predicted_seconds, double *trial_seconds)
 {
     if (!cfg || !tiles || B < 1 || T < 1 || nsub < 1 || B % nsub)
         return TSR_EINVAL;
@@ -172,23 +313,79 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
         if (cfg->NH % d == 0)
             heads[nhd++] = d;
     static const int voc_parts[] = { 1, 2, 4, 8, 16, 32 };
-    double best = INFINITY;
+    /* per (token, channel) tile pair, the model's best hidden, vocabulary
+     * and head tiles; the REFINE best pairs kept, best first */
+    tsr_gpt2_tiles_t top[REFINE];
+    double top_s[REFINE];
+    int ntop = 0;
     for (int a = 0; a < nt; a++)
-        for (int b = 0; b < nc; b++)
+        for (int b = 0; b < nc; b++) {
+            tsr_gpt2_tiles_t pick = { 0 };
+            double pick_s = INFINITY;
             for (int h = 0; h < nh; h++)
                 for (int v = 0; v < 6; v++)
                     for (int e = 0; e < nhd; e++) {
                         tsr_gpt2_tiles_t t = { toks[a], chs[b], hids[h], (cfg->Vp + voc_parts[v] - 1) / voc_parts[v],
                                                heads[e], 0, 0, tiles->accum };
-                        double s = predict_step(cfg, N, T, nsub, p, &t, task_cost, per_logit);
-                        if (s < best) {
-                            best = s;
-                            *tiles = t;
+                        double s = predict_step(cfg, N, T, nsub, p, &t, task_cost, per_logit, 0);
+                        if (s < pick_s) {
+                            pick_s = s;
+                            pick = t;
                         }
                     }
-    if (!isfinite(best))
-        return TSR_ERUNTIME;
-    if (predicted_seconds)
-        *predicted_seconds = best;
-    return TSR_SUCCESS;
+            if (!(pick_s < INFINITY) || (ntop == REFINE && pick_s >= top_s[REFINE - 1]))
+                continue;
+            int at = ntop < REFINE ? ntop++ : REFINE - 1;
+            for (; at > 0 && top_s[at - 1] > pick_s; at--) {
+                top[at] = top[at - 1];
+                top_s[at] = top_s[at - 1];
+            }
+            top[at] = pick;
+            top_s[at] = pick_s;
+        }
+    /* their GEMM task shapes measured (once: cached with the GEMM model),
+     * then ranked again */
+    for (int i = 0; i < ntop; i++) {
+        double square = top_s[i];
+        top_s[i] = predict_step(cfg, N, T, nsub, p, &top[i], task_cost, per_logit, 1);
+        tsr_log(TSR_LOG_DEBUG, "gpt2 tiles: tok %d ch %d hid %d voc %d heads %d: predicted %.2f ms from the square "
+                "sizes, %.2f ms with its tasks measured", top[i].tok, top[i].ch, top[i].hid, top[i].voc, top[i].heads,
+                square * 1e3, top_s[i] * 1e3);
+    }
+    for (int i = 1; i < ntop; i++) /* insertion sort, best first */
+        for (int j = i; j > 0 && top_s[j - 1] > top_s[j]; j--) {
+            tsr_gpt2_tiles_t t = top[j];
+            double x = top_s[j];
+            top[j] = top[j - 1], top_s[j] = top_s[j - 1];
+            top[j - 1] = t, top_s[j - 1] = x;
+        }
+    /* the TRIALS - 1 best and the default tiles (the best, if they are
+     * among them) run for real; the fastest wins */
+    tsr_gpt2_tiles_t def, cand[TRIALS];
+    double cand_s[TRIALS], trial[TRIALS], best = INFINITY;
+    tsr_gpt2_tiles_default(cfg, B, T, &def);
+    def.accum = tiles->accum;
+    int ncand = 0, def_in = 0;
+    for (int i = 0; i < ntop && ncand < TRIALS - 1; i++) {
+        def_in |= same_tiles(&top[i], &def);
+        cand[ncand] = top[i];
+        cand_s[ncand++] = top_s[i];
+    }
+    if (!def_in && (cand_s[ncand] = predict_step(cfg, N, T, nsub, p, &def, task_cost, per_logit, 1)) < INFINITY)
+        cand[ncand++] = def;
+    else if (ncand < ntop)
+        cand[ncand] = top[ncand], cand_s[ncand] = top_s[ncand], ncand++;
+    rc = trial_steps(cfg, B, T, nsub, cand, ncand, trial);
+    if (rc)
+        return rc;
+    for (int i = 0; i < ncand; i++)
+        if (trial[i] < best) {
+            best = trial[i];
+            *tiles = cand[i];
+            if (predicted_seconds)
+                *predicted_seconds = cand_s[i];
+        }
+    if (trial_seconds)
+        *trial_seconds = best;
+    return isfinite(best) ? TSR_SUCCESS : TSR_ERUNTIME;
 }

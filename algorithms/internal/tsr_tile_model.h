@@ -12,7 +12,7 @@
 #define TSR_TILE_BYTES_PER_S 8e9
 
 /* The cache file of a calibrated tile model:
- * $TSR_CACHE_DIR/tile_models/<name>_<hash of the key>.txt (TSR_CACHE_DIR
+ * $TSR_CACHE_DIR/tile_models/<name up to its first comma>_<hash of the key>.txt (TSR_CACHE_DIR
  * defaults to ${XDG_CACHE_HOME:-~/.cache}/tessera, as for the StarPU
  * prefix). Its first line is "# <key>"; the key names everything the
  * measured times depend on: the model, the worker set (CPU and CUDA workers
