@@ -2,16 +2,22 @@
 # tsr_gpt2 --tiles auto against a tile sweep, measured in the same run:
 # steady-state median step (12 steps) of every point of the sweep and of
 # --tiles auto (run three times, spread over the sweep: the machine's noise).
-#   timing/run_tiles_auto_gpt2.sh [--model d2] [-B 4] [-T 64] [--threads N] [--build DIR] [--out OUT.csv]
+# Then the sweep's best point and auto's tiles run again, alternately,
+# --rounds times each: the best of 48 noisy points is biased low (on this
+# VM one tile set's median step varies by 10-25 % from process to process),
+# so the ratio of these alternating reruns' medians is the fair one.
+#   timing/run_tiles_auto_gpt2.sh [--model d2] [-B 4] [-T 64] [--threads N] [--rounds N] [--build DIR] [--out OUT.csv]
 #   sweep: tok 128,256  ch C/2,C  hid 2C,4C  voc Vp/8,Vp/2,Vp  heads NH/2,NH
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=d2 B=4 T=64 threads=2 build=build out=timing/results/tiles_auto_gpt2.csv
+model=d2 B=4 T=64 threads=2 rounds=3 build=build out=timing/results/tiles_auto_gpt2.csv
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;; -B) B=$2; shift 2 ;; -T) T=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;; --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--model NAME] [-B N] [-T N] [--threads N] [--build DIR] [--out OUT.csv]" >&2; exit 2 ;;
+    --threads) threads=$2; shift 2 ;; --rounds) rounds=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--model NAME] [-B N] [-T N] [--threads N] [--rounds N] [--build DIR] [--out OUT.csv]" >&2
+       exit 2 ;;
   esac
 done
 exe=$build/algorithms/gpt2/tsr_gpt2
@@ -30,13 +36,25 @@ echo "tiles,median_step_ms,tok_ch_hid_voc_heads" > "$out"
 n=0
 for tok in 128 256; do for ch in $((C / 2)) $C; do for hid in $((2 * C)) $((4 * C)); do
   for voc in $(((Vp + 7) / 8)) $((Vp / 2)) $Vp; do for heads in $((NH / 2)) $NH; do
-    echo "sweep,$(step --tile-tok $tok --tile-ch $ch --tile-hid $hid --tile-voc $voc --tile-heads $heads)" >> "$out"
+    echo "sweep,$(step --tile-tok "$tok" --tile-ch "$ch" --tile-hid "$hid" --tile-voc "$voc" --tile-heads "$heads")" >> "$out"
     n=$((n + 1))
     if [ $((n % 16)) -eq 0 ]; then echo "auto,$(step --tiles auto)" >> "$out"; fi
 done; done; done; done; done
-awk -F, 'NR > 1 { if ($1 == "sweep" && (best == "" || $2 < best)) { best = $2; bt = $3 }
-                  if ($1 == "auto") { a[++na] = $2; at = $3 } }
-  END { for (i = 1; i <= na; i++) for (j = i + 1; j <= na; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
-        med = a[int((na + 1) / 2)]
-        printf "best sweep point %s: %.1f ms; --tiles auto (%s): median of %d runs %.1f ms; auto / best = %.3f\n",
-               bt, best, at, na, med, med / best }' "$out"
+# the sweep's best point and auto, alternately
+best_tiles=$(awk -F, '$1 == "sweep" && (best == "" || $2 < best) { best = $2; bt = $3 } END { print bt }' "$out")
+read -r _ tok _ ch _ hid _ voc _ heads _ <<< "$best_tiles"
+for _ in $(seq "$rounds"); do
+  echo "rerun-best,$(step --tile-tok "$tok" --tile-ch "$ch" --tile-hid "$hid" --tile-voc "$voc" --tile-heads "$heads")" >> "$out"
+  echo "rerun-auto,$(step --tiles auto)" >> "$out"
+done
+awk -F, 'function median(k,   i, j, x) {
+           for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++)
+             if (v[k, j] < v[k, i]) { x = v[k, i]; v[k, i] = v[k, j]; v[k, j] = x }
+           return n[k] % 2 ? v[k, (n[k] + 1) / 2] : (v[k, n[k] / 2] + v[k, n[k] / 2 + 1]) / 2 }
+  NR > 1 { if ($1 == "sweep" && (best == "" || $2 < best)) { best = $2; bt = $3 }
+           if ($1 == "auto") at = $3
+           v[$1, ++n[$1]] = $2 }
+  END { printf "best sweep point %s: %.1f ms; --tiles auto (%s): median of %d runs %.1f ms; auto / best = %.3f\n",
+               bt, best, at, n["auto"], median("auto"), median("auto") / best
+        printf "alternating reruns, %d each: best sweep point median %.1f ms, auto median %.1f ms; auto / best = %.3f\n",
+               n["rerun-auto"], median("rerun-best"), median("rerun-auto"), median("rerun-auto") / median("rerun-best") }' "$out"
