@@ -19,7 +19,14 @@
  * CANDIDATES (and the whole dimension, when smaller) is evaluated; the
  * REFINE fastest are then refined: their exact task shape is measured the
  * same way as the squares (once, cached with them) and replaces the model's
- * task time; the fastest wins, the larger tiles on a tie within 1 %. */
+ * task time; the fastest wins, the larger tiles on a tie within 1 %.
+ *
+ * Trials: when the product is small enough (operands of at most 1 GiB, the
+ * trials put at most 2 s by the model; one process), the TRIALS best of
+ * those run as whole products on the running workers instead, and the
+ * fastest measured wins: what the model leaves out (the scheduler's order,
+ * memory contention between many workers, ragged edge tiles) then decides.
+ * The trial times are cached per product, element type and worker set. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +50,10 @@ static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024
 
 #define MAX_SHAPES 2048 /* task shapes measured for themselves */
 #define REFINE 6       /* the model's best candidates whose shapes get measured */
+#define TRIALS 3       /* the best of those after that, run as whole products */
+#define TRIAL_RUNS 2   /* timed runs of a trial product (the fastest counts), after one untimed */
+#define TRIAL_BUDGET 2.0              /* trials only when the model puts them at most this many seconds, */
+#define TRIAL_BYTES (1024.0 * 1048576) /* on operands of at most this size */
 
 typedef struct {
     int mb, nb, kb;
@@ -407,6 +418,92 @@ static int bad_rule(const tsr_gemm_tile_rules_t *rules)
     return 0;
 }
 
+/* Trials run in one process (the caller's grid is not known here), on
+ * operands of at most TRIAL_BYTES, in at most TRIAL_BUDGET seconds as the
+ * model puts them. */
+static int trials_affordable(const tsr_gemm_tiles_t *cand, int n, int m, int nn, int k, size_t esize)
+{
+    double seconds = 0, bytes = ((double)m * k + (double)k * nn + (double)m * nn) * esize;
+    for (int i = 0; i < n; i++)
+        seconds += (TRIAL_RUNS + 1) * cand[i].predicted_seconds;
+    return tsr_size() == 1 && bytes <= TRIAL_BYTES && seconds <= TRIAL_BUDGET;
+}
+
+/* The fastest of TRIAL_RUNS products C = A B in tiles t (after one untimed). */
+static int trial_product(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, const tsr_gemm_tiles_t *t,
+                         double *seconds)
+{
+    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
+    tsr_desc_t *A = NULL, *B = NULL, *C = NULL;
+    int rc = tsr_desc_create_2d(&A, dtype, m, k, t->mb, t->kb, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&B, dtype, k, n, t->kb, t->nb, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&C, dtype, m, n, t->mb, t->nb, &grid);
+    if (!rc) rc = tsr_desc_fill_random(A, 1);
+    if (!rc) rc = tsr_desc_fill_random(B, 2);
+    if (!rc) rc = tsr_wait();
+    *seconds = INFINITY;
+    for (int it = 0; !rc && it <= TRIAL_RUNS; it++) {
+        double t0 = tsr_wtime();
+        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, accum);
+        if (!rc)
+            rc = tsr_wait();
+        if (it > 0)
+            *seconds = fmin(*seconds, tsr_wtime() - t0);
+    }
+    if (A) tsr_desc_destroy(A);
+    if (B) tsr_desc_destroy(B);
+    if (C) tsr_desc_destroy(C);
+    return rc;
+}
+
+/* The trial times of n candidates for the product: from the cache (per
+ * element type, worker set and kernels), else measured and cached. */
+static int trial_products(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, const tsr_gemm_tiles_t *cand,
+                          int ncand, double *seconds)
+{
+    enum { MAX_KNOWN = 1024 };
+    typedef struct { int m, n, k, accum, mb, nb, kb; double seconds; } known_t;
+    static known_t known[MAX_KNOWN];
+    char name[64];
+    snprintf(name, sizeof name, "gemm trials %s", tsr_dtype_name(dtype));
+    tsr_tile_cache_t cache = { "", "" };
+    tsr_tile_cache_init(&cache, name);
+    int nknown = 0, added = 0, rc = 0;
+    FILE *f = tsr_tile_cache_read(&cache);
+    for (known_t e; f && nknown < MAX_KNOWN &&
+                    fscanf(f, "%d %d %d %d %d %d %d %lf", &e.m, &e.n, &e.k, &e.accum, &e.mb, &e.nb, &e.kb,
+                           &e.seconds) == 8;)
+        if (e.seconds > 0 && isfinite(e.seconds))
+            known[nknown++] = e;
+    if (f)
+        fclose(f);
+    for (int i = 0; !rc && i < ncand; i++) {
+        const tsr_gemm_tiles_t *t = &cand[i];
+        int j = 0;
+        while (j < nknown && !(known[j].m == m && known[j].n == n && known[j].k == k && known[j].accum == (int)accum &&
+                               known[j].mb == t->mb && known[j].nb == t->nb && known[j].kb == t->kb))
+            j++;
+        if (j < nknown) {
+            seconds[i] = known[j].seconds;
+            continue;
+        }
+        rc = trial_product(dtype, m, n, k, accum, t, &seconds[i]);
+        tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s predicted, %.4f s in its "
+                "trial", m, n, k, t->mb, t->nb, t->kb, t->predicted_seconds, seconds[i]);
+        if (!rc && nknown < MAX_KNOWN) {
+            known[nknown++] = (known_t){ m, n, k, (int)accum, t->mb, t->nb, t->kb, seconds[i] };
+            added = 1;
+        }
+    }
+    if (added && (f = tsr_tile_cache_write(&cache)) != NULL) {
+        for (int j = 0; j < nknown; j++)
+            fprintf(f, "%d %d %d %d %d %d %d %.17g\n", known[j].m, known[j].n, known[j].k, known[j].accum, known[j].mb,
+                    known[j].nb, known[j].kb, known[j].seconds);
+        tsr_tile_cache_commit(&cache, f);
+    }
+    return rc;
+}
+
 int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *out)
 {
     return tsr_gemm_auto_tiles_ruled(dtype, m, n, k, accum, NULL, out);
@@ -470,15 +567,16 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
         return rc;
     if (added && tsr_rank() == 0)
         write_model(model);
-    double best = INFINITY;
     for (int i = 0; i < ntop; i++) {
         double square_only = top[i].predicted_seconds;
         top[i].predicted_seconds = predict(model, ptotal, esize, m, n, k, top[i].mb, top[i].nb, top[i].kb, accum);
-        best = fmin(best, top[i].predicted_seconds);
         tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s from the square sizes, "
                 "%.4f s with its task measured", m, n, k, top[i].mb, top[i].nb, top[i].kb, square_only,
                 top[i].predicted_seconds);
     }
+    double best = INFINITY;
+    for (int i = 0; i < ntop; i++)
+        best = fmin(best, top[i].predicted_seconds);
     long volume = 0;
     for (int i = 0; i < ntop; i++) {
         long v = (long)top[i].mb * top[i].nb * top[i].kb;
@@ -487,5 +585,29 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
             *out = top[i];
         }
     }
-    return TSR_SUCCESS;
+    for (int i = 1; i < ntop; i++) /* best first again */
+        for (int j = i; j > 0 && top[j].predicted_seconds < top[j - 1].predicted_seconds; j--) {
+            tsr_gemm_tiles_t t = top[j];
+            top[j] = top[j - 1];
+            top[j - 1] = t;
+        }
+    for (int i = 1; i < ntop; i++) /* the model's pick first */
+        if (top[i].mb == out->mb && top[i].nb == out->nb && top[i].kb == out->kb) {
+            top[i] = top[0];
+            top[0] = *out;
+        }
+    /* the TRIALS best run as whole products when that is cheap: the
+     * fastest wins */
+    double trial[TRIALS];
+    int ntrials = ntop < TRIALS ? ntop : TRIALS;
+    if (!trials_affordable(top, ntrials, m, n, k, esize))
+        return TSR_SUCCESS;
+    rc = trial_products(dtype, m, n, k, accum, top, ntrials, trial);
+    double fastest = INFINITY;
+    for (int i = 0; !rc && i < ntrials; i++)
+        if (trial[i] < fastest) {
+            fastest = trial[i];
+            *out = top[i];
+        }
+    return rc;
 }

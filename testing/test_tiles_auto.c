@@ -152,6 +152,16 @@ int main(int argc, char **argv)
            t.predicted_seconds, first);
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &again), TSR_SUCCESS);
     CHECK(again.mb == t.mb && again.nb == t.nb && again.kb == t.kb);
+    /* a small product: its best candidates were tried as whole products
+     * (cached, the pick among them); a large one is not tried */
+    char trials[4200];
+    CHECK(count_models(argv[1], "gemm_trials_float32_", trials, sizeof trials) == 1);
+    CHECK(strstr(slurp(trials), "\n1000 700 3000 0 ") != NULL);
+    char line[64];
+    snprintf(line, sizeof line, "\n1000 700 3000 0 %d %d %d ", t.mb, t.nb, t.kb);
+    CHECK(strstr(slurp(trials), line) != NULL);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 16384, 16384, 16384, TSR_ACCUM_ORDERED, &again), TSR_SUCCESS);
+    CHECK(strstr(slurp(trials), "\n16384 16384 16384 ") == NULL);
 
     /* one C tile of 512 x 512 and k = 16384, two workers: one chain of
      * k-tiles would idle a worker; REDUX or a C split must be chosen */
