@@ -25,7 +25,12 @@
  *   backward, ordered: dQ chains over key tiles and dK, dV over query tiles,
  *     so a head tile's tasks form a wavefront of nq + nk - 1 tasks;
  *   backward, REDUX: no chain beyond one task, plus the additions of the
- *     per-worker copies of dQ, dK and dV. */
+ *     per-worker copies of dQ, dK and dV.
+ *
+ * Trials: when the pass is small enough (tensors of at most 1 GiB, the
+ * trials put at most 2 s by the model; one process), the TRIALS best
+ * candidates run as whole passes and the fastest measured wins, cached per
+ * pass and worker set (as gemm_tiles.c does). */
 #include <math.h>
 #include <string.h>
 #include "tsr_attention.h"
@@ -36,6 +41,10 @@
 static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
 #define MAX_ENTRIES 256
+#define TRIALS 3                       /* the model's best candidates run as whole passes, */
+#define TRIAL_RUNS 2                   /* the faster of this many timed runs (after one untimed) counting, */
+#define TRIAL_BUDGET 2.0               /* when the model puts the trials at most this many seconds */
+#define TRIAL_BYTES (1024.0 * 1048576) /* and the tensors at most this size */
 
 typedef struct { int hd, bb, qb, kb, backward, diagonal; double seconds; } task_time_t;
 static tsr_tile_cache_t cache; /* the worker set the measured times belong to */
@@ -48,7 +57,7 @@ static int nmeasured;
 static int load_measured(void)
 {
     tsr_tile_cache_t now = { "", "" };
-    tsr_tile_cache_init(&now, "attention");
+    tsr_tile_cache_init(&now, "attention tasks");
     if (strcmp(now.key, cache.key) == 0)
         return TSR_SUCCESS;
     cache = now;
@@ -96,21 +105,29 @@ static void destroy_pair(pair_descs_t *d)
         }
 }
 
-static int create_pair(int hd, int bb, int qb, int kb, int p, pair_descs_t *d)
+/* Descriptors of heads heads (bb a tile) of Tq queries in tiles of qb and
+ * Tk keys in tiles of kb; Q, K, V and dO random. */
+static int create_descs(int hd, int bb, int heads, int Tq, int qb, int Tk, int kb, pair_descs_t *d)
 {
     tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
-    int heads = p * bb, rc = 0;
+    int rc = 0;
     tsr_desc_t **query[] = { &d->Q, &d->O, &d->dO, &d->dQ }, **key[] = { &d->K, &d->V, &d->dK, &d->dV };
     for (int i = 0; !rc && i < 4; i++)
-        rc = tsr_desc_create(query[i], TSR_FLOAT32, heads, hd, qb, bb, hd, qb, &grid);
+        rc = tsr_desc_create(query[i], TSR_FLOAT32, heads, hd, Tq, bb, hd, qb, &grid);
     for (int i = 0; !rc && i < 4; i++)
-        rc = tsr_desc_create(key[i], TSR_FLOAT32, heads, hd, kb, bb, hd, kb, &grid);
+        rc = tsr_desc_create(key[i], TSR_FLOAT32, heads, hd, Tk, bb, hd, kb, &grid);
     if (!rc)
-        rc = tsr_desc_create(&d->L, TSR_FLOAT32, heads, 2, qb, bb, 2, qb, &grid);
+        rc = tsr_desc_create(&d->L, TSR_FLOAT32, heads, 2, Tq, bb, 2, qb, &grid);
     tsr_desc_t *inputs[] = { d->Q, d->K, d->V, d->dO };
     for (int i = 0; !rc && i < 4; i++)
         rc = tsr_desc_fill_random(inputs[i], (uint64_t)i + 1);
     return rc;
+}
+
+/* p head tiles of one tile pair each */
+static int create_pair(int hd, int bb, int qb, int kb, int p, pair_descs_t *d)
+{
+    return create_descs(hd, bb, p * bb, qb, qb, kb, kb, d);
 }
 
 /* Positions of the calibrated pairs: the queries after the keys, or the
@@ -231,6 +248,98 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
     return span > chain ? span : chain;
 }
 
+/* ---- trials of whole passes ------------------------------------------------- */
+
+typedef struct { int qb, kb; double predicted; } pass_choice_t;
+typedef struct { int T, hd, heads, bb, backward; tsr_accum_t accum; } pass_trial_t;
+
+static int same_pass(const pass_trial_t *a, const pass_trial_t *b)
+{
+    return a->T == b->T && a->hd == b->hd && a->heads == b->heads && a->bb == b->bb && a->backward == b->backward &&
+           a->accum == b->accum;
+}
+
+/* Trials run in one process, on tensors of at most TRIAL_BYTES, in at most
+ * TRIAL_BUDGET seconds as the model puts them. */
+static int trials_affordable(const pass_trial_t *pass, const pass_choice_t *c, int n)
+{
+    double seconds = 0, bytes = 9.0 * pass->heads * pass->hd * pass->T * sizeof(float);
+    for (int i = 0; i < n; i++)
+        seconds += (TRIAL_RUNS + 1) * c[i].predicted;
+    return tsr_size() == 1 && bytes <= TRIAL_BYTES && seconds <= TRIAL_BUDGET;
+}
+
+/* The fastest of TRIAL_RUNS passes in tiles c (after one untimed; the
+ * backward after one forward, for its statistics). */
+static int trial_pass(const pass_trial_t *pass, const pass_choice_t *c, double *seconds)
+{
+    pair_descs_t d = { 0 };
+    int rc = create_descs(pass->hd, pass->bb, pass->heads, pass->T, c->qb, pass->T, c->kb, &d);
+    if (!rc && pass->backward)
+        rc = tsr_attention_forward(d.Q, d.K, d.V, d.O, d.L);
+    if (!rc)
+        rc = tsr_wait();
+    *seconds = INFINITY;
+    for (int it = 0; !rc && it <= TRIAL_RUNS; it++) {
+        double t0 = tsr_wtime();
+        rc = pass->backward ? tsr_attention_backward(d.Q, d.K, d.V, d.O, d.dO, d.L, d.dQ, d.dK, d.dV, 0, pass->accum)
+                            : tsr_attention_forward(d.Q, d.K, d.V, d.O, d.L);
+        if (!rc)
+            rc = tsr_wait();
+        if (it > 0)
+            *seconds = fmin(*seconds, tsr_wtime() - t0);
+    }
+    destroy_pair(&d);
+    return rc;
+}
+
+/* The trial times of n candidates for the pass: from the cache (per worker
+ * set and kernels), else measured and cached. */
+static int trial_passes(const pass_trial_t *pass, const pass_choice_t *c, int n, double *seconds)
+{
+    enum { MAX_KNOWN = 512 };
+    typedef struct { pass_trial_t pass; int qb, kb; double seconds; } known_t;
+    static known_t known[MAX_KNOWN];
+    tsr_tile_cache_t trials = { "", "" };
+    tsr_tile_cache_init(&trials, "attention trials");
+    int nknown = 0, added = 0, rc = 0, accum;
+    FILE *f = tsr_tile_cache_read(&trials);
+    for (known_t e; f && nknown < MAX_KNOWN &&
+                    fscanf(f, "%d %d %d %d %d %d %d %d %lf", &e.pass.T, &e.pass.hd, &e.pass.heads, &e.pass.bb,
+                           &e.pass.backward, &accum, &e.qb, &e.kb, &e.seconds) == 9;)
+        if (e.seconds > 0 && isfinite(e.seconds)) {
+            e.pass.accum = (tsr_accum_t)accum;
+            known[nknown++] = e;
+        }
+    if (f)
+        fclose(f);
+    for (int i = 0; !rc && i < n; i++) {
+        int j = 0;
+        while (j < nknown && !(same_pass(&known[j].pass, pass) && known[j].qb == c[i].qb && known[j].kb == c[i].kb))
+            j++;
+        if (j < nknown) {
+            seconds[i] = known[j].seconds;
+            continue;
+        }
+        rc = trial_pass(pass, &c[i], &seconds[i]);
+        tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, %.4f s predicted, %.4f s in its trial",
+                pass->T, pass->backward ? "bwd" : "fwd", c[i].qb, c[i].kb, c[i].predicted, seconds[i]);
+        if (!rc && nknown < MAX_KNOWN) {
+            known[nknown++] = (known_t){ *pass, c[i].qb, c[i].kb, seconds[i] };
+            added = 1;
+        }
+    }
+    if (added && (f = tsr_tile_cache_write(&trials)) != NULL) {
+        for (int j = 0; j < nknown; j++) {
+            const known_t *e = &known[j];
+            fprintf(f, "%d %d %d %d %d %d %d %d %.17g\n", e->pass.T, e->pass.hd, e->pass.heads, e->pass.bb,
+                    e->pass.backward, (int)e->pass.accum, e->qb, e->kb, e->seconds);
+        }
+        tsr_tile_cache_commit(&trials, f);
+    }
+    return rc;
+}
+
 int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_accum_t accum, int *qb, int *kb,
                              double *predicted_seconds)
 {
@@ -253,7 +362,8 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
     int rc = load_measured(), known = nmeasured;
     if (rc)
         return rc;
-    double best = INFINITY;
+    pass_choice_t ranked[(NCAND + 1) * (NCAND + 1)];
+    int nranked = 0;
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
             pair_times_t pt = { cand[a], cand[b], 0, 0, 0 };
@@ -266,18 +376,29 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
             double s = predict(T, hd, heads, bb, &pt, backward, accum, p);
             tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms (diagonal %.3f), "
                     "predicted %.4f s", T, backward ? "bwd" : "fwd", pt.qb, pt.kb, pt.full * 1e3, pt.diag * 1e3, s);
-            if (s < best) {
-                best = s;
-                *qb = cand[a];
-                *kb = cand[b];
-            }
+            int at = nranked++; /* insertion, fastest first */
+            for (; at > 0 && ranked[at - 1].predicted > s; at--)
+                ranked[at] = ranked[at - 1];
+            ranked[at] = (pass_choice_t){ cand[a], cand[b], s };
         }
     if (nmeasured > known) {
         tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (once; cached in %s)",
                 nmeasured - known, p / tsr_size(), cache.path);
         save_measured();
     }
+    /* the TRIALS best run as whole passes when that is cheap: the fastest wins */
+    pass_trial_t pass = { T, hd, heads, bb, backward, accum };
+    int pick = 0, ntrials = nranked < TRIALS ? nranked : TRIALS;
+    double trial[TRIALS];
+    if (trials_affordable(&pass, ranked, ntrials)) {
+        rc = trial_passes(&pass, ranked, ntrials, trial);
+        for (int i = 1; !rc && i < ntrials; i++)
+            if (trial[i] < trial[pick])
+                pick = i;
+    }
+    *qb = ranked[pick].qb;
+    *kb = ranked[pick].kb;
     if (predicted_seconds)
-        *predicted_seconds = best;
-    return TSR_SUCCESS;
+        *predicted_seconds = ranked[pick].predicted;
+    return rc;
 }

@@ -2,8 +2,9 @@
  * $TSR_CACHE_DIR/tile_models, reads it back, returns tiles within the
  * shape and the calibrated range, prefers chains short enough to keep the
  * workers busy, computes a right product with the tiles it chose, and
- * refuses bad arguments. tsr_attention_auto_tiles: tiles that divide T and
- * run the algorithm, bad arguments refused. The cache: keyed by the worker
+ * refuses bad arguments; small products have their best candidates tried
+ * as whole products. tsr_attention_auto_tiles: tiles that divide T and
+ * run the algorithm, tried as whole passes, bad arguments refused. The cache: keyed by the worker
  * set (a restart with other workers calibrates anew, one with the same
  * workers reads the times back), a file of another key or a damaged one
  * calibrated again.   test_tiles_auto CACHE_DIR */
@@ -93,20 +94,20 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
     tsr_gemm_tiles_t t;
     CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb, &kb, &pred), TSR_SUCCESS);
     CHECK(count_models(cache, "gemm_float32_", gemm2, sizeof gemm2) == 1);
-    CHECK(count_models(cache, "attention_", att, sizeof att) == 1);
+    CHECK(count_models(cache, "attention_tasks_", att, sizeof att) == 1);
     CHECK(strstr(slurp(gemm2), ", 2 CPU workers, 0 CUDA workers, ") != NULL);
     snprintf(text, sizeof text, "%s", slurp(att));
-    CHECK(strncmp(text, "# attention, 2 CPU workers, 0 CUDA workers, ", 44) == 0);
+    CHECK(strncmp(text, "# attention tasks, 2 CPU workers, 0 CUDA workers, ", 50) == 0);
 
     via_one_worker(cfg);
-    CHECK(count_models(cache, "gemm_float32_", NULL, 0) == 2 && count_models(cache, "attention_", NULL, 0) == 2);
+    CHECK(count_models(cache, "gemm_float32_", NULL, 0) == 2 && count_models(cache, "attention_tasks_", NULL, 0) == 2);
     CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
     CHECK(qb2 == qb && kb2 == kb && pred2 == pred);
     CHECK(strcmp(slurp(att), text) == 0);
 
     FILE *f = fopen(att, "w"); /* another key */
     if (f) {
-        fputs("# attention, 2 CPU workers, 0 CUDA workers, another BLAS\n64 1 64 64 1 0 1e-9\n", f);
+        fputs("# attention tasks, 2 CPU workers, 0 CUDA workers, another BLAS\n64 1 64 64 1 0 1e-9\n", f);
         fclose(f);
     }
     via_one_worker(cfg);
@@ -232,6 +233,11 @@ int main(int argc, char **argv)
         CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, backward, TSR_ACCUM_REDUX, &qb, &kb, &pred), TSR_SUCCESS);
         CHECK(qb >= 64 && qb <= 512 && 512 % qb == 0 && kb >= 64 && kb <= 512 && 512 % kb == 0);
         CHECK(pred > 0 && isfinite(pred));
+        /* a small pass: its best candidates were tried, the pick among them */
+        char trials[4200], line[64];
+        CHECK(count_models(argv[1], "attention_trials_", trials, sizeof trials) == 1);
+        snprintf(line, sizeof line, "\n512 64 4 1 %d 1 %d %d ", backward, qb, kb);
+        CHECK(strstr(slurp(trials), line) != NULL);
         if (!backward) {
             tsr_desc_t *q = NULL, *k = NULL, *v = NULL, *o = NULL, *st = NULL;
             CHECK_RC(tsr_desc_create(&q, TSR_FLOAT32, 4, 64, 512, 1, 64, qb, NULL), TSR_SUCCESS);
