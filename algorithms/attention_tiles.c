@@ -253,12 +253,6 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
 typedef struct { int qb, kb; double predicted; } pass_choice_t;
 typedef struct { int T, hd, heads, bb, backward; tsr_accum_t accum; } pass_trial_t;
 
-static int same_pass(const pass_trial_t *a, const pass_trial_t *b)
-{
-    return a->T == b->T && a->hd == b->hd && a->heads == b->heads && a->bb == b->bb && a->backward == b->backward &&
-           a->accum == b->accum;
-}
-
 /* Trials run in one process, on tensors of at most TRIAL_BYTES, in at most
  * TRIAL_BUDGET seconds as the model puts them. */
 static int trials_affordable(const pass_trial_t *pass, const pass_choice_t *c, int n)
@@ -293,50 +287,24 @@ static int trial_pass(const pass_trial_t *pass, const pass_choice_t *c, double *
     return rc;
 }
 
-/* The trial times of n candidates for the pass: from the cache (per worker
- * set and kernels), else measured and cached. */
+/* The trial times of n candidates for the pass: cached (per worker set
+ * and kernels), else measured and cached. */
 static int trial_passes(const pass_trial_t *pass, const pass_choice_t *c, int n, double *seconds)
 {
-    enum { MAX_KNOWN = 512 };
-    typedef struct { pass_trial_t pass; int qb, kb; double seconds; } known_t;
-    static known_t known[MAX_KNOWN];
-    tsr_tile_cache_t trials = { "", "" };
-    tsr_tile_cache_init(&trials, "attention trials");
-    int nknown = 0, added = 0, rc = 0, accum;
-    FILE *f = tsr_tile_cache_read(&trials);
-    for (known_t e; f && nknown < MAX_KNOWN &&
-                    fscanf(f, "%d %d %d %d %d %d %d %d %lf", &e.pass.T, &e.pass.hd, &e.pass.heads, &e.pass.bb,
-                           &e.pass.backward, &accum, &e.qb, &e.kb, &e.seconds) == 9;)
-        if (e.seconds > 0 && isfinite(e.seconds)) {
-            e.pass.accum = (tsr_accum_t)accum;
-            known[nknown++] = e;
-        }
-    if (f)
-        fclose(f);
+    static tsr_trials_t trials;
+    int rc = tsr_trials_load(&trials, "attention trials", 8);
     for (int i = 0; !rc && i < n; i++) {
-        int j = 0;
-        while (j < nknown && !(same_pass(&known[j].pass, pass) && known[j].qb == c[i].qb && known[j].kb == c[i].kb))
-            j++;
-        if (j < nknown) {
-            seconds[i] = known[j].seconds;
+        const int key[8] = { pass->T, pass->hd, pass->heads, pass->bb, pass->backward, (int)pass->accum, c[i].qb,
+                             c[i].kb };
+        if ((seconds[i] = tsr_trials_find(&trials, key)) > 0)
             continue;
-        }
         rc = trial_pass(pass, &c[i], &seconds[i]);
         tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, %.4f s predicted, %.4f s in its trial",
                 pass->T, pass->backward ? "bwd" : "fwd", c[i].qb, c[i].kb, c[i].predicted, seconds[i]);
-        if (!rc && nknown < MAX_KNOWN) {
-            known[nknown++] = (known_t){ *pass, c[i].qb, c[i].kb, seconds[i] };
-            added = 1;
-        }
+        if (!rc)
+            tsr_trials_add(&trials, key, seconds[i]);
     }
-    if (added && (f = tsr_tile_cache_write(&trials)) != NULL) {
-        for (int j = 0; j < nknown; j++) {
-            const known_t *e = &known[j];
-            fprintf(f, "%d %d %d %d %d %d %d %d %.17g\n", e->pass.T, e->pass.hd, e->pass.heads, e->pass.bb,
-                    e->pass.backward, (int)e->pass.accum, e->qb, e->kb, e->seconds);
-        }
-        tsr_tile_cache_commit(&trials, f);
-    }
+    tsr_trials_save(&trials);
     return rc;
 }
 

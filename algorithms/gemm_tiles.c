@@ -456,51 +456,27 @@ static int trial_product(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t acc
     return rc;
 }
 
-/* The trial times of n candidates for the product: from the cache (per
- * element type, worker set and kernels), else measured and cached. */
+/* The trial times of n candidates for the product: cached (per element
+ * type, worker set and kernels), else measured and cached. */
 static int trial_products(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, const tsr_gemm_tiles_t *cand,
                           int ncand, double *seconds)
 {
-    enum { MAX_KNOWN = 1024 };
-    typedef struct { int m, n, k, accum, mb, nb, kb; double seconds; } known_t;
-    static known_t known[MAX_KNOWN];
+    static tsr_trials_t trials;
     char name[64];
     snprintf(name, sizeof name, "gemm trials %s", tsr_dtype_name(dtype));
-    tsr_tile_cache_t cache = { "", "" };
-    tsr_tile_cache_init(&cache, name);
-    int nknown = 0, added = 0, rc = 0;
-    FILE *f = tsr_tile_cache_read(&cache);
-    for (known_t e; f && nknown < MAX_KNOWN &&
-                    fscanf(f, "%d %d %d %d %d %d %d %lf", &e.m, &e.n, &e.k, &e.accum, &e.mb, &e.nb, &e.kb,
-                           &e.seconds) == 8;)
-        if (e.seconds > 0 && isfinite(e.seconds))
-            known[nknown++] = e;
-    if (f)
-        fclose(f);
+    int rc = tsr_trials_load(&trials, name, 7);
     for (int i = 0; !rc && i < ncand; i++) {
         const tsr_gemm_tiles_t *t = &cand[i];
-        int j = 0;
-        while (j < nknown && !(known[j].m == m && known[j].n == n && known[j].k == k && known[j].accum == (int)accum &&
-                               known[j].mb == t->mb && known[j].nb == t->nb && known[j].kb == t->kb))
-            j++;
-        if (j < nknown) {
-            seconds[i] = known[j].seconds;
+        const int key[7] = { m, n, k, (int)accum, t->mb, t->nb, t->kb };
+        if ((seconds[i] = tsr_trials_find(&trials, key)) > 0)
             continue;
-        }
         rc = trial_product(dtype, m, n, k, accum, t, &seconds[i]);
         tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s predicted, %.4f s in its "
                 "trial", m, n, k, t->mb, t->nb, t->kb, t->predicted_seconds, seconds[i]);
-        if (!rc && nknown < MAX_KNOWN) {
-            known[nknown++] = (known_t){ m, n, k, (int)accum, t->mb, t->nb, t->kb, seconds[i] };
-            added = 1;
-        }
+        if (!rc)
+            tsr_trials_add(&trials, key, seconds[i]);
     }
-    if (added && (f = tsr_tile_cache_write(&cache)) != NULL) {
-        for (int j = 0; j < nknown; j++)
-            fprintf(f, "%d %d %d %d %d %d %d %.17g\n", known[j].m, known[j].n, known[j].k, known[j].accum, known[j].mb,
-                    known[j].nb, known[j].kb, known[j].seconds);
-        tsr_tile_cache_commit(&cache, f);
-    }
+    tsr_trials_save(&trials);
     return rc;
 }
 

@@ -81,3 +81,57 @@ void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f)
         remove(tmp);
     }
 }
+
+int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys)
+{
+    tr->nkeys = nkeys < TSR_TRIAL_KEYS ? nkeys : TSR_TRIAL_KEYS;
+    tr->n = tr->added = 0;
+    tsr_tile_cache_init(&tr->cache, name);
+    FILE *f = tsr_rank() == 0 ? tsr_tile_cache_read(&tr->cache) : NULL;
+    while (f && tr->n < TSR_MAX_TRIALS) {
+        int ok = 1;
+        for (int i = 0; ok && i < tr->nkeys; i++)
+            ok = fscanf(f, "%d", &tr->key[tr->n][i]) == 1;
+        if (!ok || fscanf(f, "%lf", &tr->seconds[tr->n]) != 1)
+            break;
+        tr->n += tr->seconds[tr->n] > 0 && tr->seconds[tr->n] < 1e30; /* a damaged time is dropped */
+    }
+    if (f)
+        fclose(f);
+    int rc = tsr_broadcast(&tr->n, sizeof tr->n, 0);
+    if (!rc)
+        rc = tsr_broadcast(tr->key, sizeof tr->key[0] * tr->n, 0);
+    if (!rc)
+        rc = tsr_broadcast(tr->seconds, sizeof tr->seconds[0] * tr->n, 0);
+    return rc;
+}
+
+double tsr_trials_find(const tsr_trials_t *tr, const int *key)
+{
+    for (int j = 0; j < tr->n; j++)
+        if (memcmp(tr->key[j], key, tr->nkeys * sizeof(int)) == 0)
+            return tr->seconds[j];
+    return -1;
+}
+
+void tsr_trials_add(tsr_trials_t *tr, const int *key, double seconds)
+{
+    if (tr->n == TSR_MAX_TRIALS)
+        return;
+    memcpy(tr->key[tr->n], key, tr->nkeys * sizeof(int));
+    tr->seconds[tr->n++] = seconds;
+    tr->added = 1;
+}
+
+void tsr_trials_save(tsr_trials_t *tr)
+{
+    FILE *f = tr->added && tsr_rank() == 0 ? tsr_tile_cache_write(&tr->cache) : NULL;
+    for (int j = 0; f && j < tr->n; j++) {
+        for (int i = 0; i < tr->nkeys; i++)
+            fprintf(f, "%d ", tr->key[j][i]);
+        fprintf(f, "%.17g\n", tr->seconds[j]);
+    }
+    if (f)
+        tsr_tile_cache_commit(&tr->cache, f);
+    tr->added = 0;
+}

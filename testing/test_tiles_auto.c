@@ -16,10 +16,13 @@
 #include "tessera.h"
 #include "tsr_check.h"
 
-/* How many cached models whose name starts with `prefix`; the path of the last one. */
-static int count_models(const char *cache, const char *prefix, char *path, size_t size)
+static const char *slurp(const char *path);
+
+/* How many cached models whose name starts with `prefix`; the path of the
+ * last one whose text holds `with` (NULL: any). */
+static int count_models(const char *cache, const char *prefix, const char *with, char *path, size_t size)
 {
-    char dir[3000];
+    char dir[3000], file[4200];
     snprintf(dir, sizeof dir, "%s/tile_models", cache);
     DIR *d = opendir(dir);
     int n = 0;
@@ -27,8 +30,9 @@ static int count_models(const char *cache, const char *prefix, char *path, size_
         if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strstr(e->d_name, ".txt") &&
             !strstr(e->d_name, ".tmp")) {
             n++;
-            if (path)
-                snprintf(path, size, "%s/%s", dir, e->d_name);
+            snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+            if (path && (!with || strstr(slurp(file), with)))
+                snprintf(path, size, "%s", file);
         }
     if (d)
         closedir(d);
@@ -93,14 +97,15 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
     double pred, pred2;
     tsr_gemm_tiles_t t;
     CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb, &kb, &pred), TSR_SUCCESS);
-    CHECK(count_models(cache, "gemm_float32_", gemm2, sizeof gemm2) == 1);
-    CHECK(count_models(cache, "attention_tasks_", att, sizeof att) == 1);
+    CHECK(count_models(cache, "gemm_float32_", NULL, gemm2, sizeof gemm2) == 1);
+    CHECK(count_models(cache, "attention_tasks_", NULL, att, sizeof att) == 1);
     CHECK(strstr(slurp(gemm2), ", 2 CPU workers, 0 CUDA workers, ") != NULL);
     snprintf(text, sizeof text, "%s", slurp(att));
     CHECK(strncmp(text, "# attention tasks, 2 CPU workers, 0 CUDA workers, ", 50) == 0);
 
     via_one_worker(cfg);
-    CHECK(count_models(cache, "gemm_float32_", NULL, 0) == 2 && count_models(cache, "attention_tasks_", NULL, 0) == 2);
+    CHECK(count_models(cache, "gemm_float32_", NULL, NULL, 0) == 2 &&
+          count_models(cache, "attention_tasks_", NULL, NULL, 0) == 2);
     CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
     CHECK(qb2 == qb && kb2 == kb && pred2 == pred);
     CHECK(strcmp(slurp(att), text) == 0);
@@ -121,10 +126,19 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
         fprintf(f, "%s\n32 -1\n", text);
         fclose(f);
     }
-    CHECK_RC(restart(cfg, 2), TSR_SUCCESS);
+    char trials[4200]; /* and trials with a damaged line: those after it run again */
+    CHECK(count_models(cache, "gemm_trials_float32_", " 2 CPU workers", trials, sizeof trials) == 2);
+    snprintf(text, sizeof text, "%s", slurp(trials));
+    text[strcspn(text, "\n")] = '\0';
+    if ((f = fopen(trials, "w")) != NULL) {
+        fprintf(f, "%s\n1000 700 3000 0 512 nan\n", text);
+        fclose(f);
+    }
+    via_one_worker(cfg);
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
     CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
     CHECK(strstr(slurp(gemm2), "\n32 -1\n") == NULL && strstr(slurp(gemm2), "\n2048 ") != NULL);
+    CHECK(strstr(slurp(trials), " nan") == NULL && strstr(slurp(trials), "\n1000 700 3000 0 ") != NULL);
 }
 
 int main(int argc, char **argv)
@@ -146,7 +160,7 @@ int main(int argc, char **argv)
     double t0 = tsr_wtime();
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
     double first = tsr_wtime() - t0;
-    CHECK(count_models(argv[1], "gemm_", NULL, 0) >= 1);
+    CHECK(count_models(argv[1], "gemm_", NULL, NULL, 0) >= 1);
     CHECK(t.mb >= 1 && t.mb <= 1000 && t.nb >= 1 && t.nb <= 700 && t.kb >= 1 && t.kb <= 2048);
     CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
     printf("1000x700x3000 ordered: tiles %d x %d x %d, predicted %.4f s (first call %.2f s)\n", t.mb, t.nb, t.kb,
@@ -156,7 +170,7 @@ int main(int argc, char **argv)
     /* a small product: its best candidates were tried as whole products
      * (cached, the pick among them); a large one is not tried */
     char trials[4200];
-    CHECK(count_models(argv[1], "gemm_trials_float32_", trials, sizeof trials) == 1);
+    CHECK(count_models(argv[1], "gemm_trials_float32_", NULL, trials, sizeof trials) == 1);
     CHECK(strstr(slurp(trials), "\n1000 700 3000 0 ") != NULL);
     char line[64];
     snprintf(line, sizeof line, "\n1000 700 3000 0 %d %d %d ", t.mb, t.nb, t.kb);
@@ -235,7 +249,7 @@ int main(int argc, char **argv)
         CHECK(pred > 0 && isfinite(pred));
         /* a small pass: its best candidates were tried, the pick among them */
         char trials[4200], line[64];
-        CHECK(count_models(argv[1], "attention_trials_", trials, sizeof trials) == 1);
+        CHECK(count_models(argv[1], "attention_trials_", NULL, trials, sizeof trials) == 1);
         snprintf(line, sizeof line, "\n512 64 4 1 %d 1 %d %d ", backward, qb, kb);
         CHECK(strstr(slurp(trials), line) != NULL);
         if (!backward) {

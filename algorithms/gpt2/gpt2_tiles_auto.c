@@ -224,65 +224,34 @@ static int trial_step(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, cons
     return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
 }
 
-/* The trial times of n candidates: read from the cache (keyed by the model,
- * the batch, the ranks and the worker set), else measured and cached. */
+/* The trial times of n candidates: cached (per model, batch, ranks and
+ * worker set), else measured and cached. */
 static int trial_steps(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, const tsr_gpt2_tiles_t *cand, int n,
                        double *seconds)
 {
+    static tsr_trials_t trials;
     char name[160];
     snprintf(name, sizeof name, "gpt2 step, L %d C %d NH %d Vp %d, B %d T %d, %d sub-batches, %s, %d ranks", cfg->L,
              cfg->C, cfg->NH, cfg->Vp, B, T, nsub, cand[0].accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
              tsr_size());
-    tsr_tile_cache_t cache = { "", "" };
-    tsr_tile_cache_init(&cache, name);
-    enum { MAX_KNOWN = 256 };
-    static double known_s[MAX_KNOWN];
-    static int known[MAX_KNOWN][5];
-    int nknown = 0, added = 0;
-    FILE *f = tsr_rank() == 0 ? tsr_tile_cache_read(&cache) : NULL;
-    while (f && nknown < MAX_KNOWN) {
-        int *k = known[nknown];
-        if (fscanf(f, "%d %d %d %d %d %lf", &k[0], &k[1], &k[2], &k[3], &k[4], &known_s[nknown]) != 6)
-            break;
-        nknown += known_s[nknown] > 0 && isfinite(known_s[nknown]);
-    }
-    if (f)
-        fclose(f);
-    int rc = tsr_broadcast(&nknown, sizeof nknown, 0);
-    if (!rc)
-        rc = tsr_broadcast(known, sizeof known, 0);
-    if (!rc)
-        rc = tsr_broadcast(known_s, sizeof known_s, 0);
+    int rc = tsr_trials_load(&trials, name, 5), tried = 0;
     for (int i = 0; !rc && i < n; i++) {
         const tsr_gpt2_tiles_t *t = &cand[i];
-        int j = 0;
-        while (j < nknown && !same_tiles(&(tsr_gpt2_tiles_t){ .tok = known[j][0], .ch = known[j][1],
-                                                              .hid = known[j][2], .voc = known[j][3],
-                                                              .heads = known[j][4] }, t))
-            j++;
-        if (j < nknown) {
-            seconds[i] = known_s[j];
+        const int key[5] = { t->tok, t->ch, t->hid, t->voc, t->heads };
+        if ((seconds[i] = tsr_trials_find(&trials, key)) > 0)
             continue;
-        }
         rc = trial_step(cfg, B, T, nsub, t, &seconds[i]);
         tsr_log(TSR_LOG_DEBUG, "gpt2 tiles: tok %d ch %d hid %d voc %d heads %d: %.2f ms a step in its trial", t->tok,
                 t->ch, t->hid, t->voc, t->heads, seconds[i] * 1e3);
-        if (!rc && nknown < MAX_KNOWN) {
-            memcpy(known[nknown], (int[5]){ t->tok, t->ch, t->hid, t->voc, t->heads }, sizeof known[0]);
-            known_s[nknown++] = seconds[i];
-            added++;
+        if (!rc) {
+            tsr_trials_add(&trials, key, seconds[i]);
+            tried++;
         }
     }
-    if (added) {
-        tsr_log(TSR_LOG_INFO, "gpt2 tiles: tried %d tile sets for a few steps each (once; cached in %s)", added,
-                cache.path);
-        f = tsr_rank() == 0 ? tsr_tile_cache_write(&cache) : NULL;
-        for (int j = 0; f && j < nknown; j++)
-            fprintf(f, "%d %d %d %d %d %.17g\n", known[j][0], known[j][1], known[j][2], known[j][3], known[j][4],
-                    known_s[j]);
-        if (f)
-            tsr_tile_cache_commit(&cache, f);
-    }
+    if (tried)
+        tsr_log(TSR_LOG_INFO, "gpt2 tiles: tried %d tile sets for a few steps each (once; cached in %s)", tried,
+                trials.cache.path);
+    tsr_trials_save(&trials);
     return rc;
 }
 

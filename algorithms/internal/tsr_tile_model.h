@@ -32,4 +32,25 @@ FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c);
 FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c);
 void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f);
 
+/* Trials: measured times of whole runs (a GEMM product, an attention pass,
+ * a GPT-2 step), each named by nkeys integers (the problem and the tiles),
+ * cached as lines "k1 .. kn seconds" in the file of `name` for the running
+ * workers. tsr_trials_load is collective under MPI (rank 0 reads, every
+ * rank gets its entries); tsr_trials_save writes the file (rank 0) when
+ * trials were added. */
+#define TSR_TRIAL_KEYS 10
+#define TSR_MAX_TRIALS 1024
+typedef struct {
+    tsr_tile_cache_t cache;
+    int nkeys, n, added;
+    int key[TSR_MAX_TRIALS][TSR_TRIAL_KEYS];
+    double seconds[TSR_MAX_TRIALS];
+} tsr_trials_t;
+
+int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys);
+/* The time of the trial named key, or -1 when it was not run. */
+double tsr_trials_find(const tsr_trials_t *tr, const int *key);
+void tsr_trials_add(tsr_trials_t *tr, const int *key, double seconds);
+void tsr_trials_save(tsr_trials_t *tr);
+
 #endif
