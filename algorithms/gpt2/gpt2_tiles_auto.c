@@ -25,22 +25,22 @@
  * task shapes measured (thin tasks, as the LM head's, run faster than the
  * squares' interpolation says); the TRIALS - 1 best of those and the
  * default tiles (tsr_gpt2_tiles_default) run a few steps for real on the
- * running workers (their median step), and the fastest wins: never slower than the defaults
- * but for the noise. The trials
- * are what the model cannot see well: the tasks besides the GEMMs, whose
- * chains shorten as the channel tiles split, and memory contention on many
- * workers. They are cached like the calibrations. */
+ * running workers (their median step), and the fastest wins: never slower
+ * than the defaults but for the noise. The trials measure what the model
+ * sees poorly: the tasks besides the GEMMs, whose chains shorten as the
+ * channel tiles split, and memory contention on many workers. They are
+ * cached like the calibrations. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gpt2_model.h"
 #include "internal/tsr_tile_model.h"
 
-#define REFINE 6      /* the model's best candidates whose GEMM tasks get measured */
-#define TRIALS 4      /* the best of those, after that, run for real */
-#define TRIAL_STEPS 2       /* timed steps a trial at least, after one that fills the pipeline */
-#define TRIAL_SECONDS 0.5   /* and at least this long, */
-#define MAX_TRIAL_STEPS 20  /* in at most this many steps */
+#define REFINE 6           /* the model's best candidates whose GEMM tasks get measured */
+#define TRIALS 4           /* the tile sets run for real */
+#define TRIAL_STEPS 2      /* timed steps a trial at least, after one that fills the pipeline, */
+#define TRIAL_SECONDS 0.5  /* and at least this long, */
+#define MAX_TRIAL_STEPS 20 /* in at most this many steps */
 
 typedef struct {
     double work;        /* every task's time */
@@ -255,6 +255,102 @@ static int trial_steps(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, con
     return rc;
 }
 
+/* The batch as the model sees it (N tokens a sub-batch) and its calibrations. */
+typedef struct {
+    const tsr_gpt2_config_t *cfg;
+    int N, T, sub_b, nsub, p;
+    double task_cost, per_logit;
+} step_ctx_t;
+
+static double predict(const step_ctx_t *x, const tsr_gpt2_tiles_t *t, int measure)
+{
+    return predict_step(x->cfg, x->N, x->T, x->nsub, x->p, t, x->task_cost, x->per_logit, measure);
+}
+
+/* Keeps t (its time s) among the REFINE best in top, best first. */
+static void keep_best(tsr_gpt2_tiles_t *top, double *top_s, int *ntop, const tsr_gpt2_tiles_t *t, double s)
+{
+    if (!(s < INFINITY) || (*ntop == REFINE && s >= top_s[REFINE - 1]))
+        return;
+    int at = *ntop < REFINE ? (*ntop)++ : REFINE - 1;
+    for (; at > 0 && top_s[at - 1] > s; at--) {
+        top[at] = top[at - 1];
+        top_s[at] = top_s[at - 1];
+    }
+    top[at] = *t;
+    top_s[at] = s;
+}
+
+/* Per (token, channel) tile pair the model's best hidden, vocabulary and
+ * head tiles from the square sizes; the REFINE best pairs, priced again
+ * with their GEMM tasks measured, best first. Returns how many. */
+static int shortlist(const step_ctx_t *x, tsr_accum_t accum, tsr_gpt2_tiles_t *top, double *top_s)
+{
+    const tsr_gpt2_config_t *cfg = x->cfg;
+    int T = x->T, toks[32], chs[16], hids[16], heads[16], nt = 0, nhd = 0;
+    for (int d = T; d >= 1 && nt < 16; d--) /* token tiles dividing T, at least 16 */
+        if (T % d == 0 && d >= (T < 16 ? T : 16))
+            toks[nt++] = d;
+    for (int s = 2; s <= x->sub_b && nt < 32; s++) /* or several whole sequences */
+        if (x->sub_b % s == 0)
+            toks[nt++] = s * T;
+    int nc = divisions(cfg->C, 16, chs, 16), nh = divisions(4 * cfg->C, 16, hids, 16);
+    for (int d = 1; d <= cfg->NH && nhd < 16; d++)
+        if (cfg->NH % d == 0)
+            heads[nhd++] = d;
+    static const int voc_parts[] = { 1, 2, 4, 8, 16, 32 };
+    int ntop = 0;
+    for (int a = 0; a < nt; a++)
+        for (int b = 0; b < nc; b++) {
+            tsr_gpt2_tiles_t pick = { 0 };
+            double pick_s = INFINITY;
+            for (int h = 0; h < nh; h++)
+                for (int v = 0; v < 6; v++)
+                    for (int e = 0; e < nhd; e++) {
+                        tsr_gpt2_tiles_t t = { toks[a], chs[b], hids[h], (cfg->Vp + voc_parts[v] - 1) / voc_parts[v],
+                                               heads[e], 0, 0, accum };
+                        double s = predict(x, &t, 0);
+                        if (s < pick_s)
+                            pick_s = s, pick = t;
+                    }
+            keep_best(top, top_s, &ntop, &pick, pick_s);
+        }
+    tsr_gpt2_tiles_t refined[REFINE];
+    double refined_s[REFINE];
+    int nrefined = 0;
+    for (int i = 0; i < ntop; i++) {
+        double s = predict(x, &top[i], 1);
+        tsr_log(TSR_LOG_DEBUG, "gpt2 tiles: tok %d ch %d hid %d voc %d heads %d: predicted %.2f ms from the square "
+                "sizes, %.2f ms with its tasks measured", top[i].tok, top[i].ch, top[i].hid, top[i].voc, top[i].heads,
+                top_s[i] * 1e3, s * 1e3);
+        keep_best(refined, refined_s, &nrefined, &top[i], s);
+    }
+    for (int i = 0; i < nrefined; i++)
+        top[i] = refined[i], top_s[i] = refined_s[i];
+    return nrefined;
+}
+
+/* The tile sets to try: the TRIALS - 1 best of the shortlist and the
+ * defaults (the next best when the defaults are among those). */
+static int trial_candidates(const step_ctx_t *x, int B, const tsr_gpt2_tiles_t *top, const double *top_s, int ntop,
+                            tsr_gpt2_tiles_t *cand, double *cand_s)
+{
+    tsr_gpt2_tiles_t def;
+    tsr_gpt2_tiles_default(x->cfg, B, x->T, &def);
+    def.accum = ntop > 0 ? top[0].accum : def.accum;
+    int n = 0, def_in = 0;
+    for (; n < ntop && n < TRIALS - 1; n++) {
+        def_in |= same_tiles(&top[n], &def);
+        cand[n] = top[n];
+        cand_s[n] = top_s[n];
+    }
+    if (!def_in)
+        cand[n] = def, cand_s[n] = predict(x, &def, 1), n++;
+    else if (n < ntop)
+        cand[n] = top[n], cand_s[n] = top_s[n], n++;
+    return n;
+}
+
 int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
                         double *predicted_seconds, double *trial_seconds)
 {
@@ -268,93 +364,20 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
     if (rc)
         return rc;
     int per_rank = B / tsr_size() > 0 ? B / tsr_size() : 1, sub_b = per_rank / nsub > 0 ? per_rank / nsub : 1;
-    int N = sub_b * T, p = tsr_ncpu_workers() + tsr_ncuda_workers();
-    int toks[32], chs[16], hids[16], heads[16], nt = 0;
-    for (int d = T; d >= 1 && nt < 16; d--) /* token tiles dividing T, at least 16 */
-        if (T % d == 0 && d >= (T < 16 ? T : 16))
-            toks[nt++] = d;
-    for (int s = 2; s <= sub_b && nt < 32; s++) /* or several whole sequences */
-        if (sub_b % s == 0)
-            toks[nt++] = s * T;
-    int nc = divisions(cfg->C, 16, chs, 16), nh = divisions(4 * cfg->C, 16, hids, 16);
-    int nhd = 0;
-    for (int d = 1; d <= cfg->NH && nhd < 16; d++)
-        if (cfg->NH % d == 0)
-            heads[nhd++] = d;
-    static const int voc_parts[] = { 1, 2, 4, 8, 16, 32 };
-    /* per (token, channel) tile pair, the model's best hidden, vocabulary
-     * and head tiles; the REFINE best pairs kept, best first */
-    tsr_gpt2_tiles_t top[REFINE];
-    double top_s[REFINE];
-    int ntop = 0;
-    for (int a = 0; a < nt; a++)
-        for (int b = 0; b < nc; b++) {
-            tsr_gpt2_tiles_t pick = { 0 };
-            double pick_s = INFINITY;
-            for (int h = 0; h < nh; h++)
-                for (int v = 0; v < 6; v++)
-                    for (int e = 0; e < nhd; e++) {
-                        tsr_gpt2_tiles_t t = { toks[a], chs[b], hids[h], (cfg->Vp + voc_parts[v] - 1) / voc_parts[v],
-                                               heads[e], 0, 0, tiles->accum };
-                        double s = predict_step(cfg, N, T, nsub, p, &t, task_cost, per_logit, 0);
-                        if (s < pick_s) {
-                            pick_s = s;
-                            pick = t;
-                        }
-                    }
-            if (!(pick_s < INFINITY) || (ntop == REFINE && pick_s >= top_s[REFINE - 1]))
-                continue;
-            int at = ntop < REFINE ? ntop++ : REFINE - 1;
-            for (; at > 0 && top_s[at - 1] > pick_s; at--) {
-                top[at] = top[at - 1];
-                top_s[at] = top_s[at - 1];
-            }
-            top[at] = pick;
-            top_s[at] = pick_s;
-        }
-    /* their GEMM task shapes measured (once: cached with the GEMM model),
-     * then ranked again */
-    for (int i = 0; i < ntop; i++) {
-        double square = top_s[i];
-        top_s[i] = predict_step(cfg, N, T, nsub, p, &top[i], task_cost, per_logit, 1);
-        tsr_log(TSR_LOG_DEBUG, "gpt2 tiles: tok %d ch %d hid %d voc %d heads %d: predicted %.2f ms from the square "
-                "sizes, %.2f ms with its tasks measured", top[i].tok, top[i].ch, top[i].hid, top[i].voc, top[i].heads,
-                square * 1e3, top_s[i] * 1e3);
-    }
-    for (int i = 1; i < ntop; i++) /* insertion sort, best first */
-        for (int j = i; j > 0 && top_s[j - 1] > top_s[j]; j--) {
-            tsr_gpt2_tiles_t t = top[j];
-            double x = top_s[j];
-            top[j] = top[j - 1], top_s[j] = top_s[j - 1];
-            top[j - 1] = t, top_s[j - 1] = x;
-        }
-    /* the TRIALS - 1 best and the default tiles (the best, if they are
-     * among them) run for real; the fastest wins */
-    tsr_gpt2_tiles_t def, cand[TRIALS];
-    double cand_s[TRIALS], trial[TRIALS], best = INFINITY;
-    tsr_gpt2_tiles_default(cfg, B, T, &def);
-    def.accum = tiles->accum;
-    int ncand = 0, def_in = 0;
-    for (int i = 0; i < ntop && ncand < TRIALS - 1; i++) {
-        def_in |= same_tiles(&top[i], &def);
-        cand[ncand] = top[i];
-        cand_s[ncand++] = top_s[i];
-    }
-    if (!def_in && (cand_s[ncand] = predict_step(cfg, N, T, nsub, p, &def, task_cost, per_logit, 1)) < INFINITY)
-        cand[ncand++] = def;
-    else if (ncand < ntop)
-        cand[ncand] = top[ncand], cand_s[ncand] = top_s[ncand], ncand++;
+    step_ctx_t x = { cfg, sub_b * T, T, sub_b, nsub, tsr_ncpu_workers() + tsr_ncuda_workers(), task_cost, per_logit };
+    tsr_gpt2_tiles_t top[REFINE], cand[TRIALS];
+    double top_s[REFINE], cand_s[TRIALS], trial[TRIALS], best = INFINITY;
+    int ntop = shortlist(&x, tiles->accum, top, top_s);
+    int ncand = trial_candidates(&x, B, top, top_s, ntop, cand, cand_s);
     rc = trial_steps(cfg, B, T, nsub, cand, ncand, trial);
-    if (rc)
-        return rc;
-    for (int i = 0; i < ncand; i++)
+    for (int i = 0; !rc && i < ncand; i++)
         if (trial[i] < best) {
             best = trial[i];
             *tiles = cand[i];
             if (predicted_seconds)
                 *predicted_seconds = cand_s[i];
         }
-    if (trial_seconds)
+    if (!rc && trial_seconds)
         *trial_seconds = best;
-    return isfinite(best) ? TSR_SUCCESS : TSR_ERUNTIME;
+    return rc ? rc : isfinite(best) ? TSR_SUCCESS : TSR_ERUNTIME;
 }
