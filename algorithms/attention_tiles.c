@@ -32,7 +32,6 @@
  * candidates run as whole passes and the fastest measured wins, cached per
  * pass and worker set (as gemm_tiles.c does). */
 #include <math.h>
-#include <string.h>
 #include "tsr_attention.h"
 #include "tsr_runtime_attention.h"
 #include "internal/tsr_tile_model.h"
@@ -40,56 +39,11 @@
 
 static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
-#define MAX_ENTRIES 256
-#define TRIALS 3                       /* the model's best candidates run as whole passes, */
-#define TRIAL_RUNS 2                   /* the faster of this many timed runs (after one untimed) counting, */
-#define TRIAL_BUDGET 2.0               /* when the model puts the trials at most this many seconds */
-#define TRIAL_BYTES (1024.0 * 1048576) /* and the tensors at most this size */
+#define TRIALS 3 /* the model's best candidates run as whole passes when cheap */
 
-typedef struct { int hd, bb, qb, kb, backward, diagonal; double seconds; } task_time_t;
-static tsr_tile_cache_t cache; /* the worker set the measured times belong to */
-static task_time_t measured[MAX_ENTRIES];
-static int nmeasured;
-
-/* The measured times of the running workers: the cache file's
- * "hd bb qb kb backward diagonal seconds" lines, read when the worker set
- * changes (every rank gets rank 0's). */
-static int load_measured(void)
-{
-    tsr_tile_cache_t now = { "", "" };
-    tsr_tile_cache_init(&now, "attention tasks");
-    if (strcmp(now.key, cache.key) == 0)
-        return TSR_SUCCESS;
-    cache = now;
-    nmeasured = 0;
-    FILE *f = tsr_rank() == 0 ? tsr_tile_cache_read(&cache) : NULL;
-    task_time_t e;
-    while (f && nmeasured < MAX_ENTRIES &&
-           fscanf(f, "%d %d %d %d %d %d %lf", &e.hd, &e.bb, &e.qb, &e.kb, &e.backward, &e.diagonal, &e.seconds) == 7)
-        if (e.hd > 0 && e.bb > 0 && e.qb > 0 && e.kb > 0 && (e.backward | e.diagonal) <= 1 && e.backward >= 0 &&
-            e.diagonal >= 0 && e.seconds > 0 && isfinite(e.seconds))
-            measured[nmeasured++] = e;
-    if (f)
-        fclose(f);
-    int rc = tsr_broadcast(&nmeasured, sizeof nmeasured, 0);
-    if (!rc)
-        rc = tsr_broadcast(measured, sizeof measured, 0);
-    if (rc)
-        cache.key[0] = '\0'; /* load again next time */
-    return rc;
-}
-
-static void save_measured(void)
-{
-    FILE *f = tsr_rank() == 0 ? tsr_tile_cache_write(&cache) : NULL;
-    if (!f)
-        return;
-    for (int i = 0; i < nmeasured; i++) {
-        const task_time_t *e = &measured[i];
-        fprintf(f, "%d %d %d %d %d %d %.17g\n", e->hd, e->bb, e->qb, e->kb, e->backward, e->diagonal, e->seconds);
-    }
-    tsr_tile_cache_commit(&cache, f);
-}
+/* The tile-pair task times of the running workers, named hd bb qb kb
+ * backward diagonal (cached: tile_model_cache.c). */
+static tsr_trials_t task_times;
 
 /* Descriptors of p head tiles for one tile pair: query tensors of qb tokens,
  * key tensors of kb tokens (one tile each per head tile). */
@@ -183,18 +137,12 @@ static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diag
  * workers: cached, or measured on first use (and then cached). */
 static int task_time(int hd, int bb, int qb, int kb, int backward, int diagonal, double *seconds)
 {
-    for (int i = 0; i < nmeasured; i++) {
-        const task_time_t *e = &measured[i];
-        if (e->hd == hd && e->bb == bb && e->qb == qb && e->kb == kb && e->backward == backward &&
-            e->diagonal == diagonal) {
-            *seconds = e->seconds;
-            return TSR_SUCCESS;
-        }
-    }
-    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
-    int rc = calibrate_pair(hd, bb, qb, kb, backward, diagonal, p, seconds);
-    if (!rc && nmeasured < MAX_ENTRIES)
-        measured[nmeasured++] = (task_time_t){ hd, bb, qb, kb, backward, diagonal, *seconds };
+    const int key[6] = { hd, bb, qb, kb, backward, diagonal };
+    if ((*seconds = tsr_trials_find(&task_times, key)) > 0)
+        return TSR_SUCCESS;
+    int rc = calibrate_pair(hd, bb, qb, kb, backward, diagonal, tsr_ncpu_workers() + tsr_ncuda_workers(), seconds);
+    if (!rc)
+        tsr_trials_add(&task_times, key, *seconds);
     return rc;
 }
 
@@ -253,17 +201,7 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
 typedef struct { int qb, kb; double predicted; } pass_choice_t;
 typedef struct { int T, hd, heads, bb, backward; tsr_accum_t accum; } pass_trial_t;
 
-/* Trials run in one process, on tensors of at most TRIAL_BYTES, in at most
- * TRIAL_BUDGET seconds as the model puts them. */
-static int trials_affordable(const pass_trial_t *pass, const pass_choice_t *c, int n)
-{
-    double seconds = 0, bytes = 9.0 * pass->heads * pass->hd * pass->T * sizeof(float);
-    for (int i = 0; i < n; i++)
-        seconds += (TRIAL_RUNS + 1) * c[i].predicted;
-    return tsr_size() == 1 && bytes <= TRIAL_BYTES && seconds <= TRIAL_BUDGET;
-}
-
-/* The fastest of TRIAL_RUNS passes in tiles c (after one untimed; the
+/* The fastest of TSR_TRIAL_RUNS passes in tiles c (after one untimed; the
  * backward after one forward, for its statistics). */
 static int trial_pass(const pass_trial_t *pass, const pass_choice_t *c, double *seconds)
 {
@@ -274,7 +212,7 @@ static int trial_pass(const pass_trial_t *pass, const pass_choice_t *c, double *
     if (!rc)
         rc = tsr_wait();
     *seconds = INFINITY;
-    for (int it = 0; !rc && it <= TRIAL_RUNS; it++) {
+    for (int it = 0; !rc && it <= TSR_TRIAL_RUNS; it++) {
         double t0 = tsr_wtime();
         rc = pass->backward ? tsr_attention_backward(d.Q, d.K, d.V, d.O, d.dO, d.L, d.dQ, d.dK, d.dV, 0, pass->accum)
                             : tsr_attention_forward(d.Q, d.K, d.V, d.O, d.L);
@@ -327,7 +265,7 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
     if (n == 0)
         cand[n++] = T;
     int p = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
-    int rc = load_measured(), known = nmeasured;
+    int rc = tsr_trials_load(&task_times, "attention tasks", 6), known = task_times.n;
     if (rc)
         return rc;
     pass_choice_t ranked[(NCAND + 1) * (NCAND + 1)];
@@ -349,16 +287,17 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
                 ranked[at] = ranked[at - 1];
             ranked[at] = (pass_choice_t){ cand[a], cand[b], s };
         }
-    if (nmeasured > known) {
+    if (task_times.n > known)
         tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (once; cached in %s)",
-                nmeasured - known, p / tsr_size(), cache.path);
-        save_measured();
-    }
+                task_times.n - known, p / tsr_size(), task_times.cache.path);
+    tsr_trials_save(&task_times);
     /* the TRIALS best run as whole passes when that is cheap: the fastest wins */
     pass_trial_t pass = { T, hd, heads, bb, backward, accum };
     int pick = 0, ntrials = nranked < TRIALS ? nranked : TRIALS;
-    double trial[TRIALS];
-    if (trials_affordable(&pass, ranked, ntrials)) {
+    double trial[TRIALS], predicted = 0, bytes = 9.0 * heads * hd * T * sizeof(float);
+    for (int i = 0; i < ntrials; i++)
+        predicted += ranked[i].predicted;
+    if (tsr_trials_affordable(predicted, bytes)) {
         rc = trial_passes(&pass, ranked, ntrials, trial);
         for (int i = 1; !rc && i < ntrials; i++)
             if (trial[i] < trial[pick])

@@ -50,10 +50,7 @@ static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024
 
 #define MAX_SHAPES 2048 /* task shapes measured for themselves */
 #define REFINE 6       /* the model's best candidates whose shapes get measured */
-#define TRIALS 3       /* the best of those after that, run as whole products */
-#define TRIAL_RUNS 2   /* timed runs of a trial product (the fastest counts), after one untimed */
-#define TRIAL_BUDGET 2.0              /* trials only when the model puts them at most this many seconds, */
-#define TRIAL_BYTES (1024.0 * 1048576) /* on operands of at most this size */
+#define TRIALS 3       /* the best of those after that, run as whole products when cheap */
 
 typedef struct {
     int mb, nb, kb;
@@ -109,24 +106,25 @@ static void write_model(const gemm_model_t *m)
     tsr_tile_cache_commit(&m->cache, f);
 }
 
-/* p independent mb x nb x kb tasks at once (C: mb x p*nb, one tile each);
- * the best of 3 after a warm-up. On a 1 x 1 grid: under MPI rank 0 runs
- * them, every rank gets the time. */
-static int calibrate_shape(tsr_dtype_t dtype, int mb, int nb, int kb, int p, double *seconds)
+/* The fastest of `runs` products C (M x N) = A B in tiles mb x nb x kb
+ * after an untimed one; under MPI on a 1 x 1 grid (rank 0 runs them), every
+ * rank gets the time. */
+static int time_product(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, tsr_accum_t accum, int runs,
+                        double *seconds)
 {
     tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
     tsr_desc_t *A = NULL, *B = NULL, *C = NULL;
-    int rc = tsr_desc_create_2d(&A, dtype, mb, kb, mb, kb, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&B, dtype, kb, p * nb, kb, nb, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&C, dtype, mb, p * nb, mb, nb, &grid);
+    int rc = tsr_desc_create_2d(&A, dtype, M, K, mb, kb, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&B, dtype, K, N, kb, nb, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&C, dtype, M, N, mb, nb, &grid);
     if (!rc) rc = tsr_desc_fill_random(A, 1);
     if (!rc) rc = tsr_desc_fill_random(B, 2);
     if (!rc) rc = tsr_wait();
     *seconds = INFINITY;
-    for (int it = 0; !rc && it < 4; it++) {
+    for (int it = 0; !rc && it <= runs; it++) {
         tsr_barrier();
         double t0 = tsr_wtime();
-        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_ACCUM_ORDERED);
+        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, accum);
         if (!rc)
             rc = tsr_wait();
         double s = tsr_wtime() - t0;
@@ -137,6 +135,13 @@ static int calibrate_shape(tsr_dtype_t dtype, int mb, int nb, int kb, int p, dou
     if (B) tsr_desc_destroy(B);
     if (C) tsr_desc_destroy(C);
     return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
+}
+
+/* p independent mb x nb x kb tasks at once (C: mb x p*nb, one tile each);
+ * the best of 3 after a warm-up. */
+static int calibrate_shape(tsr_dtype_t dtype, int mb, int nb, int kb, int p, double *seconds)
+{
+    return time_product(dtype, mb, p * nb, kb, mb, nb, kb, TSR_ACCUM_ORDERED, 3, seconds);
 }
 
 static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
@@ -418,44 +423,6 @@ static int bad_rule(const tsr_gemm_tile_rules_t *rules)
     return 0;
 }
 
-/* Trials run in one process (the caller's grid is not known here), on
- * operands of at most TRIAL_BYTES, in at most TRIAL_BUDGET seconds as the
- * model puts them. */
-static int trials_affordable(const tsr_gemm_tiles_t *cand, int n, int m, int nn, int k, size_t esize)
-{
-    double seconds = 0, bytes = ((double)m * k + (double)k * nn + (double)m * nn) * esize;
-    for (int i = 0; i < n; i++)
-        seconds += (TRIAL_RUNS + 1) * cand[i].predicted_seconds;
-    return tsr_size() == 1 && bytes <= TRIAL_BYTES && seconds <= TRIAL_BUDGET;
-}
-
-/* The fastest of TRIAL_RUNS products C = A B in tiles t (after one untimed). */
-static int trial_product(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, const tsr_gemm_tiles_t *t,
-                         double *seconds)
-{
-    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
-    tsr_desc_t *A = NULL, *B = NULL, *C = NULL;
-    int rc = tsr_desc_create_2d(&A, dtype, m, k, t->mb, t->kb, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&B, dtype, k, n, t->kb, t->nb, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&C, dtype, m, n, t->mb, t->nb, &grid);
-    if (!rc) rc = tsr_desc_fill_random(A, 1);
-    if (!rc) rc = tsr_desc_fill_random(B, 2);
-    if (!rc) rc = tsr_wait();
-    *seconds = INFINITY;
-    for (int it = 0; !rc && it <= TRIAL_RUNS; it++) {
-        double t0 = tsr_wtime();
-        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, accum);
-        if (!rc)
-            rc = tsr_wait();
-        if (it > 0)
-            *seconds = fmin(*seconds, tsr_wtime() - t0);
-    }
-    if (A) tsr_desc_destroy(A);
-    if (B) tsr_desc_destroy(B);
-    if (C) tsr_desc_destroy(C);
-    return rc;
-}
-
 /* The trial times of n candidates for the product: cached (per element
  * type, worker set and kernels), else measured and cached. */
 static int trial_products(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, const tsr_gemm_tiles_t *cand,
@@ -470,7 +437,7 @@ static int trial_products(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t ac
         const int key[7] = { m, n, k, (int)accum, t->mb, t->nb, t->kb };
         if ((seconds[i] = tsr_trials_find(&trials, key)) > 0)
             continue;
-        rc = trial_product(dtype, m, n, k, accum, t, &seconds[i]);
+        rc = time_product(dtype, m, n, k, t->mb, t->nb, t->kb, accum, TSR_TRIAL_RUNS, &seconds[i]);
         tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s predicted, %.4f s in its "
                 "trial", m, n, k, t->mb, t->nb, t->kb, t->predicted_seconds, seconds[i]);
         if (!rc)
@@ -574,9 +541,11 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
         }
     /* the TRIALS best run as whole products when that is cheap: the
      * fastest wins */
-    double trial[TRIALS];
+    double trial[TRIALS], predicted = 0, bytes = ((double)m * k + (double)k * n + (double)m * n) * esize;
     int ntrials = ntop < TRIALS ? ntop : TRIALS;
-    if (!trials_affordable(top, ntrials, m, n, k, esize))
+    for (int i = 0; i < ntrials; i++)
+        predicted += top[i].predicted_seconds;
+    if (!tsr_trials_affordable(predicted, bytes))
         return TSR_SUCCESS;
     rc = trial_products(dtype, m, n, k, accum, top, ntrials, trial);
     double fastest = INFINITY;

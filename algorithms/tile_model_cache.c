@@ -84,9 +84,14 @@ void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f)
 
 int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys)
 {
-    tr->nkeys = nkeys < TSR_TRIAL_KEYS ? nkeys : TSR_TRIAL_KEYS;
+    tsr_tile_cache_t now = { "", "" };
+    tsr_tile_cache_init(&now, name);
+    nkeys = nkeys < TSR_TRIAL_KEYS ? nkeys : TSR_TRIAL_KEYS;
+    if (strcmp(now.key, tr->cache.key) == 0 && nkeys == tr->nkeys)
+        return TSR_SUCCESS; /* the same workers: tr holds the file and what was added since */
+    tr->cache = now;
+    tr->nkeys = nkeys;
     tr->n = tr->added = 0;
-    tsr_tile_cache_init(&tr->cache, name);
     FILE *f = tsr_rank() == 0 ? tsr_tile_cache_read(&tr->cache) : NULL;
     while (f && tr->n < TSR_MAX_TRIALS) {
         int ok = 1;
@@ -103,6 +108,8 @@ int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys)
         rc = tsr_broadcast(tr->key, sizeof tr->key[0] * tr->n, 0);
     if (!rc)
         rc = tsr_broadcast(tr->seconds, sizeof tr->seconds[0] * tr->n, 0);
+    if (rc)
+        tr->cache.key[0] = '\0'; /* load again next time */
     return rc;
 }
 
@@ -134,4 +141,9 @@ void tsr_trials_save(tsr_trials_t *tr)
     if (f)
         tsr_tile_cache_commit(&tr->cache, f);
     tr->added = 0;
+}
+
+int tsr_trials_affordable(double predicted_seconds, double bytes)
+{
+    return tsr_size() == 1 && bytes <= TSR_TRIAL_BYTES && (TSR_TRIAL_RUNS + 1) * predicted_seconds <= TSR_TRIAL_BUDGET;
 }

@@ -32,12 +32,14 @@ FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c);
 FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c);
 void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f);
 
-/* Trials: measured times of whole runs (a GEMM product, an attention pass,
- * a GPT-2 step), each named by nkeys integers (the problem and the tiles),
- * cached as lines "k1 .. kn seconds" in the file of `name` for the running
- * workers. tsr_trials_load is collective under MPI (rank 0 reads, every
- * rank gets its entries); tsr_trials_save writes the file (rank 0) when
- * trials were added. */
+/* Trials: measured times (of whole runs, a GEMM product, an attention pass,
+ * a GPT-2 step, or of calibration tasks), each named by nkeys integers (the
+ * problem and the tiles), cached as lines "k1 .. kn seconds" in the file of
+ * `name` for the running workers. tsr_trials_load reads the file when the
+ * worker set (the key) changed since the last load of tr, else keeps what
+ * tr holds; collective under MPI (rank 0 reads, every rank gets its
+ * entries). tsr_trials_save writes the file (rank 0) when trials were
+ * added. */
 #define TSR_TRIAL_KEYS 10
 #define TSR_MAX_TRIALS 1024
 typedef struct {
@@ -52,5 +54,16 @@ int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys);
 double tsr_trials_find(const tsr_trials_t *tr, const int *key);
 void tsr_trials_add(tsr_trials_t *tr, const int *key, double seconds);
 void tsr_trials_save(tsr_trials_t *tr);
+
+/* Whole-run trials of a GEMM product or an attention pass: the fastest of
+ * TSR_TRIAL_RUNS timed runs after an untimed one, run only when they are
+ * cheap: one process (the caller's grid is not known to the tile chooser),
+ * operands of at most TSR_TRIAL_BYTES, and TSR_TRIAL_BUDGET seconds at most
+ * as the model puts them (predicted_seconds: the candidates' predicted
+ * times added up). */
+#define TSR_TRIAL_RUNS 2
+#define TSR_TRIAL_BUDGET 2.0
+#define TSR_TRIAL_BYTES (1024.0 * 1048576)
+int tsr_trials_affordable(double predicted_seconds, double bytes);
 
 #endif
