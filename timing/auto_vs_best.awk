@@ -3,7 +3,7 @@
 #   case,tiles,manual|auto,seconds,predicted_seconds
 # With -v rerun=1 the input is the alternating reruns of one manual point
 # per case against auto: the manual time is then the median of its runs too.
-# (used by run_tiles_auto_gemm.sh and run_tiles_auto_attention.sh)
+# (used by run_tiles_auto_gemm.sh, run_tiles_auto_attention.sh and run_tiles_auto_gpt2.sh)
 function median(v, n, key,   i, j, x) {
   for (i = 1; i <= n[key]; i++)
     for (j = i + 1; j <= n[key]; j++)

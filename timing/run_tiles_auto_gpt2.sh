@@ -47,14 +47,11 @@ for _ in $(seq "$rounds"); do
   echo "rerun-best,$(step --tile-tok "$tok" --tile-ch "$ch" --tile-hid "$hid" --tile-voc "$voc" --tile-heads "$heads")" >> "$out"
   echo "rerun-auto,$(step --tiles auto)" >> "$out"
 done
-awk -F, 'function median(k,   i, j, x) {
-           for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++)
-             if (v[k, j] < v[k, i]) { x = v[k, i]; v[k, i] = v[k, j]; v[k, j] = x }
-           return n[k] % 2 ? v[k, (n[k] + 1) / 2] : (v[k, n[k] / 2] + v[k, n[k] / 2 + 1]) / 2 }
-  NR > 1 { if ($1 == "sweep" && (best == "" || $2 < best)) { best = $2; bt = $3 }
-           if ($1 == "auto") at = $3
-           v[$1, ++n[$1]] = $2 }
-  END { printf "best sweep point %s: %.1f ms; --tiles auto (%s): median of %d runs %.1f ms; auto / best = %.3f\n",
-               bt, best, at, n["auto"], median("auto"), median("auto") / best
-        printf "alternating reruns, %d each: best sweep point median %.1f ms, auto median %.1f ms; auto / best = %.3f\n",
-               n["rerun-auto"], median("rerun-best"), median("rerun-auto"), median("rerun-auto") / median("rerun-best") }' "$out"
+# the comparisons (timing/auto_vs_best.awk, in seconds)
+cases() { # cases KIND_MANUAL KIND_AUTO
+  awk -F, -v m="$1" -v a="$2" -v c="$model B$B T$T" '$1 == m || $1 == a {
+    print c "," $3 "," ($1 == m ? "manual" : "auto") "," $2 / 1000 ",nan" }' "$out"
+}
+cases sweep auto | awk -F, -f timing/auto_vs_best.awk
+echo "alternating reruns, $rounds each (medians):"
+cases rerun-best rerun-auto | awk -F, -v rerun=1 -f timing/auto_vs_best.awk
