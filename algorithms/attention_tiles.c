@@ -27,10 +27,11 @@
  *   backward, REDUX: no chain beyond one task, plus the additions of the
  *     per-worker copies of dQ, dK and dV.
  *
- * Trials: when the pass is small enough (tensors of at most 1 GiB, the
- * trials put at most 2 s by the model; one process), the TRIALS best
- * candidates run as whole passes and the fastest measured wins, cached per
- * pass and worker set (as gemm_tiles.c does). */
+ * Trials: when the pass is small enough (tensors of at most 1 GiB; one
+ * process), as many candidates as 2 s of trials afford by the model (up to
+ * 8, the best of each granularity first: tsr_trials_plan) run as whole
+ * passes and the fastest measured wins, cached per pass and worker set (as
+ * gemm_tiles.c does). */
 #include <math.h>
 #include "tsr_attention.h"
 #include "tsr_runtime_attention.h"
@@ -39,7 +40,6 @@
 
 static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
-#define TRIALS 3 /* the model's best candidates run as whole passes when cheap */
 
 /* The tile-pair task times of the running workers, named hd bb qb kb
  * backward diagonal (cached: tile_model_cache.c). */
@@ -167,7 +167,7 @@ static double pair_seconds(const pair_times_t *t, tsr_attn_pos_t pos)
 
 /* Model of one pass (see the top of the file). */
 static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, int backward, tsr_accum_t accum,
-                      int p)
+                      int p, double *ntasks)
 {
     int qb = pt->qb, kb = pt->kb, htiles = (heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
     double tasks = 0, work = 0, last_chain = 0, t = pt->full;
@@ -193,12 +193,13 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
     }
     double rounds = ceil(tasks / p) * mean;
     double span = work / p > rounds ? work / p : rounds;
+    *ntasks = tasks;
     return span > chain ? span : chain;
 }
 
 /* ---- trials of whole passes ------------------------------------------------- */
 
-typedef struct { int qb, kb; double predicted; } pass_choice_t;
+typedef struct { int qb, kb; double predicted, tasks; } pass_choice_t;
 typedef struct { int T, hd, heads, bb, backward; tsr_accum_t accum; } pass_trial_t;
 
 /* The fastest of TSR_TRIAL_RUNS passes in tiles c (after one untimed; the
@@ -268,7 +269,7 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
     int rc = tsr_trials_load(&task_times, "attention tasks", 6), known = task_times.n;
     if (rc)
         return rc;
-    pass_choice_t ranked[(NCAND + 1) * (NCAND + 1)];
+    pass_choice_t ranked[(NCAND + 1) * (NCAND + 1)] = { { 0 } };
     int nranked = 0;
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
@@ -279,33 +280,38 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
                 rc = task_time(hd, bb, pt.qb, pt.kb, backward, 1, &pt.diag);
             if (rc)
                 return rc;
-            double s = predict(T, hd, heads, bb, &pt, backward, accum, p);
+            double tasks, s = predict(T, hd, heads, bb, &pt, backward, accum, p, &tasks);
             tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms (diagonal %.3f), "
                     "predicted %.4f s", T, backward ? "bwd" : "fwd", pt.qb, pt.kb, pt.full * 1e3, pt.diag * 1e3, s);
             int at = nranked++; /* insertion, fastest first */
             for (; at > 0 && ranked[at - 1].predicted > s; at--)
                 ranked[at] = ranked[at - 1];
-            ranked[at] = (pass_choice_t){ cand[a], cand[b], s };
+            ranked[at] = (pass_choice_t){ cand[a], cand[b], s, tasks };
         }
     if (task_times.n > known)
         tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (once; cached in %s)",
                 task_times.n - known, p / tsr_size(), task_times.cache.path);
     tsr_trials_save(&task_times);
-    /* the TRIALS best run as whole passes when that is cheap: the fastest wins */
+    /* trials when they are cheap: the fastest wins */
     pass_trial_t pass = { T, hd, heads, bb, backward, accum };
-    int pick = 0, ntrials = nranked < TRIALS ? nranked : TRIALS;
-    double trial[TRIALS], predicted = 0, bytes = 9.0 * heads * hd * T * sizeof(float);
-    for (int i = 0; i < ntrials; i++)
-        predicted += ranked[i].predicted;
-    if (tsr_trials_affordable(predicted, bytes)) {
-        rc = trial_passes(&pass, ranked, ntrials, trial);
-        for (int i = 1; !rc && i < ntrials; i++)
-            if (trial[i] < trial[pick])
-                pick = i;
-    }
-    *qb = ranked[pick].qb;
-    *kb = ranked[pick].kb;
+    double predicted[TSR_TRIAL_PLANNED], tasks[TSR_TRIAL_PLANNED], trial[TSR_TRIAL_MAX];
+    for (int i = 0; i < nranked; i++)
+        predicted[i] = ranked[i].predicted, tasks[i] = ranked[i].tasks;
+    double bytes = 9.0 * heads * hd * T * sizeof(float);
+    int order[TSR_TRIAL_PLANNED], ntry = tsr_trials_plan(predicted, tasks, nranked, bytes, order);
+    pass_choice_t tried[TSR_TRIAL_MAX];
+    for (int i = 0; i < ntry; i++)
+        tried[i] = ranked[order[i]];
+    if (ntry)
+        rc = trial_passes(&pass, tried, ntry, trial);
+    int pick = 0;
+    for (int i = 1; !rc && i < ntry; i++)
+        if (trial[i] < trial[pick])
+            pick = i;
+    const pass_choice_t *choice = ntry ? &tried[pick] : &ranked[0];
+    *qb = choice->qb;
+    *kb = choice->kb;
     if (predicted_seconds)
-        *predicted_seconds = ranked[pick].predicted;
+        *predicted_seconds = choice->predicted;
     return rc;
 }

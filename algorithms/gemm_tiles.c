@@ -18,15 +18,18 @@
  * and writing its C tile. Every (mb, nb, kb) from
  * CANDIDATES (and the whole dimension, when smaller) is evaluated; the
  * REFINE fastest are then refined: their exact task shape is measured the
- * same way as the squares (once, cached with them) and replaces the model's
- * task time; the fastest wins, the larger tiles on a tie within 1 %.
+ * same way as the squares (once, cached with them) and replaces the
+ * model's task time; the fastest wins, the larger tiles on a tie within 1 %.
  *
- * Trials: when the product is small enough (operands of at most 1 GiB, the
- * trials put at most 2 s by the model; one process), the TRIALS best of
- * those run as whole products on the running workers instead, and the
- * fastest measured wins: what the model leaves out (the scheduler's order,
- * memory contention between many workers, ragged edge tiles) then decides.
- * The trial times are cached per product, element type and worker set. */
+ * Trials: when the product is small enough (operands of at most 1 GiB; one
+ * process), as many candidates as 2 s of trials afford by the model (up to
+ * 8: the refined ones and the model's best of each other granularity, task
+ * rounds on the workers, not far behind; the best of each granularity
+ * first, see tsr_trials_plan) run as whole products on the running
+ * workers instead, and the fastest measured wins:
+ * what the model leaves out (the scheduler's order, memory contention
+ * between many workers, ragged edge tiles) then decides. The trial times
+ * are cached per product, element type and worker set. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +53,6 @@ static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024
 
 #define MAX_SHAPES 2048 /* task shapes measured for themselves */
 #define REFINE 6       /* the model's best candidates whose shapes get measured */
-#define TRIALS 3       /* the best of those after that, run as whole products when cheap */
 
 typedef struct {
     int mb, nb, kb;
@@ -423,6 +425,71 @@ static int bad_rule(const tsr_gemm_tile_rules_t *rules)
     return 0;
 }
 
+/* The product a tile choice is for. */
+typedef struct { int m, n, k; tsr_accum_t accum; int workers; size_t esize; } product_t;
+
+static double task_count(const product_t *pr, const tsr_gemm_tiles_t *t)
+{
+    return (double)((pr->m + t->mb - 1) / t->mb) * ((pr->n + t->nb - 1) / t->nb) * ((pr->k + t->kb - 1) / t->kb);
+}
+
+static double volume(const tsr_gemm_tiles_t *t)
+{
+    return (double)t->mb * t->nb * t->kb;
+}
+
+/* Insertion of t into list (n entries, best first, at most size): the
+ * size best are kept. Returns the new count. */
+static int keep_best(tsr_gemm_tiles_t *list, int n, int size, tsr_gemm_tiles_t t)
+{
+    int at = n < size ? n : size - 1;
+    if (n == size && t.predicted_seconds >= list[at].predicted_seconds)
+        return n;
+    while (at > 0 && list[at - 1].predicted_seconds > t.predicted_seconds) {
+        list[at] = list[at - 1];
+        at--;
+    }
+    list[at] = t;
+    return n + (n < size);
+}
+
+/* The model's REFINE best candidates from the square sizes alone, best
+ * first, in top (returns how many); in others (*nothers, best first), the
+ * best of each granularity (tsr_trials_granularity) that top lacks,
+ * predicted within TSR_TRIAL_WINDOW of the best: candidates for the trials
+ * alone (refining and ranking them too let the model's known misses, e.g.
+ * CPU tiles of 2048 cubed, win where no trial runs). */
+#define NGRAIN 64
+static int shortlist(gemm_model_t *model, const product_t *pr, const int *cm, int nm, const int *cn, int nn,
+                     const int *ck, int nk, tsr_gemm_tiles_t *top, tsr_gemm_tiles_t *others, int *nothers)
+{
+    tsr_gemm_tiles_t finest[NGRAIN]; /* the best of each granularity */
+    for (int g = 0; g < NGRAIN; g++)
+        finest[g].predicted_seconds = INFINITY;
+    int ntop = 0;
+    model->use_shapes = 0; /* the same candidates every call, whatever was measured since */
+    for (int a = 0; a < nm; a++)
+        for (int b = 0; b < nn; b++)
+            for (int c = 0; c < nk; c++) {
+                tsr_gemm_tiles_t t = { cm[a], cn[b], ck[c],
+                                       predict(model, pr->workers, pr->esize, pr->m, pr->n, pr->k, cm[a], cn[b], ck[c],
+                                               pr->accum) };
+                int g = tsr_trials_granularity(task_count(pr, &t), pr->workers);
+                if (t.predicted_seconds < finest[g].predicted_seconds)
+                    finest[g] = t;
+                ntop = keep_best(top, ntop, REFINE, t);
+            }
+    *nothers = 0;
+    for (int g = 0; g < NGRAIN; g++) {
+        int listed = finest[g].predicted_seconds > TSR_TRIAL_WINDOW * top[0].predicted_seconds;
+        for (int i = 0; i < ntop && !listed; i++)
+            listed = tsr_trials_granularity(task_count(pr, &top[i]), pr->workers) == g;
+        if (!listed)
+            *nothers = keep_best(others, *nothers, NGRAIN, finest[g]);
+    }
+    return ntop;
+}
+
 /* The trial times of n candidates for the product: cached (per element
  * type, worker set and kernels), else measured and cached. */
 static int trial_products(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, const tsr_gemm_tiles_t *cand,
@@ -481,78 +548,59 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
         return rc;
     int ptotal = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
     size_t esize = tsr_dtype_size(dtype);
-    /* the model's best REFINE candidates (best first), from the square sizes alone */
-    tsr_gemm_tiles_t top[REFINE];
-    int ntop = 0;
-    model->use_shapes = 0;
-    for (int a = 0; a < nm; a++)
-        for (int b = 0; b < nn; b++)
-            for (int c = 0; c < nk; c++) {
-                tsr_gemm_tiles_t t = { cm[a], cn[b], ck[c], predict(model, ptotal, esize, m, n, k, cm[a], cn[b], ck[c],
-                                                                    accum) };
-                int at = ntop < REFINE ? ntop : REFINE - 1;
-                if (ntop == REFINE && t.predicted_seconds >= top[at].predicted_seconds)
-                    continue;
-                while (at > 0 && top[at - 1].predicted_seconds > t.predicted_seconds) {
-                    top[at] = top[at - 1];
-                    at--;
-                }
-                top[at] = t;
-                ntop += ntop < REFINE;
-            }
+    const product_t prod = { m, n, k, accum, ptotal, esize };
+    tsr_gemm_tiles_t list[REFINE + NGRAIN] = { { 0 } };
+    int nothers, nlist = shortlist(model, &prod, cm, nm, cn, nn, ck, nk, list, list + REFINE, &nothers);
     /* their task shapes measured (once: cached with the model), then ranked
      * again; the larger tiles win ties within 1 % */
     int added = 0;
-    for (int i = 0; !rc && i < ntop; i++)
-        rc = measure_shape(model, dtype, top[i].mb, top[i].nb, top[i].kb, &added);
+    for (int i = 0; !rc && i < nlist; i++)
+        rc = measure_shape(model, dtype, list[i].mb, list[i].nb, list[i].kb, &added);
     model->use_shapes = 1;
     if (rc)
         return rc;
     if (added && tsr_rank() == 0)
         write_model(model);
-    for (int i = 0; i < ntop; i++) {
-        double square_only = top[i].predicted_seconds;
-        top[i].predicted_seconds = predict(model, ptotal, esize, m, n, k, top[i].mb, top[i].nb, top[i].kb, accum);
+    for (int i = 0; i < nlist; i++) {
+        double square_only = list[i].predicted_seconds;
+        list[i].predicted_seconds = predict(model, ptotal, esize, m, n, k, list[i].mb, list[i].nb, list[i].kb, accum);
         tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s from the square sizes, "
-                "%.4f s with its task measured", m, n, k, top[i].mb, top[i].nb, top[i].kb, square_only,
-                top[i].predicted_seconds);
+                "%.4f s with its task measured", m, n, k, list[i].mb, list[i].nb, list[i].kb, square_only,
+                list[i].predicted_seconds);
     }
-    double best = INFINITY;
-    for (int i = 0; i < ntop; i++)
-        best = fmin(best, top[i].predicted_seconds);
-    long volume = 0;
-    for (int i = 0; i < ntop; i++) {
-        long v = (long)top[i].mb * top[i].nb * top[i].kb;
-        if (top[i].predicted_seconds <= best * 1.01 && v > volume) {
-            volume = v;
-            *out = top[i];
+    for (int i = 1; i < nlist; i++) /* best first */
+        for (int j = i; j > 0 && list[j].predicted_seconds < list[j - 1].predicted_seconds; j--) {
+            tsr_gemm_tiles_t t = list[j];
+            list[j] = list[j - 1];
+            list[j - 1] = t;
         }
+    int pick = 0;
+    for (int i = 1; i < nlist; i++)
+        if (list[i].predicted_seconds <= list[0].predicted_seconds * 1.01 && volume(&list[i]) > volume(&list[pick]))
+            pick = i;
+    *out = list[pick];
+    list[pick] = list[0]; /* the model's pick first */
+    list[0] = *out;
+    /* trials when they are cheap, the other granularities' best among
+     * them: the fastest wins */
+    memmove(list + nlist, list + REFINE, nothers * sizeof *list);
+    double predicted[REFINE + NGRAIN], tasks[REFINE + NGRAIN], trial[TSR_TRIAL_MAX];
+    for (int i = 0; i < nlist + nothers; i++) {
+        predicted[i] = list[i].predicted_seconds;
+        tasks[i] = task_count(&prod, &list[i]);
     }
-    for (int i = 1; i < ntop; i++) /* best first again */
-        for (int j = i; j > 0 && top[j].predicted_seconds < top[j - 1].predicted_seconds; j--) {
-            tsr_gemm_tiles_t t = top[j];
-            top[j] = top[j - 1];
-            top[j - 1] = t;
-        }
-    for (int i = 1; i < ntop; i++) /* the model's pick first */
-        if (top[i].mb == out->mb && top[i].nb == out->nb && top[i].kb == out->kb) {
-            top[i] = top[0];
-            top[0] = *out;
-        }
-    /* the TRIALS best run as whole products when that is cheap: the
-     * fastest wins */
-    double trial[TRIALS], predicted = 0, bytes = ((double)m * k + (double)k * n + (double)m * n) * esize;
-    int ntrials = ntop < TRIALS ? ntop : TRIALS;
-    for (int i = 0; i < ntrials; i++)
-        predicted += top[i].predicted_seconds;
-    if (!tsr_trials_affordable(predicted, bytes))
-        return TSR_SUCCESS;
-    rc = trial_products(dtype, m, n, k, accum, top, ntrials, trial);
+    double bytes = ((double)m * k + (double)k * n + (double)m * n) * esize;
+    int order[REFINE + NGRAIN], ntry = tsr_trials_plan(predicted, tasks, nlist + nothers, bytes, order);
+    tsr_gemm_tiles_t tried[TSR_TRIAL_MAX];
+    for (int i = 0; i < ntry; i++)
+        tried[i] = list[order[i]];
+    if (ntry)
+        rc = trial_products(dtype, m, n, k, accum, tried, ntry, trial);
     double fastest = INFINITY;
-    for (int i = 0; !rc && i < ntrials; i++)
+    for (int i = 0; !rc && i < ntry; i++)
         if (trial[i] < fastest) {
             fastest = trial[i];
-            *out = top[i];
+            *out = tried[i];
         }
     return rc;
 }

@@ -1,6 +1,7 @@
 /* The on-disk cache of the calibrated tile models (see
  * internal/tsr_tile_model.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -143,7 +144,34 @@ void tsr_trials_save(tsr_trials_t *tr)
     tr->added = 0;
 }
 
-int tsr_trials_affordable(double predicted_seconds, double bytes)
+int tsr_trials_granularity(double tasks, int workers)
 {
-    return tsr_size() == 1 && bytes <= TSR_TRIAL_BYTES && (TSR_TRIAL_RUNS + 1) * predicted_seconds <= TSR_TRIAL_BUDGET;
+    double rounds = ceil(tasks / (workers > 0 ? workers : 1));
+    int g = rounds > 1 ? (int)ceil(log2(rounds)) : 0;
+    return g < 63 ? g : 63;
+}
+
+int tsr_trials_plan(const double *predicted, const double *tasks, int n, double bytes, int *order)
+{
+    int workers = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size(), k = 0;
+    char seen[64] = { 0 }, taken[TSR_TRIAL_PLANNED] = { 0 };
+    n = n < TSR_TRIAL_PLANNED ? n : TSR_TRIAL_PLANNED;
+    for (int i = 0; i < n; i++) {
+        int g = tsr_trials_granularity(tasks[i], workers);
+        if (predicted[i] <= TSR_TRIAL_WINDOW * predicted[0] && !seen[g]) {
+            seen[g] = taken[i] = 1;
+            order[k++] = i;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (!taken[i])
+            order[k++] = i;
+    if (tsr_size() != 1 || bytes > TSR_TRIAL_BYTES)
+        return 0;
+    int afford = 0;
+    double cost = 0;
+    while (afford < n && afford < TSR_TRIAL_MAX &&
+           (TSR_TRIAL_RUNS + 1) * (cost + predicted[order[afford]]) <= TSR_TRIAL_BUDGET)
+        cost += predicted[order[afford++]];
+    return afford >= 2 ? afford : 0;
 }

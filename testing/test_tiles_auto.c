@@ -15,6 +15,7 @@
 #include <string.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "internal/tsr_tile_model.h"
 
 static const char *slurp(const char *path);
 
@@ -89,6 +90,27 @@ static void via_one_worker(tsr_config_t *cfg)
  * worker calibrates a model of its own; back on two, the attention times
  * are read back (the file unchanged, the same tiles and prediction); a file
  * of another key, or a damaged one, is measured again and replaced. */
+/* Which candidates the trials try (2 workers, one process): the best of
+ * each granularity first, as many as the budget affords, none when fewer
+ * than 2 fit or the operands are too large. */
+static void check_trial_plan(void)
+{
+    CHECK(tsr_trials_granularity(16, 16) == 0 && tsr_trials_granularity(17, 16) == 1 &&
+          tsr_trials_granularity(64, 16) == 2 && tsr_trials_granularity(65, 16) == 3);
+    /* on 2 workers, rounds 1, 1, 4, 32, 2: granularities 0, 0, 2, 5, 1 (the last too slow to count) */
+    const double predicted[5] = { 0.10, 0.11, 0.12, 0.13, 0.30 }, tasks[5] = { 2, 2, 8, 64, 4 };
+    int order[TSR_TRIAL_PLANNED];
+    CHECK(tsr_trials_plan(predicted, tasks, 5, 1e6, order) == 4); /* 3 x (0.46 + 0.30) s is over 2 s */
+    CHECK(order[0] == 0 && order[1] == 2 && order[2] == 3 && order[3] == 1 && order[4] == 4);
+    CHECK(tsr_trials_plan(predicted, tasks, 5, 2 * TSR_TRIAL_BYTES, order) == 0);
+    const double slow[2] = { 0.5, 0.5 };
+    CHECK(tsr_trials_plan(slow, tasks, 2, 1e6, order) == 0); /* one affordable: the model decides */
+    double quick[20], many[20];
+    for (int i = 0; i < 20; i++)
+        quick[i] = 0.001, many[i] = 2;
+    CHECK(tsr_trials_plan(quick, many, 20, 1e6, order) == TSR_TRIAL_MAX);
+}
+
 static void check_cache(tsr_config_t *cfg, const char *cache)
 {
     char gemm2[4200], att[4200];
@@ -276,6 +298,7 @@ int main(int argc, char **argv)
     CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 2, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
     CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 1, (tsr_accum_t)7, &qb, &kb, NULL), TSR_EINVAL);
     CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 0, TSR_ACCUM_ORDERED, NULL, &kb, NULL), TSR_EINVAL);
+    check_trial_plan();
     check_cache(&cfg, argv[1]);
     tsr_finalize();
     return tsr_check_report("test_tiles_auto");

@@ -59,11 +59,25 @@ void tsr_trials_save(tsr_trials_t *tr);
  * TSR_TRIAL_RUNS timed runs after an untimed one, run only when they are
  * cheap: one process (the caller's grid is not known to the tile chooser),
  * operands of at most TSR_TRIAL_BYTES, and TSR_TRIAL_BUDGET seconds at most
- * as the model puts them (predicted_seconds: the candidates' predicted
- * times added up). */
+ * for all of them as the model puts them. */
 #define TSR_TRIAL_RUNS 2
 #define TSR_TRIAL_BUDGET 2.0
 #define TSR_TRIAL_BYTES (1024.0 * 1048576)
-int tsr_trials_affordable(double predicted_seconds, double bytes);
+#define TSR_TRIAL_MAX 8       /* candidates tried at most */
+#define TSR_TRIAL_WINDOW 1.5  /* the slowest prediction, against the best, of a candidate tried for its granularity */
+#define TSR_TRIAL_PLANNED 64  /* candidates a plan looks at, at most */
+
+/* A candidate's granularity: its tasks' rounds on the workers,
+ * ceil(tasks / workers), as a power of 2 (0: one round, 1: two, 2: 3-4 ...). */
+int tsr_trials_granularity(double tasks, int workers);
+
+/* Which of n candidates to try (n at most TSR_TRIAL_PLANNED), given best
+ * first by the model (predicted seconds, tasks): in order[], first the best
+ * of each granularity predicted within TSR_TRIAL_WINDOW of the best (a
+ * model misjudges granularity most: the balance and contention of many
+ * workers), then the others best first. Returns how many of order[] the
+ * trials afford (the longest prefix within the budget, TSR_TRIAL_MAX at
+ * most), or 0 when fewer than 2 are: the model then decides alone. */
+int tsr_trials_plan(const double *predicted, const double *tasks, int n, double bytes, int *order);
 
 #endif
