@@ -459,12 +459,11 @@ static int keep_best(tsr_gemm_tiles_t *list, int n, int size, tsr_gemm_tiles_t t
  * predicted within TSR_TRIAL_WINDOW of the best: candidates for the trials
  * alone (refining and ranking them too let the model's known misses, e.g.
  * CPU tiles of 2048 cubed, win where no trial runs). */
-#define NGRAIN 64
 static int shortlist(gemm_model_t *model, const product_t *pr, const int *cm, int nm, const int *cn, int nn,
                      const int *ck, int nk, tsr_gemm_tiles_t *top, tsr_gemm_tiles_t *others, int *nothers)
 {
-    tsr_gemm_tiles_t finest[NGRAIN]; /* the best of each granularity */
-    for (int g = 0; g < NGRAIN; g++)
+    tsr_gemm_tiles_t finest[TSR_TRIAL_GRAINS]; /* the best of each granularity */
+    for (int g = 0; g < TSR_TRIAL_GRAINS; g++)
         finest[g].predicted_seconds = INFINITY;
     int ntop = 0;
     model->use_shapes = 0; /* the same candidates every call, whatever was measured since */
@@ -480,12 +479,12 @@ static int shortlist(gemm_model_t *model, const product_t *pr, const int *cm, in
                 ntop = keep_best(top, ntop, REFINE, t);
             }
     *nothers = 0;
-    for (int g = 0; g < NGRAIN; g++) {
+    for (int g = 0; g < TSR_TRIAL_GRAINS; g++) {
         int listed = finest[g].predicted_seconds > TSR_TRIAL_WINDOW * top[0].predicted_seconds;
         for (int i = 0; i < ntop && !listed; i++)
             listed = tsr_trials_granularity(task_count(pr, &top[i]), pr->workers) == g;
         if (!listed)
-            *nothers = keep_best(others, *nothers, NGRAIN, finest[g]);
+            *nothers = keep_best(others, *nothers, TSR_TRIAL_GRAINS, finest[g]);
     }
     return ntop;
 }
@@ -549,7 +548,7 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
     int ptotal = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
     size_t esize = tsr_dtype_size(dtype);
     const product_t prod = { m, n, k, accum, ptotal, esize };
-    tsr_gemm_tiles_t list[REFINE + NGRAIN] = { { 0 } };
+    tsr_gemm_tiles_t list[REFINE + TSR_TRIAL_GRAINS] = { { 0 } };
     int nothers, nlist = shortlist(model, &prod, cm, nm, cn, nn, ck, nk, list, list + REFINE, &nothers);
     /* their task shapes measured (once: cached with the model), then ranked
      * again; the larger tiles win ties within 1 % */
@@ -584,13 +583,13 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
     /* trials when they are cheap, the other granularities' best among
      * them: the fastest wins */
     memmove(list + nlist, list + REFINE, nothers * sizeof *list);
-    double predicted[REFINE + NGRAIN], tasks[REFINE + NGRAIN], trial[TSR_TRIAL_MAX];
+    double predicted[REFINE + TSR_TRIAL_GRAINS], tasks[REFINE + TSR_TRIAL_GRAINS], trial[TSR_TRIAL_MAX];
     for (int i = 0; i < nlist + nothers; i++) {
         predicted[i] = list[i].predicted_seconds;
         tasks[i] = task_count(&prod, &list[i]);
     }
     double bytes = ((double)m * k + (double)k * n + (double)m * n) * esize;
-    int order[REFINE + NGRAIN], ntry = tsr_trials_plan(predicted, tasks, nlist + nothers, bytes, order);
+    int order[REFINE + TSR_TRIAL_GRAINS], ntry = tsr_trials_plan(predicted, tasks, nlist + nothers, bytes, order);
     tsr_gemm_tiles_t tried[TSR_TRIAL_MAX];
     for (int i = 0; i < ntry; i++)
         tried[i] = list[order[i]];

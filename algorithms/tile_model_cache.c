@@ -148,13 +148,13 @@ int tsr_trials_granularity(double tasks, int workers)
 {
     double rounds = ceil(tasks / (workers > 0 ? workers : 1));
     int g = rounds > 1 ? (int)ceil(log2(rounds)) : 0;
-    return g < 63 ? g : 63;
+    return g < TSR_TRIAL_GRAINS - 1 ? g : TSR_TRIAL_GRAINS - 1;
 }
 
 int tsr_trials_plan(const double *predicted, const double *tasks, int n, double bytes, int *order)
 {
     int workers = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size(), k = 0;
-    char seen[64] = { 0 }, taken[TSR_TRIAL_PLANNED] = { 0 };
+    char seen[TSR_TRIAL_GRAINS] = { 0 }, taken[TSR_TRIAL_PLANNED] = { 0 };
     n = n < TSR_TRIAL_PLANNED ? n : TSR_TRIAL_PLANNED;
     for (int i = 0; i < n; i++) {
         int g = tsr_trials_granularity(tasks[i], workers);

@@ -46,9 +46,11 @@ int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int
  * ordered, one task plus the buffer additions with REDUX). Every
  * (mb, nb, kb) from 32 .. 2048 (and each whole dimension up to 2048) is
  * evaluated; the best have their exact task shape measured. When the product
- * is small enough (operands of at most 1 GiB, at most 2 s of trials by the
- * model, one process) the 3 best then run as whole products and the fastest
- * wins; the trial times are cached like the calibration, per product.
+ * is small enough (operands of at most 1 GiB, one process), as many
+ * candidates as 2 s of trials afford by the model (2 to 8, the best of each
+ * granularity, rounds of tasks on the workers, first) run as whole products
+ * and the fastest wins; the trial times are cached like the calibration,
+ * per product.
  * Collective under MPI. predicted_seconds: the model's time for C = A B. */
 typedef struct {
     int mb, nb, kb;

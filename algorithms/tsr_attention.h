@@ -56,9 +56,12 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
  * over heads heads of hd x T with bb heads per tile: the query and key tiles
  * among 64..1024 dividing T whose predicted time is the smallest, from each
  * candidate tile pair's task measured on the running workers (on first use,
- * cached in $TSR_CACHE_DIR/tile_models as the GEMM model) and a model of the pass's schedule (chains, rounds,
- * REDUX additions; see algorithms/attention_tiles.c). *predicted_seconds
- * (may be NULL): the model's time. TSR_EINVAL, TSR_ENOTINIT, or an error of
+ * cached in $TSR_CACHE_DIR/tile_models as the GEMM model) and a model of
+ * the pass's schedule (chains, rounds, REDUX additions; see
+ * algorithms/attention_tiles.c); when the pass is small enough (tensors of
+ * at most 1 GiB, one process), as many tile pairs as 2 s of trials afford
+ * (2 to 8) run as whole passes and the fastest wins (cached per pass).
+ * *predicted_seconds (may be NULL): the model's time for the chosen tiles. TSR_EINVAL, TSR_ENOTINIT, or an error of
  * the calibration. Collective under MPI (the calibration runs on rank 0). */
 int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_accum_t accum, int *qb, int *kb,
                              double *predicted_seconds);

@@ -66,9 +66,11 @@ void tsr_trials_save(tsr_trials_t *tr);
 #define TSR_TRIAL_MAX 8       /* candidates tried at most */
 #define TSR_TRIAL_WINDOW 1.5  /* the slowest prediction, against the best, of a candidate tried for its granularity */
 #define TSR_TRIAL_PLANNED 64  /* candidates a plan looks at, at most */
+#define TSR_TRIAL_GRAINS 64   /* granularities told apart */
 
 /* A candidate's granularity: its tasks' rounds on the workers,
- * ceil(tasks / workers), as a power of 2 (0: one round, 1: two, 2: 3-4 ...). */
+ * ceil(tasks / workers), as a power of 2 (0: one round, 1: two, 2: 3-4 ...,
+ * at most TSR_TRIAL_GRAINS - 1). */
 int tsr_trials_granularity(double tasks, int workers);
 
 /* Which of n candidates to try (n at most TSR_TRIAL_PLANNED), given best
