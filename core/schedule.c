@@ -46,6 +46,7 @@ typedef struct {
 typedef struct {
     char label[32];
     double us;
+    double bytes_to_gpus, bytes_from_gpus; /* host <-> GPU transfers so far */
 } mark_t;
 
 static struct {
@@ -101,13 +102,35 @@ int tsr_schedule_start(void)
     return TSR_SUCCESS;
 }
 
+/* Adds the bytes StarPU copied from host memory to GPU memory and back
+ * since the last call to the running totals (reading a bus's counters
+ * resets them). */
+static void add_bus_bytes(double *to_gpus, double *from_gpus)
+{
+    for (int b = 0; b < starpu_bus_get_count(); b++) {
+        struct starpu_profiling_bus_info info;
+        if (starpu_bus_get_profiling_info(b, &info) != 0)
+            continue;
+        enum starpu_node_kind src = starpu_node_get_kind((unsigned)starpu_bus_get_src(b));
+        enum starpu_node_kind dst = starpu_node_get_kind((unsigned)starpu_bus_get_dst(b));
+        if (src == STARPU_CPU_RAM && dst == STARPU_CUDA_RAM)
+            *to_gpus += (double)info.transferred_bytes;
+        else if (src == STARPU_CUDA_RAM && dst == STARPU_CPU_RAM)
+            *from_gpus += (double)info.transferred_bytes;
+    }
+}
+
 void tsr_schedule_mark(const char *label)
 {
     if (!atomic_load(&rec.recording) || !tsr_ctx.initialized || rec.nmarks >= MAX_MARKS)
         return;
-    mark_t *m = &rec.marks[rec.nmarks++];
+    mark_t *m = &rec.marks[rec.nmarks];
     snprintf(m->label, sizeof m->label, "%s", label ? label : "");
     m->us = starpu_timing_now();
+    m->bytes_to_gpus = rec.nmarks ? rec.marks[rec.nmarks - 1].bytes_to_gpus : 0;
+    m->bytes_from_gpus = rec.nmarks ? rec.marks[rec.nmarks - 1].bytes_from_gpus : 0;
+    add_bus_bytes(&m->bytes_to_gpus, &m->bytes_from_gpus);
+    rec.nmarks++;
 }
 
 static task_record_t *record_at(long i) { return &rec.chunks[i / CHUNK_RECORDS][i % CHUNK_RECORDS]; }
@@ -640,6 +663,13 @@ static void print_steady_window(FILE *out, const long *order, long n)
     int nw = (int)starpu_worker_get_count();
     fprintf(out, "  steady steps, tasks starting from '%s' to '%s' (%.1f ms): work %.1f ms, workers busy %.0f%%\n",
             from->label, to->label, span / 1e3, work / 1e3, span > 0 ? 100 * work / (span * nw) : 0);
+    if (starpu_cuda_worker_get_count() > 0) {
+        /* residency: what a steady step copies between host and GPU memory */
+        int steps = rec.nmarks - 3;
+        fprintf(out, "  steady steps' host <-> GPU copies: %.3f MB host to GPU, %.3f MB GPU to host a step "
+                "(%d steps)\n", (to->bytes_to_gpus - from->bytes_to_gpus) / 1e6 / steps,
+                (to->bytes_from_gpus - from->bytes_from_gpus) / 1e6 / steps, steps);
+    }
     print_window_replay(out, order, n, from->us, to->us);
     print_kinds(out, kinds, nkinds, 0);
     free(kinds);

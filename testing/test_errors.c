@@ -140,6 +140,15 @@ static void check_strerror(void)
     CHECK(strcmp(tsr_strerror(-1000), "unknown error") == 0);
 }
 
+/* tsr_init turns off StarPU's early write-back of dirty GPU buffers (the
+ * data stays resident: README, runtime notes), unless the user set it. */
+static void check_resident_gpu_data(void)
+{
+    const char *minimum = getenv("STARPU_MINIMUM_CLEAN_BUFFERS"), *target = getenv("STARPU_TARGET_CLEAN_BUFFERS");
+    CHECK(minimum && strcmp(minimum, "0") == 0);
+    CHECK(target && strcmp(target, "7") == 0);
+}
+
 int main(int argc, char **argv)
 {
     check_before_init();
@@ -148,8 +157,12 @@ int main(int argc, char **argv)
     tsr_config_default(&cfg);
     cfg.ncpus = 1;
     cfg.verbose = 0; /* the expected failures would print errors */
+    /* a user's own setting of StarPU's clean-buffer thresholds is kept */
+    setenv("STARPU_TARGET_CLEAN_BUFFERS", "7", 1);
+    unsetenv("STARPU_MINIMUM_CLEAN_BUFFERS");
     CHECK_RC(tsr_init(&cfg, &argc, &argv), TSR_SUCCESS);
     CHECK_RC(tsr_init(&cfg, &argc, &argv), TSR_EALREADY);
+    check_resident_gpu_data();
     check_descriptor_errors();
     check_gemm_errors();
     int rc = tsr_checks_failed ? 1 : 0;
