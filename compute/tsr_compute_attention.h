@@ -71,22 +71,26 @@ void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ld
                                 int first_q, int first_kv, float *scratch, int nthreads);
 
 /* CUDA side (compute/cuda/attention.cu, built when TSR_USE_CUDA is on): the
- * same steps with the same arguments on device pointers, asynchronous on the
- * stream of the cuBLAS handle `cublas` (a cublasHandle_t) or on `stream` (a
- * cudaStream_t). The steps allocate their score scratch themselves, in
- * stream order (cudaMallocAsync / cudaFreeAsync, the sizes above). The
- * softmax sums are float block reductions with CUDA's exp (bwd_prep
- * accumulates in double as the CPU). Return 0, TSR_EINVAL (bad sizes,
- * checked before anything is queued) or TSR_ERUNTIME (CUDA or cuBLAS
- * failure, out of device memory included). */
-int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K,
-                                int ldk, const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first);
-int tsr_cuda_attention_bwd_prep(void *stream, int hd, int nq, const float *O, int ldo, const float *dO, int lddo,
-                                float *L, int ldl);
-int tsr_cuda_attention_bwd_step(void *cublas, const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K,
-                                int ldk, const float *V, int ldv, const float *dO, int lddo, const float *L, int ldl,
-                                float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv, int first_q,
-                                int first_kv);
+ * same steps on device pointers, for nh heads at once (a 3D tile's heads:
+ * each operand's z-th block starts `s*` floats after its first, its zstride),
+ * so that a task makes a few batched cuBLAS calls and kernel launches
+ * whatever its heads. Asynchronous on the stream of the cuBLAS handle
+ * `cublas` (a cublasHandle_t) or on `stream` (a cudaStream_t). The steps
+ * allocate their score scratch (nh whole nk x nq blocks) themselves, in
+ * stream order (cudaMallocAsync / cudaFreeAsync). The softmax sums are float
+ * block reductions with CUDA's exp (bwd_prep accumulates in double as the
+ * CPU). Return 0, TSR_EINVAL (bad sizes, checked before anything is queued)
+ * or TSR_ERUNTIME (CUDA or cuBLAS failure, out of device memory included). */
+int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const float *Q, int ldq, size_t sq,
+                                const float *K, int ldk, size_t sk, const float *V, int ldv, size_t sv, float *O,
+                                int ldo, size_t so, float *L, int ldl, size_t sl, int first);
+int tsr_cuda_attention_bwd_prep(void *stream, int hd, int nq, int nh, const float *O, int ldo, size_t so,
+                                const float *dO, int lddo, size_t sdo, float *L, int ldl, size_t sl);
+int tsr_cuda_attention_bwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const float *Q, int ldq, size_t sq,
+                                const float *K, int ldk, size_t sk, const float *V, int ldv, size_t sv,
+                                const float *dO, int lddo, size_t sdo, const float *L, int ldl, size_t sl,
+                                float *dQ, int lddq, size_t sdq, float *dK, int lddk, size_t sdk, float *dV,
+                                int lddv, size_t sdv, int first_q, int first_kv);
 
 #ifdef __cplusplus
 }

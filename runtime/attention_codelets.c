@@ -1,10 +1,11 @@
 /* The ops of flash-style causal attention (float32). Tiles are 3D [heads,
- * hd, tokens]; each task loops over the heads of its tiles and calls the
- * per-head kernels of compute/. On a CPU worker the score blocks of a task
- * live in per-task scratch, allocated with starpu_malloc_flags so that
- * StarPU's allocation hooks see it; the CUDA kernels allocate their own,
- * stream-ordered. Each op: its CPU function, its CUDA function, its table
- * entry. */
+ * hd, tokens]; a CPU task loops over the heads of its tiles and calls the
+ * per-head kernels of compute/, a CUDA task passes all its heads to one call
+ * (batched cuBLAS, one launch per kernel). On a CPU worker the score blocks
+ * of a task live in per-task scratch, allocated with starpu_malloc_flags so
+ * that StarPU's allocation hooks see it; the CUDA kernels allocate their
+ * own, stream-ordered. Each op: its CPU function, its CUDA function, its
+ * table entry. */
 #include <math.h>
 #include "tsr_runtime_attention.h"
 #include "tsr_compute_attention.h"
@@ -72,17 +73,20 @@ static void cpu_fwd(void *buffers[], void *cl_arg)
 }
 
 #if TSR_HAVE_CUDA
+/* The floats between a 3D tile's consecutive heads (the CUDA kernels take
+ * every head of a tile in one call). */
+static size_t head_stride(tsr_view_t v) { return v.zstride / sizeof(float); }
+
 static void cuda_fwd(void *buffers[], void *cl_arg)
 {
     const attn_args_t *a = cl_arg;
     tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
     tsr_view_t O = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
-    for (int z = 0; z < O.depth; z++)
-        tsr_kernel_check(tsr_cuda_attention_fwd_step(starpu_cublas_get_local_handle(), &p, tsr_view_at(Q, z), Q.ld,
-                                                     tsr_view_at(K, z), K.ld, tsr_view_at(V, z), V.ld,
-                                                     tsr_view_at(O, z), O.ld, tsr_view_at(L, z), L.ld,
-                                                     a->first_o));
+    tsr_kernel_check(tsr_cuda_attention_fwd_step(starpu_cublas_get_local_handle(), &p, O.depth, Q.ptr, Q.ld,
+                                                 head_stride(Q), K.ptr, K.ld, head_stride(K), V.ptr, V.ld,
+                                                 head_stride(V), O.ptr, O.ld, head_stride(O), L.ptr, L.ld,
+                                                 head_stride(L), a->first_o));
 }
 #endif
 
@@ -105,10 +109,9 @@ static void cuda_bwd_prep(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
     tsr_view_t O = tsr_view(buffers[0]), dO = tsr_view(buffers[1]), L = tsr_view(buffers[2]);
-    for (int z = 0; z < O.depth; z++)
-        tsr_kernel_check(tsr_cuda_attention_bwd_prep(starpu_cuda_get_local_stream(), O.rows, O.cols,
-                                                     tsr_view_at(O, z), O.ld, tsr_view_at(dO, z), dO.ld,
-                                                     tsr_view_at(L, z), L.ld));
+    tsr_kernel_check(tsr_cuda_attention_bwd_prep(starpu_cuda_get_local_stream(), O.rows, O.cols, O.depth, O.ptr,
+                                                 O.ld, head_stride(O), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld,
+                                                 head_stride(L)));
 }
 #endif
 
@@ -147,11 +150,10 @@ static void cuda_bwd(void *buffers[], void *cl_arg)
     tsr_view_t dO = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
     tsr_view_t dQ = tsr_view(buffers[5]), dK = tsr_view(buffers[6]), dV = tsr_view(buffers[7]);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
-    for (int z = 0; z < Q.depth; z++)
-        tsr_kernel_check(tsr_cuda_attention_bwd_step(
-            starpu_cublas_get_local_handle(), &p, tsr_view_at(Q, z), Q.ld, tsr_view_at(K, z), K.ld,
-            tsr_view_at(V, z), V.ld, tsr_view_at(dO, z), dO.ld, tsr_view_at(L, z), L.ld, tsr_view_at(dQ, z), dQ.ld,
-            tsr_view_at(dK, z), dK.ld, tsr_view_at(dV, z), dV.ld, a->first_q, a->first_kv));
+    tsr_kernel_check(tsr_cuda_attention_bwd_step(
+        starpu_cublas_get_local_handle(), &p, Q.depth, Q.ptr, Q.ld, head_stride(Q), K.ptr, K.ld, head_stride(K),
+        V.ptr, V.ld, head_stride(V), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld, head_stride(L), dQ.ptr, dQ.ld,
+        head_stride(dQ), dK.ptr, dK.ld, head_stride(dK), dV.ptr, dV.ld, head_stride(dV), a->first_q, a->first_kv));
 }
 #endif
 

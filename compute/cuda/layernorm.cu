@@ -165,17 +165,55 @@ __global__ void ln_bwd_dinp_kernel(int m, int n, const float *dout, int lddo, co
     }
 }
 
-/* One thread per feature, tokens in order; consecutive threads read consecutive features. */
-__global__ void ln_bwd_params_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx,
-                                     const float *mean, int incm, const float *rstd, int incr, float *dw,
-                                     int accumulate_w, float *db, int accumulate_b)
+/* dw and db in two passes, so that a tile of a few hundred features still
+ * fills the GPU: blocks of 32 features x 8 token lanes each sum a chunk of
+ * the tokens (consecutive threads read consecutive features), then one
+ * thread per feature adds the chunks' sums in order (deterministic). */
+const int kParamFeatures = 32, kParamLanes = 8;
+const int kParamMaxChunks = 32, kParamMinChunkTokens = 32;
+
+int param_chunks(int n)
 {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x) {
-        float gw = accumulate_w ? dw[r] : 0.0f, gb = accumulate_b ? db[r] : 0.0f;
-        for (int t = 0; t < n; t++) {
+    int c = (n + kParamMinChunkTokens - 1) / kParamMinChunkTokens;
+    return c < kParamMaxChunks ? c : kParamMaxChunks;
+}
+
+/* part[2c m + r]: chunk c's sum of dout * norm for feature r; part[(2c + 1) m + r]: of dout. */
+__global__ void ln_bwd_params_part_kernel(int m, int n, int chunk, const float *dout, int lddo, const float *x,
+                                          int ldx, const float *mean, int incm, const float *rstd, int incr,
+                                          float *part)
+{
+    __shared__ float sw[kParamLanes][kParamFeatures], sb[kParamLanes][kParamFeatures];
+    int r = blockIdx.x * kParamFeatures + threadIdx.x, c = blockIdx.y;
+    int t1 = min(n, (c + 1) * chunk);
+    float gw = 0.0f, gb = 0.0f;
+    if (r < m)
+        for (int t = c * chunk + threadIdx.y; t < t1; t += kParamLanes) {
             float g = dout[(size_t)t * lddo + r];
             gb += g;
             gw += (x[(size_t)t * ldx + r] - mean[(size_t)t * incm]) * rstd[(size_t)t * incr] * g;
+        }
+    sw[threadIdx.y][threadIdx.x] = gw;
+    sb[threadIdx.y][threadIdx.x] = gb;
+    __syncthreads();
+    if (threadIdx.y == 0 && r < m) {
+        for (int l = 1; l < kParamLanes; l++) {
+            gw += sw[l][threadIdx.x];
+            gb += sb[l][threadIdx.x];
+        }
+        part[(size_t)(2 * c) * m + r] = gw;
+        part[(size_t)(2 * c + 1) * m + r] = gb;
+    }
+}
+
+__global__ void ln_bwd_params_sum_kernel(int m, int nchunks, const float *part, float *dw, int accumulate_w,
+                                         float *db, int accumulate_b)
+{
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x) {
+        float gw = accumulate_w ? dw[r] : 0.0f, gb = accumulate_b ? db[r] : 0.0f;
+        for (int c = 0; c < nchunks; c++) {
+            gw += part[(size_t)(2 * c) * m + r];
+            gb += part[(size_t)(2 * c + 1) * m + r];
         }
         dw[r] = gw;
         db[r] = gb;
@@ -302,9 +340,24 @@ extern "C" int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const f
         return TSR_EINVAL;
     if (m == 0)
         return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    int nchunks = n > 0 ? param_chunks(n) : 0, rc;
+    StreamBuffer buf(s);
+    size_t o_part = buf.add_scratch((size_t)2 * nchunks * m * sizeof(float));
+    if ((rc = buf.upload()))
+        return rc;
+    float *part = buf.dev<float>(o_part);
+    if (nchunks > 0) {
+        dim3 grid((unsigned)((m + kParamFeatures - 1) / kParamFeatures), (unsigned)nchunks);
+        int chunk = (n + nchunks - 1) / nchunks;
+        ln_bwd_params_part_kernel<<<grid, dim3(kParamFeatures, kParamLanes), 0, s>>>(m, n, chunk, dout, lddo, x, ldx,
+                                                                                     mean, incm, rstd, incr, part);
+        if ((rc = launched()))
+            return rc;
+    }
     const int threads = 128;
-    ln_bwd_params_kernel<<<blocks_for(m, threads), threads, 0, (cudaStream_t)stream>>>(
-        m, n, dout, lddo, x, ldx, mean, incm, rstd, incr, dw, accumulate_w, db, accumulate_b);
+    ln_bwd_params_sum_kernel<<<blocks_for(m, threads), threads, 0, s>>>(m, nchunks, part, dw, accumulate_w, db,
+                                                                       accumulate_b);
     return launched();
 }
 
