@@ -63,13 +63,16 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
      * run markedly faster than with 64 (about 5 % a step for GPT-2 124M at
      * B 4, T 64), and larger batches want larger ones (124M B 16 T 256: 19.3 s
      * a step with 256, 13.0 s with 1024); feature tiles of half the width give
-     * the tasks for two workers instead. GPU: up to 2048 tokens and whole
-     * features (a first guess, to be measured on a GPU) */
+     * the tasks for two workers instead. GPU: the whole sub-batch up to 8192
+     * tokens and whole features and vocabulary: on an H100 (124M B8 T1024,
+     * timing/results/tiles_auto_gpt2_124M_gpu.csv) 2048-token tiles with a
+     * quarter of the vocabulary took 129 ms a step, 8192 tokens with the
+     * whole vocabulary 100 ms: every task costs the runtime ~20 us there */
     int gpus = tsr_ncuda_workers();
     /* the samples of one rank, or of one GPU's sub-batch */
     int parts = tsr_size() > 1 ? tsr_size() : tsr_gpt2_default_sub_batches(B);
     int per_part = B / parts > 1 ? B / parts : 1, tokens = per_part * T;
-    int target = gpus > 0 ? 2048 : tokens / 4 > 256 ? tokens / 4 : 256, seqs = target / T;
+    int target = gpus > 0 ? 8192 : tokens / 4 > 256 ? tokens / 4 : 256, seqs = target / T;
     seqs = seqs < 1 ? 1 : seqs > per_part ? per_part : seqs;
     tiles->tok = seqs * T;
     tiles->q = 0;
@@ -80,7 +83,7 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
          * CPU task's overhead, and cuBLAS needs big GEMMs to fill the GPU */
         tiles->ch = cfg->C;
         tiles->hid = 4 * cfg->C;
-        tiles->voc = (cfg->Vp + 3) / 4;
+        tiles->voc = cfg->Vp;
         tiles->heads = cfg->NH;
         return;
     }

@@ -50,7 +50,7 @@ static void usage(FILE *out)
 "  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0)\n"
 "Tiles (parallelism vs task size; defaults on CPUs: token tile of whole sequences, 256 tokens\n"
 "or a quarter of one rank's share of the batch if more, C/2, 2C, Vp/8, NH/2 heads, q = k = T;\n"
-"with GPUs: up to 2048 tokens within one GPU's sub-batch, C, 4C, Vp/4, NH heads)\n"
+"with GPUs: the whole sub-batch of one GPU up to 8192 tokens, C, 4C, Vp, NH heads)\n"
 "  --tile-tok N        token tile (divides T, or a multiple of T: several sequences)\n"
 "  --tile-ch N         channel tile                --tile-hid N  hidden (4C) tile\n"
 "  --tile-voc N        vocabulary tile             --tile-heads N heads per attention tile (divides NH)\n"
@@ -308,6 +308,7 @@ typedef struct {
     uint64_t gen_rng;      /* sampling RNG (llm.c's xorshift) */
     FILE *csv;
     double *step_ms;       /* per step, for the summary */
+    double *submit_ms;     /* per step: the time its tasks took to submit */
     unsigned char *step_kind; /* per step: a step_timing_t */
     uint64_t step_tasks;   /* tasks this rank submitted for the last training step */
     float last_loss, last_val; /* for the summary (NAN: none) */
@@ -495,13 +496,20 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of v[0..n-1] (n >= 1); sorts v. */
+static double median_of(double *v, int n)
+{
+    qsort(v, n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* One training step, submitted whole (forward, loss, backward, AdamW) before
  * it waits for its loss alone: the step's backward and update run on while
  * the next step is submitted, and the next forward starts on each layer as
  * soon as its parameters are updated. A step's time is thus the interval
  * between two losses (the steady-state throughput). A step that drains the
  * pipeline (drain: see step_timing) also waits for all its tasks. */
-static int train_step(trainer_t *t, float *loss, double *ms, int drain)
+static int train_step(trainer_t *t, float *loss, double *ms, double *submit_ms, int drain)
 {
     size_t sample;
     double t0 = tsr_wtime();
@@ -512,6 +520,7 @@ static int train_step(trainer_t *t, float *loss, double *ms, int drain)
         rc = tsr_gpt2_backward(&t->model);
     if (!rc)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
+    *submit_ms = (tsr_wtime() - t0) * 1e3;
     if (!rc)
         rc = tsr_gpt2_loss(&t->model, loss);
     if (!rc && drain)
@@ -552,7 +561,7 @@ static int train(trainer_t *t)
     for (; t->step < t->opt.steps && !rc; t->step++) {
         int s = t->step;
         float vl = NAN, loss = NAN;
-        double ms = 0;
+        double ms = 0, submit_ms = 0;
         int evaluate = t->opt.val_every && s % t->opt.val_every == 0;
         int sample = t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0;
         clear_progress();
@@ -570,11 +579,12 @@ static int train(trainer_t *t)
         tsr_schedule_mark(mark);
         uint64_t tasks_before = tsr_tasks_submitted();
         if (!rc)
-            rc = train_step(t, &loss, &ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
+            rc = train_step(t, &loss, &ms, &submit_ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
         t->step_tasks = tsr_tasks_submitted() - tasks_before;
         if (rc)
             break;
         t->step_ms[s] = ms;
+        t->submit_ms[s] = submit_ms;
         t->last_loss = loss;
         t->step_kind[s] = (unsigned char)kind;
         int csv_failed = 0;
@@ -636,24 +646,26 @@ static void summary(const trainer_t *t, int first)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int BT = t->opt.B * t->opt.T, n = 0;
-    double all = 0, steady = 0, *sorted = malloc(nsteps * sizeof(double));
+    double all = 0, steady = 0, *sorted = malloc(nsteps * sizeof(double)), *submit = malloc(nsteps * sizeof(double));
     for (int s = first; s < t->opt.steps; s++) {
         all += t->step_ms[s];
-        if (t->step_kind[s] == STEP_STEADY && sorted)
+        if (t->step_kind[s] == STEP_STEADY && sorted && submit) {
+            submit[n] = t->submit_ms[s];
             steady += (sorted[n++] = t->step_ms[s]);
+        }
     }
     printf("summary: %d steps in %.1f ms (%.4f tokens/ms over all steps); final train loss %f", nsteps, all,
            nsteps * BT / all, t->last_loss);
     if (!isnan(t->last_val))
         printf(", last val loss %f", t->last_val);
     if (n > 0) {
-        qsort(sorted, n, sizeof(double), cmp_double);
-        double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-        printf("; steady state (%d steps): median step %.1f ms, %.4f tokens/ms (mean %.4f)", n, median, BT / median,
-               n * BT / steady);
+        double median = median_of(sorted, n);
+        printf("; steady state (%d steps): median step %.1f ms, %.4f tokens/ms (mean %.4f); submitting its tasks "
+               "took %.1f ms (median)", n, median, BT / median, n * BT / steady, median_of(submit, n));
     } else {
         printf("; no steady-state step (it needs a step between two others, with no evaluation before it)");
     }
+    free(submit);
     free(sorted);
     printf("; %llu tasks a step (rank 0)", (unsigned long long)t->step_tasks);
     printf("; peak RSS %.1f MB (rank 0), %d rank(s) x %d CPU + %d CUDA workers, BLAS %s\n", ru.ru_maxrss / 1024.0,
@@ -751,8 +763,9 @@ static int setup(trainer_t *t)
     t->inputs = malloc((size_t)o->B * o->T * sizeof(int));
     t->targets = malloc((size_t)o->B * o->T * sizeof(int));
     t->step_ms = calloc(o->steps + 1, sizeof(double));
+    t->submit_ms = calloc(o->steps + 1, sizeof(double));
     t->step_kind = calloc(o->steps + 1, 1);
-    if (!t->inputs || !t->targets || !t->step_ms || !t->step_kind)
+    if (!t->inputs || !t->targets || !t->step_ms || !t->submit_ms || !t->step_kind)
         rc = rc ? rc : TSR_ENOMEM;
     t->gen_rng = 1337;
     t->last_loss = t->last_val = NAN;
@@ -818,7 +831,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "error: %s\n", tsr_strerror(rc));
         return 1;
     }
-    if (t.opt.pws > tsr_ncpu_workers()) {
+    if (t.opt.pws > 1 && t.opt.pws > tsr_ncpu_workers()) {
         if (tsr_rank() == 0)
             fprintf(stderr, "error: --pws %d is larger than the %d CPU workers\n", t.opt.pws, tsr_ncpu_workers());
         tsr_finalize();
@@ -853,6 +866,7 @@ int main(int argc, char **argv)
     free(t.inputs);
     free(t.targets);
     free(t.step_ms);
+    free(t.submit_ms);
     free(t.step_kind);
     int frc = tsr_finalize();
     if (frc && !rc)
