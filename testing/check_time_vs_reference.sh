@@ -39,5 +39,13 @@ if command -v gnuplot > /dev/null; then
   [ "$(head -c 4 "$work/out.png" 2>/dev/null | tail -c 3)" = PNG ] && ok || bad "no PNG"
 fi
 bash "$script" --exe "$exe" > /dev/null 2>&1 && bad "no --reference accepted"
+# a reference that fails before its first step (llm.c's fp32 trainer at B16
+# T1024): a clear error with the end of its output, not a silent exit
+printf '#!/bin/bash\necho "[CUDA ERROR] an illegal memory access was encountered"; exit 1\n' > "$work/ref/crash.sh"
+chmod +x "$work/ref/crash.sh"
+bash "$script" --exe "$exe" --model d2 -B 4 -T 64 --steps 3 --reference ./crash.sh --ref-dir "$work/ref" \
+     --out "$work/crash" > "$work/crash.log" 2>&1 && bad "a reference with no step line accepted"
+grep -q "printed 0 step line" "$work/crash.log" && grep -q "illegal memory access" "$work/crash.log" && ok ||
+    bad "no clear error for a failed reference: $(tail -3 "$work/crash.log")"
 [ $fails -eq 0 ] && echo "time_gpt2_vs_reference: all checks passed"
 exit $((fails > 0))

@@ -37,3 +37,7 @@ endforeach()
 # the replay of the steady steps per tile set (timing/replay_gpt2_tiles.sh)
 tsr_add_test(replay_gpt2_tiles bash ${CMAKE_CURRENT_SOURCE_DIR}/check_replay_gpt2_tiles.sh
              ${PROJECT_SOURCE_DIR}/timing/replay_gpt2_tiles.sh $<TARGET_FILE:tsr_gpt2>)
+# the GPU node script (timing/gpu_node.sh): arguments and its loss comparison,
+# on stand-in trainers
+tsr_add_test(gpu_node_script bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpu_node.sh
+             ${PROJECT_SOURCE_DIR}/timing/gpu_node.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu_node_work)

@@ -6,17 +6,19 @@
 # --rounds times each: the best of 48 noisy points is biased low (on this
 # VM one tile set's median step varies by 10-25 % from process to process),
 # so the ratio of these alternating reruns' medians is the fair one.
-#   timing/run_tiles_auto_gpt2.sh [--model d2] [-B 4] [-T 64] [--threads N] [--rounds N] [--build DIR] [--out OUT.csv]
+#   timing/run_tiles_auto_gpt2.sh [--model d2] [-B 4] [-T 64] [--threads N | --gpu] [--rounds N] [--build DIR] [--out OUT.csv]
 #   sweep: tok 128,256  ch C/2,C  hid 2C,4C  voc Vp/8,Vp/2,Vp  heads NH/2,NH
+#   --gpu: the GPU alone (STARPU_NCPU=0), GPU-sized sweep: tok T,2T,4T (within
+#          the batch)  ch C/2,C  hid 4C  voc Vp/4,Vp  heads NH/2,NH
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=d2 B=4 T=64 threads=2 rounds=3 build=build out=timing/results/tiles_auto_gpt2.csv
+model=d2 B=4 T=64 threads=2 gpu=0 rounds=3 build=build out=timing/results/tiles_auto_gpt2.csv
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;; -B) B=$2; shift 2 ;; -T) T=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;; --rounds) rounds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;; --gpu) gpu=1; shift ;; --rounds) rounds=$2; shift 2 ;;
     --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--model NAME] [-B N] [-T N] [--threads N] [--rounds N] [--build DIR] [--out OUT.csv]" >&2
+    *) echo "usage: $0 [--model NAME] [-B N] [-T N] [--threads N | --gpu] [--rounds N] [--build DIR] [--out OUT.csv]" >&2
        exit 2 ;;
   esac
 done
@@ -26,19 +28,27 @@ case $model in
   d2) C=128 NH=4 ;; 124M) C=768 NH=12 ;; *) echo "model d2 or 124M" >&2; exit 2 ;;
 esac
 Vp=50304
+workers=(--threads "$threads")
+if [ $gpu = 1 ]; then workers=(); export STARPU_NCPU=0; fi
 step() { # prints the steady median step in ms and the tiles line
-  "$exe" --model "$model" -B "$B" -T "$T" --threads "$threads" --steps 12 --val-every 0 --sample-every 0 --quiet "$@" 2>&1 |
+  "$exe" --model "$model" -B "$B" -T "$T" "${workers[@]}" --steps 12 --val-every 0 --sample-every 0 --quiet "$@" 2>&1 |
     awk '/^model:/ { sub(/.*tiles /, ""); sub(/ \(.*/, ""); tiles = $0 }
          /^summary:/ { sub(/.*median step /, ""); sub(/ ms.*/, ""); ms = $0 }
          END { print ms "," tiles }'
 }
 echo "tiles,median_step_ms,tok_ch_hid_voc_heads" > "$out"
 n=0
-for tok in 128 256; do for ch in $((C / 2)) $C; do for hid in $((2 * C)) $((4 * C)); do
-  for voc in $(((Vp + 7) / 8)) $((Vp / 2)) $Vp; do for heads in $((NH / 2)) $NH; do
+toks="128 256" hids="$((2 * C)) $((4 * C))" vocs="$(((Vp + 7) / 8)) $((Vp / 2)) $Vp"
+if [ $gpu = 1 ]; then
+  toks=$(for m in 1 2 4; do [ $((m * T)) -le $((B * T)) ] && echo $((m * T)); done)
+  hids=$((4 * C)) vocs="$(((Vp + 3) / 4)) $Vp"
+fi
+every=$([ $gpu = 1 ] && echo 8 || echo 16)   # --tiles auto amid the sweep, 3 times
+for tok in $toks; do for ch in $((C / 2)) $C; do for hid in $hids; do
+  for voc in $vocs; do for heads in $((NH / 2)) $NH; do
     echo "sweep,$(step --tile-tok "$tok" --tile-ch "$ch" --tile-hid "$hid" --tile-voc "$voc" --tile-heads "$heads")" >> "$out"
     n=$((n + 1))
-    if [ $((n % 16)) -eq 0 ]; then echo "auto,$(step --tiles auto)" >> "$out"; fi
+    if [ $((n % every)) -eq 0 ]; then echo "auto,$(step --tiles auto)" >> "$out"; fi
 done; done; done; done; done
 # the sweep's best point and auto, alternately
 best_tiles=$(awk -F, '$1 == "sweep" && (best == "" || $2 < best) { best = $2; bt = $3 } END { print bt }' "$out")

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# gpu_node.sh: GPT-2 on a GPU node, from a bundle (deps/bundle.sh): the GPU
+# tests, correctness against the CPU run and llm.c, residency, speed against
+# llm.c's CUDA trainers, several GPU workers, and the node's CPU cores.
+# Each stage writes its logs and CSVs into OUT and prints a short verdict.
+#
+#   timing/gpu_node.sh [options] STAGE...
+#     --bundle DIR   deps/bundle.sh's output (default bundle)
+#     --build DIR    the CMake build the bundle came from, for ctest (default build-device)
+#     --llmc DIR     llm.c's trainers, built beforehand: DIR/train_gpt2fp32cu,
+#                    DIR/train_gpt2cu, DIR/gpt2_tokenizer.bin and
+#                    DIR/dev/data/tinyshakespeare/*.bin (default bundle-llmc/run)
+#     --llmc-src DIR an llm.c checkout (train_gpt2.c, llmc/) and a cblas.h, for the
+#                    cpu16 stage's llm.c + BLIS (default bundle-llmc/src)
+#     --out DIR      results (default gpu_node_out)
+#     --steps N      steps of the timed runs (default 20)
+#   stages:
+#     tests      ctest -L gpu (every test's CUDA workers must run tasks)
+#     correct    124M B4 T64, 10 steps: CPU, GPU --strict-fp32, GPU TF32, llm.c fp32
+#     residency  host <-> GPU bytes a steady step (tsr_gpt2 --profile), B4 T64 and B8 T1024
+#     speed      tsr_gpt2 against llm.c train_gpt2_fp32.cu: B4 T64, B8 T1024, B16 T1024
+#     bf16       llm.c's bf16 trainer (train_gpt2.cu -e d12), B4 T64, B8 T1024, B16 T1024
+#     tiles      --tiles auto on the GPU against a GPT-2 tile sweep (124M B8 T1024)
+#     workers    two CUDA workers sharing the GPU (STARPU_NWORKER_PER_CUDA=2): losses, speed
+#     cpu16      the node's CPU cores: --tiles auto scripts and 124M against llm.c + BLIS
+# Tessera runs on the GPU alone (STARPU_NCPU=0) unless a stage says otherwise.
+set -uo pipefail
+bundle=bundle build=build-device llmc=bundle-llmc/run llmc_src=bundle-llmc/src out=gpu_node_out steps=20
+stages=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle) bundle=$2; shift 2 ;; --build) build=$2; shift 2 ;; --llmc) llmc=$2; shift 2 ;;
+    --llmc-src) llmc_src=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;; --steps) steps=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | grep '^#'; exit 0 ;;
+    -*) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) stages+=("$1"); shift ;;
+  esac
+done
+[ ${#stages[@]} -gt 0 ] || { echo "error: name at least one stage (see --help)" >&2; exit 2; }
+[ -x "$bundle/bin/tsr_gpt2" ] || { echo "error: no $bundle/bin/tsr_gpt2 (run deps/bundle.sh)" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+bundle=$(cd "$bundle" && pwd)
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+[ -d "$llmc" ] && llmc=$(cd "$llmc" && pwd)
+[ -d "$llmc_src" ] && llmc_src=$(cd "$llmc_src" && pwd)
+cuda_lib=/usr/local/cuda/targets/x86_64-linux/lib
+export LD_LIBRARY_PATH=$bundle/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export STARPU_HOME=${STARPU_HOME:-$out/starpu_home}   # perf models of this machine
+tsr=$bundle/bin/tsr_gpt2
+ckpt=$out/gpt2_124M.bin
+quiet_args=(--val-every 0 --sample-every 0)
+
+say() { echo "== $*"; }
+# losses FILE: the "step N: train loss X" values, one a line
+losses() { sed -n 's/^step *[0-9]*[:/].*train loss \([-0-9.eE+naif]*\).*/\1/p' "$1"; }
+# maxrel A B: the largest |a - b| / |b| over the lines both files have
+maxrel() { paste -d' ' "$1" "$2" | awk 'NF == 2 { d = $1 - $2; d = d < 0 ? -d : d; b = $2 < 0 ? -$2 : $2
+  r = d / b; if (r > m) m = r; n++ } END { printf "%.3g over %d losses\n", m, n }'; }
+checkpoint() { # llm.c's seed-42 124M init, written once
+  [ -f "$ckpt" ] || "$tsr" --model 124M --steps 0 --gpus 0 --write-checkpoint "$ckpt" > "$out/checkpoint.log" 2>&1
+  if [ -d "$llmc" ]; then ln -sf "$ckpt" "$llmc/gpt2_124M.bin"; fi
+}
+gpu=(env STARPU_NCPU=0 "$tsr")   # the GPU alone
+
+stage_tests() {
+  say "ctest -L gpu in $build"
+  local dir; dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  # the tests name the source and build trees by their paths on the build machine
+  if [ ! -e "$dir" ]; then mkdir -p "$(dirname "$dir")" && ln -s "$PWD" "$dir"; fi
+  (cd "$build" && LD_LIBRARY_PATH=$PWD:$LD_LIBRARY_PATH timeout 300 ctest -L gpu --output-on-failure) \
+    > "$out/tests.log" 2>&1
+  grep -E "tests passed|Failed|\*\*\*|CUDA workers executed" "$out/tests.log" | tail -40
+}
+
+stage_correct() {
+  checkpoint
+  say "124M B4 T64, 10 steps: CPU, GPU strict fp32, GPU TF32, llm.c fp32"
+  timeout 120 "$tsr" --model 124M --steps 10 --gpus 0 "${quiet_args[@]}" > "$out/correct_cpu.log" 2>&1
+  timeout 120 "${gpu[@]}" --model 124M --steps 10 --strict-fp32 "${quiet_args[@]}" > "$out/correct_gpu_strict.log" 2>&1
+  timeout 120 "${gpu[@]}" --model 124M --steps 10 "${quiet_args[@]}" > "$out/correct_gpu_tf32.log" 2>&1
+  if [ -x "$llmc/train_gpt2fp32cu" ]; then
+    (cd "$llmc" && timeout 120 ./train_gpt2fp32cu -b 4 -t 64 -l 0.0001 -v 100000 -s 100000) > "$out/correct_llmc_fp32.log" 2>&1 &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null && [ "$(grep -c 'train loss' "$out/correct_llmc_fp32.log")" -lt 10 ]; do sleep 0.2; done
+    kill $pid 2>/dev/null; wait $pid 2>/dev/null
+  fi
+  for f in cpu gpu_strict gpu_tf32 llmc_fp32; do losses "$out/correct_$f.log" | head -10 > "$out/losses_$f.txt"; done
+  paste -d' ' "$out"/losses_{cpu,gpu_strict,gpu_tf32,llmc_fp32}.txt | sed '1i cpu gpu_strict gpu_tf32 llmc_fp32'
+  echo "GPU strict fp32 vs CPU (bar 1e-5): $(maxrel "$out/losses_gpu_strict.txt" "$out/losses_cpu.txt")"
+  echo "GPU TF32 vs llm.c fp32 (bar 1e-3): $(maxrel "$out/losses_gpu_tf32.txt" "$out/losses_llmc_fp32.txt")"
+  grep -h "^runtime:\|summary:\|error" "$out"/correct_gpu_*.log | cut -c1-300
+}
+
+stage_residency() {
+  checkpoint
+  for bt in "4 64" "8 1024"; do
+    set -- $bt
+    say "B$1 T$2: host <-> GPU copies a steady step (--profile)"
+    timeout 180 "${gpu[@]}" --model 124M -B "$1" -T "$2" --steps 12 "${quiet_args[@]}" --profile \
+      > "$out/residency_B$1_T$2.log" 2>&1
+    grep -h "^model:\|summary:\|host <-> GPU\|error" "$out/residency_B$1_T$2.log" | cut -c1-300
+    sed -n '/steady steps, tasks/,/^  worker/p' "$out/residency_B$1_T$2.log" | head -40
+  done
+}
+
+versus() { # versus NAME B T REFERENCE-COMMAND [TESSERA-ARGS]
+  local name=$1 B=$2 T=$3 ref=$4 targs=${5:-}
+  say "$name: B$B T$T"
+  local log=$out/${name}_B${B}_T${T}.log
+  STARPU_NCPU=0 timeout 300 bash -x "$here/time_gpt2_vs_reference.sh" --exe "$tsr" --model 124M -B "$B" -T "$T" \
+    --steps "$steps" --ref-dir "$llmc" --reference "$ref" --tessera-args "$targs" --out "$out/${name}_B${B}_T${T}" \
+    > "$log" 2> "$log.trace" || { echo "time_gpt2_vs_reference.sh failed ($?); the end of its trace:"; tail -15 "$log.trace"; }
+  cat "$log"
+}
+
+stage_speed() {
+  checkpoint
+  for bt in "4 64" "8 1024" "16 1024"; do
+    set -- $bt
+    versus vs_llmc_fp32 "$1" "$2" "./train_gpt2fp32cu -b $1 -t $2 -l 0.0001 -v 100000 -s 100000"
+  done
+}
+
+stage_bf16() {
+  for bt in "4 64" "8 1024" "16 1024"; do
+    set -- $bt
+    say "llm.c bf16 (train_gpt2.cu -e d12): B$1 T$2"
+    (cd "$llmc" && timeout 120 ./train_gpt2cu -e d12 -b "$1" -t "$2" -l 0.0001 -v 100000 -s 100000 -x $((steps + 1))) \
+      > "$out/llmc_bf16_B$1_T$2.log" 2>&1
+    grep "^step" "$out/llmc_bf16_B$1_T$2.log" | tail -n +2 |
+      sed -E 's/.*\| ([0-9.]+) ms \|.*/\1/' | sort -g | awk -v bt=$(($1 * $2)) '{ v[n++] = $1 }
+        END { if (n) printf "median %.2f ms a step, %.1f tokens/ms (%d steps)\n", v[int(n/2)], bt / v[int(n/2)], n }'
+  done
+}
+
+stage_tiles() {
+  local b=$out/bundle_build; mkdir -p "$b/algorithms/gpt2"
+  ln -sf "$bundle/bin/tsr_gpt2" "$b/algorithms/gpt2/"
+  say "GPU: --tiles auto against a 124M B8 T1024 tile sweep"
+  (cd "$here/.." && timeout 330 timing/run_tiles_auto_gpt2.sh --gpu --model 124M -B 8 -T 1024 --rounds 2 \
+     --build "$b" --out "$out/tiles_auto_gpt2_124M_gpu.csv") > "$out/tiles_gpu.log" 2>&1
+  tail -8 "$out/tiles_gpu.log"
+}
+
+stage_workers() {
+  checkpoint
+  say "two CUDA workers on the GPU (STARPU_NWORKER_PER_CUDA=2), 124M B8 T64, 10 steps"
+  timeout 180 "${gpu[@]}" --model 124M -B 8 --steps 10 "${quiet_args[@]}" > "$out/workers_1.log" 2>&1
+  STARPU_NWORKER_PER_CUDA=2 timeout 180 "${gpu[@]}" --model 124M -B 8 --steps 10 --sub-batches 2 "${quiet_args[@]}" \
+    > "$out/workers_2.log" 2>&1
+  losses "$out/workers_1.log" > "$out/losses_workers_1.txt"
+  losses "$out/workers_2.log" > "$out/losses_workers_2.txt"
+  echo "two workers vs one: $(maxrel "$out/losses_workers_2.txt" "$out/losses_workers_1.txt")"
+  grep -h "summary:\|error" "$out"/workers_*.log | cut -c1-300
+}
+
+stage_cpu16() {
+  local n; n=$(nproc)
+  export STARPU_NCUDA=0   # CPU workers alone
+  local b=$out/bundle_build; mkdir -p "$b/timing" "$b/algorithms/gpt2"
+  ln -sf "$bundle/bin/time_gemm" "$bundle/bin/time_attention" "$b/timing/"
+  ln -sf "$bundle/bin/tsr_gpt2" "$b/algorithms/gpt2/"
+  local kind
+  for kind in gemm attention gpt2; do
+    say "CPU, $n workers: --tiles auto against the $kind sweep"
+    local args=(--threads "$n" --build "$b" --rounds 2 --out "$out/tiles_auto_${kind}_${n}w.csv")
+    [ $kind = gpt2 ] && args+=(--model d2)
+    [ $kind = gpt2 ] || args+=(--niter 2)
+    (cd "$here/.." && timeout "${cpu16_limit[$kind]}" "timing/run_tiles_auto_$kind.sh" "${args[@]}") \
+      > "$out/cpu16_$kind.log" 2>&1
+    tail -12 "$out/cpu16_$kind.log"
+  done
+  [ -f "$llmc_src/train_gpt2.c" ] || { echo "no llm.c source in $llmc_src: no llm.c + BLIS run"; return; }
+  checkpoint
+  say "124M B4 T64 on $n CPU workers against llm.c + BLIS (the same libblis)"
+  "$here/llmc_cpu_cblas.sh" --blas-lib "$bundle/lib/libblis.so.4" --cblas-h "$llmc_src/cblas.h" \
+    --checkpoint "$ckpt" "$llmc_src" "$out/llmc_cpu" > "$out/llmc_cpu_build.log" 2>&1 || { tail -3 "$out/llmc_cpu_build.log"; return; }
+  timeout 150 "$here/time_gpt2_vs_reference.sh" --exe "$tsr" --model 124M -B 4 -T 64 --steps 12 \
+    --tessera-args "--gpus 0 --threads $n" --ref-dir "$out/llmc_cpu" --out "$out/vs_llmc_cpu_${n}w" \
+    --reference "env OMP_NUM_THREADS=$n BLIS_NUM_THREADS=$n BLIS_ARCH_TYPE=0 ./train_gpt2_cblas" \
+    > "$out/vs_llmc_cpu_${n}w.log" 2>&1
+  cat "$out/vs_llmc_cpu_${n}w.log"
+  unset STARPU_NCUDA
+}
+declare -A cpu16_limit=([gemm]=200 [attention]=100 [gpt2]=150)
+
+for s in "${stages[@]}"; do
+  case $s in
+    tests|correct|residency|speed|bf16|tiles|workers|cpu16) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
+    *) echo "error: unknown stage $s (see --help)" >&2; exit 2 ;;
+  esac
+done
