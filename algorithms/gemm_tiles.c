@@ -80,8 +80,7 @@ static int read_model(gemm_model_t *m)
     int ok = 1;
     for (int i = 0; ok && i < NCAL; i++) {
         int t;
-        ok = fscanf(f, "%d %lf", &t, &m->seconds[i]) == 2 && t == CALIBRATED[i] && m->seconds[i] > 0 &&
-             isfinite(m->seconds[i]);
+        ok = fscanf(f, "%d %lf", &t, &m->seconds[i]) == 2 && t == CALIBRATED[i] && tsr_tile_time_ok(m->seconds[i]);
     }
     m->nshapes = 0;
     while (ok && m->nshapes < MAX_SHAPES) {
@@ -89,7 +88,7 @@ static int read_model(gemm_model_t *m)
         double sec;
         if (fscanf(f, "%d %d %d %lf", &a, &b, &c, &sec) != 4)
             break;
-        if (a > 0 && b > 0 && c > 0 && sec > 0 && isfinite(sec))
+        if (a > 0 && b > 0 && c > 0 && tsr_tile_time_ok(sec))
             m->shapes[m->nshapes++] = (measured_shape_t){ a, b, c, sec };
     }
     fclose(f);

@@ -1,12 +1,15 @@
 /* The on-disk cache of the calibrated tile models (see
  * internal/tsr_tile_model.h). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "tsr_algorithms.h"
+#include "tsr_files.h"
 #include "tsr_compute.h"
 #include "internal/tsr_tile_model.h"
 
@@ -18,16 +21,34 @@ static unsigned long long fnv1a(const char *s)
     return h;
 }
 
-void tsr_tile_cache_init(tsr_tile_cache_t *c, const char *name)
+/* The cache's root: $TSR_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else
+ * ~/.cache/tessera with ~ from $HOME or the password database when that
+ * directory exists; "" (no cache) otherwise. Never a shared directory such
+ * as /tmp. */
+static void cache_base(char *base, size_t n)
 {
     const char *dir = getenv("TSR_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char base[3000];
+    if (!home || !*home) {
+        const struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && *pw->pw_dir == '/' ? pw->pw_dir : NULL;
+    }
+    struct stat st;
+    if (home && (stat(home, &st) != 0 || !S_ISDIR(st.st_mode)))
+        home = NULL; /* a home that does not exist is not made */
     if (dir && *dir)
-        snprintf(base, sizeof base, "%s", dir);
+        snprintf(base, n, "%s", dir);
     else if (xdg && *xdg)
-        snprintf(base, sizeof base, "%s/tessera", xdg);
+        snprintf(base, n, "%s/tessera", xdg);
+    else if (home)
+        snprintf(base, n, "%s/.cache/tessera", home);
     else
-        snprintf(base, sizeof base, "%s/.cache/tessera", home && *home ? home : "/tmp");
+        base[0] = '\0';
+}
+
+void tsr_tile_cache_init(tsr_tile_cache_t *c, const char *name)
+{
+    char base[3000];
+    cache_base(base, sizeof base);
     snprintf(c->key, sizeof c->key, "%s, %d CPU workers, %d CUDA workers, %s", name, tsr_ncpu_workers(),
              tsr_ncuda_workers(), tsr_blas_description());
     char file[64]; /* the name up to its first comma, e.g. "gemm float32" -> gemm_float32 */
@@ -35,14 +56,69 @@ void tsr_tile_cache_init(tsr_tile_cache_t *c, const char *name)
     for (char *p = file; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
             *p = '_';
-    snprintf(c->path, sizeof c->path, "%s/tile_models/%s_%016llx.txt", base, file, fnv1a(c->key));
+    if (base[0])
+        snprintf(c->path, sizeof c->path, "%s/tile_models/%s_%016llx.txt", base, file, fnv1a(c->key));
+    else
+        c->path[0] = '\0';
+}
+
+/* mkdir -p dir, the directories it makes with mode 0700: 0, or -1 with
+ * errno (the first real failure). */
+static int make_dirs(char *dir)
+{
+    for (char *p = dir + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char keep = *p;
+        *p = '\0';
+        int rc = mkdir(dir, 0700);
+        *p = keep;
+        if (rc != 0 && errno != EEXIST)
+            return -1;
+        if (!keep)
+            return 0;
+    }
+}
+
+/* The directory holding path, made where missing, and usable: owned by
+ * this user and writable by nobody else, so that no other user can plant
+ * or swap its files. 0, or -1 (said once a process). */
+static int private_dir(const char *path)
+{
+    static int told;
+    char dir[sizeof ((tsr_tile_cache_t *)0)->path];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return -1;
+    *slash = '\0';
+    if (make_dirs(dir) != 0) {
+        if (!told++)
+            tsr_log(TSR_LOG_INFO, "tile models: cannot create %s: %s (calibrations are not cached)", dir,
+                    strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 022)) {
+        if (!told++)
+            tsr_log(TSR_LOG_INFO,
+                    "tile models: %s is not a directory of yours that only you can write: calibrations are not "
+                    "cached (set TSR_CACHE_DIR)", dir);
+        return -1;
+    }
+    return 0;
 }
 
 FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c)
 {
-    FILE *f = fopen(c->path, "r");
-    if (!f)
+    if (!c->path[0] || private_dir(c->path) != 0)
         return NULL;
+    FILE *f = tsr_open_regular(c->path); /* a FIFO or device planted there is never opened */
+    if (!f) {
+        if (errno == EINVAL)
+            tsr_log(TSR_LOG_INFO, "tile models: %s is not a regular file: ignored", c->path);
+        return NULL;
+    }
     char line[1024];
     size_t n = strlen(c->key);
     if (fgets(line, sizeof line, f) && strncmp(line, "# ", 2) == 0 && strncmp(line + 2, c->key, n) == 0 &&
@@ -52,35 +128,56 @@ FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c)
     return NULL;
 }
 
+/* The temporary a cache file is written to before its rename (its name is
+ * kept with the open file: see tsr_tile_cache_write). */
+static char cache_tmp[sizeof ((tsr_tile_cache_t *)0)->path + 128];
+static FILE *cache_tmp_file;
+
 FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c)
 {
-    char dir[sizeof c->path];
-    snprintf(dir, sizeof dir, "%s", c->path);
-    for (char *p = dir + 1; *p; p++) /* mkdir -p of the directory */
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0777);
-            *p = '/';
-        }
-    char tmp[sizeof c->path + 32];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", c->path, (long)getpid()); /* processes may calibrate at once */
-    FILE *f = fopen(tmp, "w");
+    if (!c->path[0] || private_dir(c->path) != 0 || cache_tmp_file)
+        return NULL;
+    tsr_remove_stale_temps(c->path);
+    int fd = tsr_temp_beside(c->path, cache_tmp, sizeof cache_tmp); /* processes may calibrate at once */
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         tsr_log(TSR_LOG_INFO, "tile models: cannot cache a calibration in %s: %s", c->path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(cache_tmp);
+        }
         return NULL;
     }
     fprintf(f, "# %s\n", c->key);
+    cache_tmp_file = f;
     return f;
 }
 
 void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f)
 {
-    char tmp[sizeof c->path + 32];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", c->path, (long)getpid());
-    if (fclose(f) != 0 || rename(tmp, c->path) != 0) {
+    if (!f || f != cache_tmp_file)
+        return;
+    cache_tmp_file = NULL;
+    int bad = ferror(f) || tsr_temp_publish_mode(fileno(f), c->path) != 0;
+    if ((fclose(f) != 0) | bad || rename(cache_tmp, c->path) != 0) {
         tsr_log(TSR_LOG_INFO, "tile models: cannot cache a calibration in %s: %s", c->path, strerror(errno));
-        remove(tmp);
+        unlink(cache_tmp);
     }
+}
+
+int tsr_tile_time_ok(double seconds)
+{
+    return seconds >= TSR_TILE_TIME_MIN && seconds <= TSR_TILE_TIME_MAX; /* false for NaN */
+}
+
+/* One integer of a cache line, within int's range. */
+static int read_int(FILE *f, int *v)
+{
+    long long x;
+    if (fscanf(f, "%lld", &x) != 1 || x < INT_MIN || x > INT_MAX)
+        return 0;
+    *v = (int)x;
+    return 1;
 }
 
 int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys)
@@ -97,10 +194,10 @@ int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys)
     while (f && tr->n < TSR_MAX_TRIALS) {
         int ok = 1;
         for (int i = 0; ok && i < tr->nkeys; i++)
-            ok = fscanf(f, "%d", &tr->key[tr->n][i]) == 1;
+            ok = read_int(f, &tr->key[tr->n][i]);
         if (!ok || fscanf(f, "%lf", &tr->seconds[tr->n]) != 1)
             break;
-        tr->n += tr->seconds[tr->n] > 0 && tr->seconds[tr->n] < 1e30; /* a damaged time is dropped */
+        tr->n += tsr_tile_time_ok(tr->seconds[tr->n]); /* a damaged time is dropped */
     }
     if (f)
         fclose(f);

@@ -26,7 +26,9 @@
 #include <unistd.h>
 #include <starpu.h>
 #include <starpu_profiling.h>
+#include <sys/stat.h>
 #include "tsr_context.h"
+#include "tsr_files.h"
 
 #define MAX_HANDLES 8       /* buffers recorded per task (Tessera's tasks have <= 8) */
 #define CHUNK_RECORDS 16384 /* records are never moved: callbacks write while the array grows */
@@ -66,8 +68,29 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* The chart replaces png through a temporary beside it: png must be a
+ * regular file or absent, and its directory writable, before a long run. */
+static int check_png_target(const char *png)
+{
+    struct stat st;
+    if (stat(png, &st) == 0 && !S_ISREG(st.st_mode)) {
+        tsr_log(TSR_LOG_ERROR, "schedule: %s exists and is not a regular file", png);
+        return TSR_EIO;
+    }
+    char tmp[4096 + 128];
+    int fd = tsr_temp_beside(png, tmp, sizeof tmp);
+    if (fd < 0) {
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot write beside %s: %s", png, strerror(errno));
+        return TSR_EIO;
+    }
+    close(fd);
+    unlink(tmp);
+    return TSR_SUCCESS;
+}
+
 int tsr_schedule_prepare(const char *png, int summary)
 {
+    int rc;
     rec.png[0] = '\0';
     if (png) {
         if (!ends_with(png, ".png") || strlen(png) >= sizeof rec.png - 16) {
@@ -83,6 +106,8 @@ int tsr_schedule_prepare(const char *png, int summary)
             return TSR_EIO;
         }
         fclose(f);
+        if ((rc = check_png_target(png)) != TSR_SUCCESS)
+            return rc;
         snprintf(rec.png, sizeof rec.png, "%s", png);
     }
     atomic_store(&rec.recording, png || summary);
@@ -777,8 +802,48 @@ static int write_gantt_data(FILE *f, const long *order, long n, double t0, kind_
     return ferror(f) ? TSR_EIO : TSR_SUCCESS;
 }
 
-static int write_gantt(const char *png, const long *order, long n, double t0, double t1, kind_stat_t *kinds,
-                       int nkinds)
+/* s as text for a single-quoted gnuplot string: printable ASCII without
+ * quotes or backslashes (no name reaches gnuplot's parser as code). */
+static const char *gp_text(const char *s, char *out, size_t n)
+{
+    size_t k = 0;
+    for (; s && *s && k + 1 < n; s++)
+        out[k++] = *s >= 0x20 && *s < 0x7f && *s != '\'' && *s != '\\' && *s != '"' ? *s : '_';
+    out[k] = '\0';
+    return out;
+}
+
+/* Copies the file from over to (atomically: a private temporary beside to,
+ * renamed over it). */
+static int copy_over(const char *from, const char *to)
+{
+    char tmp[4096 + 128];
+    FILE *in = tsr_open_regular(from);
+    int fd = in ? tsr_temp_beside(to, tmp, sizeof tmp) : -1;
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int rc = in && out ? TSR_SUCCESS : TSR_EIO;
+    char buf[65536];
+    size_t got;
+    while (!rc && (got = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, got, out) == got ? TSR_SUCCESS : TSR_EIO;
+    if (!rc && (ferror(in) || fflush(out) != 0 || tsr_temp_publish_mode(fileno(out), to) != 0))
+        rc = TSR_EIO;
+    if (in)
+        fclose(in);
+    if (out ? fclose(out) != 0 : fd >= 0 && close(fd) != 0)
+        rc = TSR_EIO;
+    if (!rc && rename(tmp, to) != 0)
+        rc = TSR_EIO;
+    if (rc) {
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", to, strerror(errno));
+        if (fd >= 0)
+            unlink(tmp);
+    }
+    return rc;
+}
+
+static int draw_gantt(const char *png, const long *order, long n, double t0, double t1, kind_stat_t *kinds,
+                      int nkinds)
 {
     char data[] = "/tmp/tsr_gantt_XXXXXX";
     int fd = mkstemp(data);
@@ -808,9 +873,9 @@ static int write_gantt(const char *png, const long *order, long n, double t0, do
     fprintf(gp, "set key outside right top vertical maxrows %d font 'sans,9'\nset grid xtics\nset ytics (",
             nkinds < 12 ? 12 : (nkinds + 1) / 2);
     for (int w = 0; w < nw; w++) {
-        char name[64];
+        char name[64], text[64];
         starpu_worker_get_name(w, name, sizeof name);
-        fprintf(gp, "%s'%s' %d", w ? ", " : "", name, w);
+        fprintf(gp, "%s'%s' %d", w ? ", " : "", gp_text(name, text, sizeof text), w);
     }
     fprintf(gp, ")\n");
     for (int i = 0; i < rec.nmarks; i++) {
@@ -819,24 +884,46 @@ static int write_gantt(const char *png, const long *order, long n, double t0, do
             continue; /* a mark from before or after the run */
         x = x < 0 ? 0 : x;
         fprintf(gp, "set arrow from %.3f, graph 0 to %.3f, graph 1 nohead dt 2 lc rgb '#404040' front\n", x, x);
-        fprintf(gp, "set label '%s' at %.3f, graph 1.01 font 'sans,8'\n", rec.marks[i].label, x);
+        char text[64];
+        fprintf(gp, "set label '%s' at %.3f, graph 1.01 font 'sans,8'\n",
+                gp_text(rec.marks[i].label, text, sizeof text), x);
     }
     fprintf(gp, "plot ");
     for (int k = 0; k < nkinds; k++) {
-        char colour[8], name[64];
+        char colour[8], name[64], text[64];
         kind_colour(k, colour);
         fprintf(gp, "%s'%s' index %d using 1:2:3:4 with boxxyerror fs solid 1.0 noborder lc rgb '%s' title '%s'",
-                k ? ", \\\n  " : "", data, k, colour, display_name(kinds[k].kind, name, sizeof name));
+                k ? ", \\\n  " : "", data, k, colour,
+                gp_text(display_name(kinds[k].kind, name, sizeof name), text, sizeof text));
     }
     fprintf(gp, "\n");
     int status = pclose(gp);
     unlink(data);
     if (status != 0) {
-        tsr_log(TSR_LOG_ERROR, "schedule: gnuplot failed to draw %s (status %d; is gnuplot-nox installed?)", png,
+        tsr_log(TSR_LOG_ERROR, "schedule: gnuplot failed to draw the chart (status %d; is gnuplot-nox installed?)",
                 status);
         return TSR_EIO;
     }
     return TSR_SUCCESS;
+}
+
+/* gnuplot draws into a temporary of ours (the script holds no name the user
+ * gave), which then replaces png. */
+static int write_gantt(const char *png, const long *order, long n, double t0, double t1, kind_stat_t *kinds,
+                       int nkinds)
+{
+    char drawn[] = "/tmp/tsr_gantt_XXXXXX.png";
+    int dfd = mkstemps(drawn, 4);
+    if (dfd < 0) {
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot create a temporary file: %s", strerror(errno));
+        return TSR_EIO;
+    }
+    close(dfd);
+    int rc = draw_gantt(drawn, order, n, t0, t1, kinds, nkinds);
+    if (!rc)
+        rc = copy_over(drawn, png);
+    unlink(drawn);
+    return rc;
 }
 
 static void rank_path(char *out, size_t size, const char *png, const char *ext)

@@ -41,3 +41,13 @@ tsr_add_test(replay_gpt2_tiles bash ${CMAKE_CURRENT_SOURCE_DIR}/check_replay_gpt
 # on stand-in trainers
 tsr_add_test(gpu_node_script bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpu_node.sh
              ${PROJECT_SOURCE_DIR}/timing/gpu_node.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu_node_work)
+# hostile files and names (docs/files.md): planted links, a command in a
+# chart's name, outputs onto inputs, stale temporaries, planted tile caches;
+# under mpirun also SIGUSR1 to mpirun saving the state
+tsr_add_test(hostile_files bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_files.sh $<TARGET_FILE:tsr_gpt2>
+             $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_files_work)
+if(TSR_USE_MPI)
+  tsr_add_test(hostile_files_mpi2 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_files.sh $<TARGET_FILE:tsr_gpt2>
+               $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_files_mpi2_work ${TSR_MPIRUN} 2)
+  set_tests_properties(hostile_files_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
+endif()

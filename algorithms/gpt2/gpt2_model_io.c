@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tsr_core.h"
+#include "tsr_files.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the llm.c file formats are little-endian; this reader assumes a little-endian host"
@@ -373,7 +374,7 @@ int tsr_gpt2_atomic_begin(tsr_gpt2_atomic_file_t *af, const char *path)
     if (!target)
         return TSR_EIO;
     path = target;
-    size_t n = strlen(path) + 40;
+    size_t n = strlen(path) + 128;
     af->path = malloc(strlen(path) + 1);
     af->tmp_path = malloc(n);
     if (!af->path || !af->tmp_path) {
@@ -387,8 +388,8 @@ int tsr_gpt2_atomic_begin(tsr_gpt2_atomic_file_t *af, const char *path)
     strcpy(af->path, path);
     free(target);
     path = af->path;
-    snprintf(af->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    tsr_remove_stale_temps(path);
+    int fd = tsr_temp_beside(path, af->tmp_path, n);
     if (fd < 0) {
         tsr_log(TSR_LOG_ERROR, "%s: cannot create temporary file %s: %s", path, af->tmp_path,
                 strerror(errno));
@@ -475,6 +476,10 @@ int tsr_gpt2_atomic_commit(tsr_gpt2_atomic_file_t *af)
     }
     if (ok && fsync(fileno(af->f)) != 0) {
         tsr_log(TSR_LOG_ERROR, "%s: fsync failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && tsr_temp_publish_mode(fileno(af->f), af->path) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: chmod failed: %s", af->tmp_path, strerror(errno));
         ok = 0;
     }
     int closed = fclose(af->f);

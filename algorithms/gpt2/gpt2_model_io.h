@@ -83,10 +83,13 @@ int tsr_gpt2_checkpoint_read(const char *path, tsr_gpt2_config_t *cfg, float **p
 /* Writes atomically (temp file in the same directory, fsync, rename). */
 int tsr_gpt2_checkpoint_write(const char *path, const tsr_gpt2_config_t *cfg, const float *params);
 
-/* Atomic file writing, also for the driver's own state files: begin opens
- * "<path>.tmp.<pid>" next to path; write appends (errors are remembered);
- * commit flushes, fsyncs, closes, renames over path and fsyncs the
- * directory; abort (or a failed commit) removes the temp file. An existing
+/* Atomic file writing, also for the driver's own state files: begin removes
+ * the temporaries of path that dead processes of this host left, then
+ * creates a private one next to path (tsr_temp_beside: O_EXCL, mode 0600,
+ * never a planted file or link); write appends (errors are remembered);
+ * commit flushes, fsyncs, gives it path's mode (or 0666 less the umask),
+ * closes, renames over path and fsyncs the directory; abort (or a failed
+ * commit) removes the temp file. An existing
  * path must be a regular file (never a device, FIFO or directory); a symlink
  * is followed: its target is replaced atomically and the link stays. check
  * does begin + abort: is the path writable, before a long run. */

@@ -18,6 +18,7 @@
 #include "gpt2_init.h"
 #include "gpt2_tokenizer.h"
 #include "gpt2_train_state.h"
+#include "tsr_files.h"
 
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
@@ -708,6 +709,58 @@ static int fill_tiles(trainer_t *t)
     return TSR_SUCCESS;
 }
 
+/* A file the run reads or writes, named by its option. */
+typedef struct {
+    const char *option, *path;
+    int output;
+} run_file_t;
+
+/* The files the options name: inputs, outputs and the names an output
+ * derives (--trace X.png also writes X.csv). Returns their number. */
+static int run_files(const options_t *o, run_file_t *f, char *trace_csv, size_t n)
+{
+    int k = 0;
+    const run_file_t all[] = { { "--load", o->load, 0 },        { "--resume", o->resume, 0 },
+                               { "--train", o->train, 0 },      { "--val", o->val, 0 },
+                               { "--tokenizer", o->tokenizer, 0 }, { "--save", o->save, 1 },
+                               { "--write-checkpoint", o->write_ckpt, 1 }, { "--csv", o->csv, 1 },
+                               { "--trace", o->trace, 1 } };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i].path)
+            f[k++] = all[i];
+    size_t len = o->trace ? strlen(o->trace) : 0;
+    if (len > 4 && strcmp(o->trace + len - 4, ".png") == 0) {
+        snprintf(trace_csv, n, "%.*s.csv", (int)(len - 4), o->trace);
+        f[k++] = (run_file_t){ "--trace's task list", trace_csv, 1 };
+    }
+    return k;
+}
+
+/* No output may be an input or another output: a CSV appended to the
+ * training state, a checkpoint written over the tokenizer, the task list
+ * over the per-step CSV. Replacing what was read at the start is allowed
+ * where it is the point (--save onto --resume, --write-checkpoint onto
+ * --load: both are atomic). 0, or 2 after saying which pair clashes. */
+static int check_distinct_files(const options_t *o)
+{
+    run_file_t f[12];
+    char trace_csv[4200];
+    int n = run_files(o, f, trace_csv, sizeof trace_csv);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            if ((!f[i].output && !f[j].output) || !tsr_same_file(f[i].path, f[j].path))
+                continue;
+            const char *a = f[i].option, *b = f[j].option;
+            if ((!strcmp(a, "--resume") && !strcmp(b, "--save")) ||
+                (!strcmp(a, "--load") && !strcmp(b, "--write-checkpoint")))
+                continue;
+            fprintf(stderr, "error: %s %s and %s %s are the same file: %s\n", a, f[i].path, b, f[j].path,
+                    f[i].output ? "one run cannot write it twice" : "an output would overwrite an input");
+            return 2;
+        }
+    return 0;
+}
+
 /* Every file the run will write can be written (a temporary file is created
  * and removed), before hours of training rather than after. */
 static int check_output_paths(const options_t *o)
@@ -812,6 +865,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "(tsr_gpt2 --help lists the options)\n");
     if (p)
         return p > 0 ? 0 : 2;
+    if (check_distinct_files(&t.opt))
+        return 2;
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = t.opt.threads;

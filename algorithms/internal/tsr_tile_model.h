@@ -14,9 +14,14 @@
 /* The cache file of a calibrated tile model:
  * $TSR_CACHE_DIR/tile_models/<name up to its first comma>_<hash of the key>.txt (TSR_CACHE_DIR
  * defaults to ${XDG_CACHE_HOME:-~/.cache}/tessera, as for the StarPU
- * prefix). Its first line is "# <key>"; the key names everything the
+ * prefix; ~ from $HOME or the password database; no cache when neither is
+ * known). Its first line is "# <key>"; the key names everything the
  * measured times depend on: the model, the worker set (CPU and CUDA workers
- * apart: a GPU's times are not a CPU core's) and the BLAS kernels. */
+ * apart: a GPU's times are not a CPU core's) and the BLAS kernels. The
+ * directory tile_models is made with mode 0700 and used only if it belongs
+ * to the user and nobody else can write it; only regular files are read
+ * (a FIFO planted there is never opened); files are written through a
+ * private temporary renamed over them. */
 typedef struct {
     char path[4200], key[512];
 } tsr_tile_cache_t;
@@ -31,6 +36,14 @@ FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c);
  * when it cannot be created: the model then lives for the process only. */
 FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c);
 void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f);
+
+/* A measured time read back from a cache file is used only within these
+ * bounds (a damaged or planted 1e308, 0, NaN is dropped): no tile task,
+ * product, pass or step measured here takes under a nanosecond or over a
+ * day. */
+#define TSR_TILE_TIME_MIN 1e-9
+#define TSR_TILE_TIME_MAX 86400.0
+int tsr_tile_time_ok(double seconds);
 
 /* Trials: measured times (of whole runs, a GEMM product, an attention pass,
  * a GPT-2 step, or of calibration tasks), each named by nkeys integers (the

@@ -1,0 +1,35 @@
+/* Internal (not installed): how Tessera opens the files it is given by name
+ * (docs/files.md states the rules). Names come from users, environments
+ * and caches, so every file is written through a private temporary that
+ * is renamed over its target, read only if it is a regular file, and never
+ * written where another of the run's files lives. */
+#ifndef TSR_FILES_H
+#define TSR_FILES_H
+#include <stddef.h>
+#include <stdio.h>
+
+/* A new private temporary beside target, to be renamed over it:
+ * "<target>.tmp.<host>.<pid>.XXXXXX", created with O_EXCL (a planted file or
+ * link of that name is never opened) and mode 0600. Returns its descriptor
+ * and its name in tmp (n bytes), or -1 with errno set. */
+int tsr_temp_beside(const char *target, char *tmp, size_t n);
+
+/* Gives the temporary the mode a new file would have (0666 less the umask)
+ * or target's own when target exists, just before the rename. */
+int tsr_temp_publish_mode(int fd, const char *target);
+
+/* Removes the temporaries of tsr_temp_beside(target) that processes of this
+ * host left behind and that no longer run (killed, power lost); says so for
+ * each. Files of other users or hosts are left alone. */
+void tsr_remove_stale_temps(const char *target);
+
+/* fopen(path, "r") for a regular file only: a FIFO or device is refused
+ * (errno EINVAL) without blocking, and O_CLOEXEC is set. NULL with errno on
+ * failure. */
+FILE *tsr_open_regular(const char *path);
+
+/* 1 when a and b name the same file: the same device and inode when both
+ * exist, otherwise the same directory (resolved) and the same last name. */
+int tsr_same_file(const char *a, const char *b);
+
+#endif
