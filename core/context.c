@@ -273,6 +273,8 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         tsr_config_default(&cfg);
     tsr_set_verbose(cfg.verbose);
     int rc = validate_config(&cfg);
+    if (!rc)
+        rc = tsr_check_environment();
     if (rc)
         return rc;
 

@@ -23,6 +23,9 @@ typedef struct {
 
 extern tsr_context_t tsr_ctx;
 
+/* StarPU's start-up variables checked before it starts (core/environment.c):
+ * TSR_EINVAL with a message naming the variable, else TSR_SUCCESS. */
+int tsr_check_environment(void);
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */
 int64_t tsr_tag_alloc(int64_t n);
 /* FxT tracing (core/trace.c): prepare before StarPU starts (dir NULL: off);

@@ -51,3 +51,12 @@ if(TSR_USE_MPI)
                $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_files_mpi2_work ${TSR_MPIRUN} 2)
   set_tests_properties(hostile_files_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
 endif()
+# hostile environment variables (StarPU's, BLIS_ARCH_TYPE), a lost stdout,
+# and under mpirun ranks started with different options
+tsr_add_test(hostile_env bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_env.sh $<TARGET_FILE:tsr_gpt2>
+             $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_env_work)
+if(TSR_USE_MPI)
+  tsr_add_test(hostile_env_mpi bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_env.sh $<TARGET_FILE:tsr_gpt2>
+               $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_env_mpi_work ${TSR_MPIRUN} 2)
+  set_tests_properties(hostile_env_mpi PROPERTIES PROCESSORS 2 LABELS mpi)
+endif()

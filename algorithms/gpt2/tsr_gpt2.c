@@ -853,6 +853,31 @@ static int finish(trainer_t *t)
     return rc;
 }
 
+/* FNV-1a over the command line's arguments (argv[0] left out). */
+static unsigned long long options_hash(int argc, char **argv)
+{
+    unsigned long long h = 1469598103934665603ull;
+    for (int i = 1; i < argc; i++)
+        for (const char *c = argv[i];; c++) {
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+            if (!*c)
+                break;
+        }
+    return h;
+}
+
+/* Under mpirun every rank must run the same options: ranks that disagree
+ * (another --csv, --steps, tile) would wait on each other forever. */
+static int same_options_on_every_rank(unsigned long long mine)
+{
+    unsigned long long rank0 = mine;
+    int bad = tsr_broadcast(&rank0, sizeof rank0, 0) != 0 || rank0 != mine;
+    if (bad)
+        fprintf(stderr, "error: rank %d was started with other options than rank 0: every rank must get the "
+                "same command line\n", tsr_rank());
+    return !tsr_any(bad);
+}
+
 int main(int argc, char **argv)
 {
     trainer_t t;
@@ -867,6 +892,7 @@ int main(int argc, char **argv)
         return p > 0 ? 0 : 2;
     if (check_distinct_files(&t.opt))
         return 2;
+    unsigned long long options = options_hash(argc, argv);
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = t.opt.threads;
@@ -885,6 +911,10 @@ int main(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "error: %s\n", tsr_strerror(rc));
         return 1;
+    }
+    if (!same_options_on_every_rank(options)) {
+        tsr_finalize();
+        return 2;
     }
     if (t.opt.pws > 1 && t.opt.pws > tsr_ncpu_workers()) {
         if (tsr_rank() == 0)
@@ -926,5 +956,9 @@ int main(int argc, char **argv)
     int frc = tsr_finalize();
     if (frc && !rc)
         rc = frc;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !rc) { /* e.g. > /dev/full: the losses were lost */
+        fprintf(stderr, "tsr_gpt2: cannot write the output: %s\n", strerror(errno));
+        rc = TSR_EIO;
+    }
     return rc == 130 ? 128 + (interrupted ? (int)interrupted : SIGINT) : rc ? 1 : 0;
 }

@@ -1,4 +1,5 @@
 /* The one internal BLAS interface: every CPU tile kernel calls BLAS here. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +39,52 @@ static int choose_blis_kernels(void)
     return 1;
 }
 
+/* Why BLIS's kernels `id` (a BLIS_ARCH_TYPE value) cannot run on this CPU,
+ * or NULL when they can. BLIS would die of an illegal instruction, or stop
+ * on an id it does not know, before any message. */
+static const char *blis_arch_unusable(const char *id)
+{
+    char *end;
+    errno = 0;
+    long a = strtol(id, &end, 10);
+    if (errno || end == id || *end || a < 0 || a >= BLIS_NUM_ARCHS)
+        return "not one of BLIS's architecture numbers";
+    __builtin_cpu_init();
+    switch ((arch_t)a) {
+    case BLIS_ARCH_SKX:
+        return cpu_has_avx512() ? NULL : "its skx kernels need AVX-512, which this CPU lacks";
+    case BLIS_ARCH_KNL:
+        return __builtin_cpu_supports("avx512er") ? NULL : "its knl kernels need a Xeon Phi (AVX-512 ER)";
+    case BLIS_ARCH_HASWELL:
+    case BLIS_ARCH_ZEN:
+    case BLIS_ARCH_ZEN2:
+    case BLIS_ARCH_ZEN3:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? NULL
+                                                                               : "its kernels need AVX2 and FMA";
+    case BLIS_ARCH_SANDYBRIDGE:
+        return __builtin_cpu_supports("avx") ? NULL : "its sandybridge kernels need AVX";
+    case BLIS_ARCH_PENRYN:
+    case BLIS_ARCH_GENERIC:
+        return NULL;
+    case BLIS_ARCH_EXCAVATOR:
+    case BLIS_ARCH_STEAMROLLER:
+    case BLIS_ARCH_PILEDRIVER:
+    case BLIS_ARCH_BULLDOZER:
+        return __builtin_cpu_supports("fma4") ? NULL : "its AMD Bulldozer-family kernels need FMA4";
+    default:
+        return "not an x86-64 architecture";
+    }
+}
+
 static void setup_blas(void)
 {
     const char *user = getenv("BLIS_ARCH_TYPE");
+    const char *why = user ? blis_arch_unusable(user) : NULL;
+    if (why) {
+        tsr_log(TSR_LOG_ERROR, "BLIS_ARCH_TYPE=%s ignored: %s", user, why);
+        unsetenv("BLIS_ARCH_TYPE");
+        user = NULL;
+    }
     int chosen = choose_blis_kernels();
     bli_init(); /* reads BLIS_ARCH_TYPE and sets up the kernel contexts */
     arch_t arch = bli_arch_query_id();

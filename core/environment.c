@@ -1,0 +1,135 @@
+/* The environment variables StarPU reads at start-up, checked before it
+ * starts: StarPU aborts with a backtrace on a malformed one. Each bad value
+ * gets a message naming the variable, and tsr_init fails with TSR_EINVAL. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <starpu.h>
+#include "tsr_context.h"
+
+/* StarPU's variables that must hold a non-negative integer (its
+ * starpu_get_env_number aborts on anything else). */
+static const char *const numeric_vars[] = {
+    "STARPU_NCPU", "STARPU_NCPUS", "STARPU_NCUDA", "STARPU_NOPENCL", "STARPU_NWORKER_PER_CUDA",
+    "STARPU_CUDA_PIPELINE", "STARPU_CALIBRATE", "STARPU_PREFETCH", "STARPU_MIN_WORKERSIZE",
+    "STARPU_MAX_WORKERSIZE", "STARPU_WORKERS_NOBIND", "STARPU_SILENT", "STARPU_LIMIT_CPU_MEM",
+    "STARPU_LIMIT_CUDA_MEM", "STARPU_MINIMUM_CLEAN_BUFFERS", "STARPU_TARGET_CLEAN_BUFFERS",
+    "STARPU_MINIMUM_AVAILABLE_MEM", "STARPU_TARGET_AVAILABLE_MEM", "STARPU_NTHREADS_PER_CORE",
+    "STARPU_RESERVE_NCPU", "STARPU_MAIN_THREAD_BIND", "STARPU_BUS_STATS", "STARPU_WORKER_STATS",
+};
+
+/* A non-negative decimal integer that fits a long, the whole string. */
+static int is_count(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* STARPU_WORKERS_CPUID: CPU numbers N, ranges N-M or N- (to the last CPU),
+ * separated by commas or spaces; at least one. */
+static int is_cpu_list(const char *s)
+{
+    int entries = 0;
+    while (*s) {
+        if (*s == ',' || *s == ' ') {
+            s++;
+            continue;
+        }
+        if (*s < '0' || *s > '9')
+            return 0;
+        char *end;
+        long first = strtol(s, &end, 10);
+        s = end;
+        if (*s == '-') {
+            s++;
+            if (*s >= '0' && *s <= '9') {
+                long last = strtol(s, &end, 10);
+                s = end;
+                if (last < first)
+                    return 0;
+            }
+        }
+        if (*s && *s != ',' && *s != ' ')
+            return 0;
+        entries++;
+    }
+    return entries > 0;
+}
+
+/* dir is a directory this user can write, or does not exist yet and its
+ * nearest existing parent is one (StarPU makes the missing part). */
+static int writable_dir_or_creatable(const char *dir)
+{
+    char path[4096];
+    struct stat st;
+    if (!*dir || strlen(dir) >= sizeof path)
+        return 0;
+    strcpy(path, dir);
+    while (stat(path, &st) != 0) {
+        char *slash = strrchr(path, '/');
+        if (errno != ENOENT || !slash)
+            return errno == ENOENT && !slash && access(".", W_OK | X_OK) == 0;
+        if (slash == path)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+    }
+    return S_ISDIR(st.st_mode) && access(path, W_OK | X_OK) == 0;
+}
+
+/* Where StarPU keeps its performance models: $STARPU_PERF_MODEL_DIR, else
+ * .starpu/sampling below the first of $XDG_CACHE_HOME, $STARPU_HOME and
+ * $HOME that is set (StarPU's order; with none, a temporary directory).
+ * StarPU makes that path and aborts when it cannot: the directory named
+ * must be one this user can write. */
+static int check_starpu_home(void)
+{
+    static const char *const vars[] = { "STARPU_PERF_MODEL_DIR", "XDG_CACHE_HOME", "STARPU_HOME", "HOME" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *dir = getenv(vars[i]);
+        if (!dir)
+            continue;
+        if (!writable_dir_or_creatable(dir)) {
+            tsr_log(TSR_LOG_ERROR, "tsr_init: %s=%s is not a directory this user can write or make (StarPU keeps its "
+                    "performance models there; set STARPU_HOME to one)", vars[i], dir);
+            return TSR_EINVAL;
+        }
+        return TSR_SUCCESS;
+    }
+    return TSR_SUCCESS;
+}
+
+int tsr_check_environment(void)
+{
+    for (size_t i = 0; i < sizeof numeric_vars / sizeof numeric_vars[0]; i++) {
+        const char *v = getenv(numeric_vars[i]);
+        long n;
+        if (v && !is_count(v, &n)) {
+            tsr_log(TSR_LOG_ERROR, "tsr_init: %s=%s: StarPU needs a non-negative integer there", numeric_vars[i], v);
+            return TSR_EINVAL;
+        }
+    }
+    const char *cpus = getenv("STARPU_WORKERS_CPUID");
+    if (cpus && !is_cpu_list(cpus)) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: STARPU_WORKERS_CPUID=%s: expected CPU numbers N, ranges N-M or N- "
+                "separated by commas or spaces", cpus);
+        return TSR_EINVAL;
+    }
+    int rc = check_starpu_home();
+    if (rc)
+        return rc;
+    long ncpu, cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *v = getenv("STARPU_NCPU") ? getenv("STARPU_NCPU") : getenv("STARPU_NCPUS");
+    if (v && is_count(v, &ncpu) && cores > 0 && ncpu > cores)
+        tsr_log(TSR_LOG_INFO, "warning: STARPU_NCPU=%s asks for more CPU workers than the %ld cores: StarPU "
+                "runs up to %ld of them sharing the cores, slower than one a core", v, cores,
+                ncpu < STARPU_MAXCPUS ? ncpu : (long)STARPU_MAXCPUS);
+    return TSR_SUCCESS;
+}
