@@ -1,0 +1,5 @@
+# the command line and the output of the test and timing programs
+set(TSR_DRIVERS $<TARGET_FILE:testing_gemm> $<TARGET_FILE:time_gemm> $<TARGET_FILE:time_attention>
+    $<TARGET_FILE:time_fusion> $<TARGET_FILE:time_blas_cold> $<TARGET_FILE:time_gpt2_gemms>)
+# integers that do not fit an int, trailing characters, reals that are not finite: exit 2
+tsr_add_test(cli_options bash ${CMAKE_CURRENT_SOURCE_DIR}/check_options.sh ${TSR_DRIVERS})
