@@ -196,7 +196,7 @@ static int run_case(const gemm_case_t *c, int check, int *passed)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     const char *flag_names[] = { "check", "help" };
     const char *flag_help[] = { "compare against one BLAS call (scaled residual < 10)", "print this help" };
@@ -244,4 +244,9 @@ int main(int argc, char **argv)
         printf("testing_gemm: %d passed, %d failed\n", npass, nfail);
     tsr_finalize();
     return nfail ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }

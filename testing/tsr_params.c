@@ -260,3 +260,18 @@ void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg)
     else
         cfg->trace_dir = path;
 }
+
+int tsr_stdout_close(int status)
+{
+    errno = 0;
+    int failed = fflush(stdout) != 0 || ferror(stdout), err = errno;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = 1;
+        err = errno;
+    }
+    if (!failed)
+        return status;
+    /* a failed write earlier (rows are flushed one by one) leaves no errno */
+    fprintf(stderr, "error: cannot write the output: %s\n", err ? strerror(err) : "a write to stdout failed");
+    return status ? status : 1;
+}

@@ -56,4 +56,9 @@ void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg);
 /* Odometer over the cartesian product: idx[] holds one index per parameter.
  * Returns 0 when every combination has been visited. */
 int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);
+/* The end of a driver's main: flushes and closes stdout. A write error
+ * (> /dev/full, a full disk) would otherwise lose the CSV with exit status
+ * 0: it prints "cannot write the output" and makes status 0 into 1.
+ * Returns the exit status. */
+int tsr_stdout_close(int status);
 #endif

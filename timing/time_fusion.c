@@ -249,7 +249,7 @@ static int run_case(fusion_case_t *c, int niter, int warmup)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     int flags[NF] = { 0 };
     if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
@@ -286,4 +286,9 @@ int main(int argc, char **argv)
     if (tsr_finalize() && !status)
         status = 1; /* e.g. the trace could not be converted */
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }
