@@ -1,8 +1,10 @@
 /* Bad arguments: every wrong call returns its TSR_E* code, submits no task
  * and does not crash. Under mpirun -np 2 it also checks process-grid
  * mismatches. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "tessera.h"
 #include "tsr_check.h"
 
@@ -23,6 +25,40 @@ static void expect_gemm_error(int code, tsr_trans_t ta, tsr_trans_t tb, tsr_desc
         fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
                 (unsigned long long)(tsr_tasks_submitted() - before));
     CHECK(rc == code && tsr_tasks_submitted() == before);
+}
+
+/* What a call prints on stderr (Tessera's log), into buf. */
+typedef struct { FILE *file; int saved; } capture_t;
+
+static capture_t capture_start(void)
+{
+    capture_t c = { tmpfile(), -1 };
+    fflush(stderr);
+    if (c.file) {
+        c.saved = dup(2);
+        dup2(fileno(c.file), 2);
+    }
+    return c;
+}
+
+static void capture_end(capture_t c, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (!c.file)
+        return;
+    fflush(stderr);
+    dup2(c.saved, 2);
+    close(c.saved);
+    rewind(c.file);
+    buf[fread(buf, 1, size - 1, c.file)] = '\0';
+    fclose(c.file);
+}
+
+static void expect_message(const char *log, const char *text, const char *what)
+{
+    if (!strstr(log, text))
+        fprintf(stderr, "  case '%s': the message does not say '%s': %s\n", what, text, log);
+    CHECK(strstr(log, text) != NULL);
 }
 
 static void check_before_init(void)
@@ -131,6 +167,29 @@ static void check_gemm_errors(void)
         tsr_desc_destroy(all[i]);
 }
 
+/* An output that is also an input gave a wrong C (tiles of A or B were
+ * overwritten while still to be read), and with REDUX and A = B = C StarPU
+ * aborted. A = B (two inputs) is fine. */
+static void check_gemm_aliases(void)
+{
+    tsr_desc_t *X = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL), *Y = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL);
+    char log[4096];
+    capture_t c = capture_start();
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, Y, X, TSR_ACCUM_ORDERED, "C = A");
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_gemm: C and A are the same descriptor", "C = A");
+    c = capture_start();
+    expect_gemm_error(TSR_EINVAL, TSR_TRANS, TSR_NOTRANS, Y, X, X, TSR_ACCUM_REDUX, "C = B");
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_gemm: C and B are the same descriptor", "C = B");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_TRANS, X, X, X, TSR_ACCUM_ORDERED, "A = B = C");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, X, X, TSR_ACCUM_REDUX, "A = B = C, REDUX");
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_TRANS, 1.0, X, X, 0.0, Y, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    CHECK_RC(tsr_wait(), TSR_SUCCESS);
+    tsr_desc_destroy(X);
+    tsr_desc_destroy(Y);
+}
+
 static void check_strerror(void)
 {
     for (int code = 0; code >= TSR_EALREADY; code--) {
@@ -165,6 +224,7 @@ int main(int argc, char **argv)
     check_resident_gpu_data();
     check_descriptor_errors();
     check_gemm_errors();
+    check_gemm_aliases();
     int rc = tsr_checks_failed ? 1 : 0;
     if (tsr_rank() == 0)
         rc = tsr_check_report("test_errors");
