@@ -86,6 +86,33 @@ static int bad_owner(int bi, int i, int j, void *arg)
     return i == 1 ? 99 : 0;
 }
 
+/* Sizes near INT_MAX: the tile counts were computed as (m + mb - 1) / mb,
+ * which overflowed (negative counts in the message, ENOMEM for a valid
+ * descriptor, success with no tile for INT_MAX tiles). */
+static void check_huge_descriptors(void)
+{
+    tsr_desc_t *d = NULL;
+    char log[4096];
+    capture_t c = capture_start();
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, INT_MAX, INT_MAX, 4096, 4096, NULL), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "2147483647 x 2147483647 in tiles of 1 x 4096 x 4096: 1 x 524288 x 524288 tiles", "INT_MAX^2");
+    c = capture_start();
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT64, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, NULL), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "2147483647 x 2147483647 x 2147483647", "INT_MAX^3");
+    /* one tile of 70000 x 70000: more elements than StarPU's 32-bit tile strides */
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, 70000, 70000, 70000, 70000, NULL), TSR_EINVAL);
+    CHECK(d == NULL);
+    /* a 65536 x 65536 grid has 2^32 ranks, not 0 */
+    tsr_dist_t huge_grid = tsr_dist_block_cyclic(65536, 65536);
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, 4, 4, 2, 2, &huge_grid), TSR_EDIST);
+    /* valid (8 GiB, never touched: tiles are allocated on first use) */
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, INT_MAX, 1, 4096, 1, NULL), TSR_SUCCESS);
+    CHECK(d && d->mt == 524288 && d->nt == 1);
+    tsr_desc_destroy(d);
+}
+
 static void check_descriptor_errors(void)
 {
     tsr_desc_t *d = NULL;
@@ -103,6 +130,8 @@ static void check_descriptor_errors(void)
     tsr_dist_t no_fn = tsr_dist_custom(NULL, NULL);
     CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, &no_fn), TSR_EINVAL);
     CHECK(d == NULL);
+
+    check_huge_descriptors();
 
     d = make(TSR_FLOAT32, 1, 6, 5, 1, 4, 4, NULL);
     float buf[30] = { 0 };
