@@ -132,6 +132,7 @@ static void check_descriptor_errors(void)
     CHECK(d == NULL);
 
     check_huge_descriptors();
+    CHECK_RC(tsr_desc_destroy(NULL), TSR_SUCCESS);
 
     d = make(TSR_FLOAT32, 1, 6, 5, 1, 4, 4, NULL);
     float buf[30] = { 0 };

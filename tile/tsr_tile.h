@@ -66,7 +66,9 @@ int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
 /* 2D: b = bb = 1 */
 int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
                        int mb, int nb, const tsr_dist_t *dist);
-/* Wait for the tasks using it, unregister every handle, free storage. */
+/* Wait for the tasks using it, unregister every handle, free storage and
+ * the descriptor itself: desc must not be used again, destroyed again
+ * included (set your pointer to NULL). NULL is a no-op (TSR_SUCCESS). */
 int tsr_desc_destroy(tsr_desc_t *desc);
 /* Declare the values of every tile dead (asynchronous, in task order):
  * once the tasks submitted so far are done with them, StarPU drops the
