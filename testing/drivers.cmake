@@ -5,3 +5,6 @@ set(TSR_DRIVERS $<TARGET_FILE:testing_gemm> $<TARGET_FILE:time_gemm> $<TARGET_FI
 tsr_add_test(cli_options bash ${CMAKE_CURRENT_SOURCE_DIR}/check_options.sh ${TSR_DRIVERS})
 # stdout that cannot be written (> /dev/full): a message and a non-zero exit
 tsr_add_test(cli_output_errors bash ${CMAKE_CURRENT_SOURCE_DIR}/check_output_errors.sh ${TSR_DRIVERS})
+# time_fusion whose options skip every case: exit 2, not 0 with no row
+tsr_add_test(time_fusion_nothing_ran bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_fusion_skipped.sh
+             $<TARGET_FILE:time_fusion>)
