@@ -22,6 +22,12 @@ static int check_gemm(tsr_trans_t ta, tsr_trans_t tb, const tsr_desc_t *A, const
         return TSR_EINVAL;
     if (!tsr_initialized())
         return TSR_ENOTINIT;
+    /* C's tiles are written while A's or B's are still to be read */
+    if (C == A || C == B) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm: C and %s are the same descriptor: the output cannot also be an input",
+                C == A ? "A" : "B");
+        return TSR_EINVAL;
+    }
     if ((ta != TSR_NOTRANS && ta != TSR_TRANS) || (tb != TSR_NOTRANS && tb != TSR_TRANS) ||
         (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX)) {
         tsr_log(TSR_LOG_ERROR, "tsr_gemm: bad transpose (%d, %d) or accumulation (%d)", ta, tb, accum);

@@ -986,8 +986,9 @@ int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre)
     return rc;
 }
 
-/* X and nparts head tensors (K and V both given or both NULL). */
-static int check_reshape(const char *fn, tsr_desc_t *X, tsr_desc_t *const *h, int nparts)
+/* X and nparts head tensors (K and V both given or both NULL); to_heads:
+ * the head tensors are the outputs (then they must differ from each other). */
+static int check_reshape(const char *fn, tsr_desc_t *X, tsr_desc_t *const *h, int nparts, int to_heads)
 {
     if (!tsr_initialized())
         return TSR_ENOTINIT;
@@ -999,7 +1000,7 @@ static int check_reshape(const char *fn, tsr_desc_t *X, tsr_desc_t *const *h, in
     if (!rc)
         rc = check_heads(fn, h, nparts, X->m / nparts, X->n, 0);
     if (!rc)
-        rc = check_distinct(fn, &X, 1, h, nparts);
+        rc = to_heads ? check_distinct(fn, h, nparts, &X, 1) : check_distinct(fn, &X, 1, h, nparts);
     tsr_desc_t *all[] = { X, h[0], h[1], h[2] };
     return rc ? rc : check_grids(fn, all, 1 + nparts);
 }
@@ -1011,7 +1012,7 @@ static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_d
         return TSR_EINVAL;
     int nparts = K ? 3 : 1;
     tsr_desc_t *h[3] = { Q, K, V };
-    int rc = check_reshape(fn, X, h, nparts);
+    int rc = check_reshape(fn, X, h, nparts, to_heads);
     if (!rc)
         rc = check_mode(fn, "destination", mode);
     if (rc)

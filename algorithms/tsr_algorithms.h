@@ -26,7 +26,8 @@ typedef enum {
  * (TSR_EDTYPE), op(A) m x k, op(B) k x n, C m x n, same batch (TSR_ESHAPE),
  * tile sizes that line up: op(A) tiles mb x kb, op(B) kb x nb, C mb x nb, same
  * batch tile (TSR_ETILE); block-cyclic descriptors on the same P x Q grid
- * (TSR_EDIST). When beta == 0, C is not read. */
+ * (TSR_EDIST); C may not be A or B (TSR_EINVAL; A may be B). When beta == 0,
+ * C is not read. */
 int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
              double beta, tsr_desc_t *C, tsr_accum_t accum);
 

@@ -98,7 +98,8 @@ int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre);
 /* X ([Q; K; V] rows, nparts*C x B*T, 2D) -> Q, K, V (3D, any tiling, not
  * necessarily the same for the three: e.g. query and key tiles); K and
  * V NULL: X is C x B*T and goes to Q alone. mode: the destination is
- * overwritten or X is added to it. */
+ * overwritten or X is added to it. Q, K and V must be different descriptors
+ * (TSR_EINVAL; as inputs of tsr_heads_merge they may be the same). */
 int tsr_heads_split(tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_linear_write_t mode);
 /* The reverse: Q, K, V (K, V may be NULL) -> X. */
 int tsr_heads_merge(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *X, tsr_linear_write_t mode);

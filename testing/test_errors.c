@@ -1,8 +1,10 @@
 /* Bad arguments: every wrong call returns its TSR_E* code, submits no task
  * and does not crash. Under mpirun -np 2 it also checks process-grid
  * mismatches. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "tessera.h"
 #include "tsr_check.h"
 
@@ -23,6 +25,40 @@ static void expect_gemm_error(int code, tsr_trans_t ta, tsr_trans_t tb, tsr_desc
         fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
                 (unsigned long long)(tsr_tasks_submitted() - before));
     CHECK(rc == code && tsr_tasks_submitted() == before);
+}
+
+/* What a call prints on stderr (Tessera's log), into buf. */
+typedef struct { FILE *file; int saved; } capture_t;
+
+static capture_t capture_start(void)
+{
+    capture_t c = { tmpfile(), -1 };
+    fflush(stderr);
+    if (c.file) {
+        c.saved = dup(2);
+        dup2(fileno(c.file), 2);
+    }
+    return c;
+}
+
+static void capture_end(capture_t c, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (!c.file)
+        return;
+    fflush(stderr);
+    dup2(c.saved, 2);
+    close(c.saved);
+    rewind(c.file);
+    buf[fread(buf, 1, size - 1, c.file)] = '\0';
+    fclose(c.file);
+}
+
+static void expect_message(const char *log, const char *text, const char *what)
+{
+    if (!strstr(log, text))
+        fprintf(stderr, "  case '%s': the message does not say '%s': %s\n", what, text, log);
+    CHECK(strstr(log, text) != NULL);
 }
 
 static void check_before_init(void)
@@ -50,6 +86,33 @@ static int bad_owner(int bi, int i, int j, void *arg)
     return i == 1 ? 99 : 0;
 }
 
+/* Sizes near INT_MAX: the tile counts were computed as (m + mb - 1) / mb,
+ * which overflowed (negative counts in the message, ENOMEM for a valid
+ * descriptor, success with no tile for INT_MAX tiles). */
+static void check_huge_descriptors(void)
+{
+    tsr_desc_t *d = NULL;
+    char log[4096];
+    capture_t c = capture_start();
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, INT_MAX, INT_MAX, 4096, 4096, NULL), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "2147483647 x 2147483647 in tiles of 1 x 4096 x 4096: 1 x 524288 x 524288 tiles", "INT_MAX^2");
+    c = capture_start();
+    CHECK_RC(tsr_desc_create(&d, TSR_FLOAT64, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, NULL), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "2147483647 x 2147483647 x 2147483647", "INT_MAX^3");
+    /* one tile of 70000 x 70000: more elements than StarPU's 32-bit tile strides */
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, 70000, 70000, 70000, 70000, NULL), TSR_EINVAL);
+    CHECK(d == NULL);
+    /* a 65536 x 65536 grid has 2^32 ranks, not 0 */
+    tsr_dist_t huge_grid = tsr_dist_block_cyclic(65536, 65536);
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, 4, 4, 2, 2, &huge_grid), TSR_EDIST);
+    /* valid (8 GiB, never touched: tiles are allocated on first use) */
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, INT_MAX, 1, 4096, 1, NULL), TSR_SUCCESS);
+    CHECK(d && d->mt == 524288 && d->nt == 1);
+    tsr_desc_destroy(d);
+}
+
 static void check_descriptor_errors(void)
 {
     tsr_desc_t *d = NULL;
@@ -67,6 +130,9 @@ static void check_descriptor_errors(void)
     tsr_dist_t no_fn = tsr_dist_custom(NULL, NULL);
     CHECK_RC(tsr_desc_create(&d, TSR_FLOAT32, 1, 4, 4, 1, 2, 2, &no_fn), TSR_EINVAL);
     CHECK(d == NULL);
+
+    check_huge_descriptors();
+    CHECK_RC(tsr_desc_destroy(NULL), TSR_SUCCESS);
 
     d = make(TSR_FLOAT32, 1, 6, 5, 1, 4, 4, NULL);
     float buf[30] = { 0 };
@@ -131,6 +197,29 @@ static void check_gemm_errors(void)
         tsr_desc_destroy(all[i]);
 }
 
+/* An output that is also an input gave a wrong C (tiles of A or B were
+ * overwritten while still to be read), and with REDUX and A = B = C StarPU
+ * aborted. A = B (two inputs) is fine. */
+static void check_gemm_aliases(void)
+{
+    tsr_desc_t *X = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL), *Y = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL);
+    char log[4096];
+    capture_t c = capture_start();
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, Y, X, TSR_ACCUM_ORDERED, "C = A");
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_gemm: C and A are the same descriptor", "C = A");
+    c = capture_start();
+    expect_gemm_error(TSR_EINVAL, TSR_TRANS, TSR_NOTRANS, Y, X, X, TSR_ACCUM_REDUX, "C = B");
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_gemm: C and B are the same descriptor", "C = B");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_TRANS, X, X, X, TSR_ACCUM_ORDERED, "A = B = C");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, X, X, TSR_ACCUM_REDUX, "A = B = C, REDUX");
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_TRANS, 1.0, X, X, 0.0, Y, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    CHECK_RC(tsr_wait(), TSR_SUCCESS);
+    tsr_desc_destroy(X);
+    tsr_desc_destroy(Y);
+}
+
 static void check_strerror(void)
 {
     for (int code = 0; code >= TSR_EALREADY; code--) {
@@ -165,6 +254,7 @@ int main(int argc, char **argv)
     check_resident_gpu_data();
     check_descriptor_errors();
     check_gemm_errors();
+    check_gemm_aliases();
     int rc = tsr_checks_failed ? 1 : 0;
     if (tsr_rank() == 0)
         rc = tsr_check_report("test_errors");

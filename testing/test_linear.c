@@ -910,7 +910,7 @@ static void test_errors(void)
     tsr_desc_t *Wq = make2(6, 18, 4, 2), *q = make3(3, 2, 5, 1, 2, 5), *k = make3(3, 2, 5, 1, 2, 5);
     tsr_desc_t *v = make3(3, 2, 5, 1, 2, 5), *v_bad = make3(3, 2, 4, 1, 2, 5), *v_tile = make3(3, 2, 5, 3, 2, 5);
     tsr_desc_t *hd5 = make3(3, 5, 5, 1, 5, 5), *Wp = make2(6, 6, 2, 3), *outp = make2(6, 5, 3, 5);
-    tsr_desc_t *outp_tile = make2(6, 5, 2, 5);
+    tsr_desc_t *outp_tile = make2(6, 5, 2, 5), *qkv = make2(18, 5, 6, 5);
     err_before = tsr_tasks_submitted();
     expect_err("qkv NULL V", tsr_linear_qkv_forward(inp, Wq, NULL, q, k, NULL, O), TSR_EINVAL);
     expect_err("qkv W not C x 3C", tsr_linear_qkv_forward(inp, W, NULL, q, k, v, O), TSR_ESHAPE);
@@ -928,6 +928,9 @@ static void test_errors(void)
                TSR_EINVAL);
     expect_err("split K without V", tsr_heads_split(out, q, k, NULL, OW), TSR_EINVAL);
     expect_err("split rows", tsr_heads_split(out, q, k, v, OW), TSR_ESHAPE);
+    /* the K rows would overwrite (or be added to) the Q rows */
+    expect_err("split Q = K", tsr_heads_split(qkv, q, q, v, OW), TSR_EINVAL);
+    expect_err("split Q = V", tsr_heads_split(qkv, q, k, q, TSR_LINEAR_ACCUMULATE), TSR_EINVAL);
     expect_err("merge mode", tsr_heads_merge(q, NULL, NULL, outp, (tsr_linear_write_t)9), TSR_EINVAL);
     CHECK(!tsr_linear_qkv_fusable(NULL, Wq, q));
     if (tsr_size() == 2) {
@@ -944,10 +947,11 @@ static void test_errors(void)
     err_before = tsr_tasks_submitted();
     CHECK_RC(tsr_linear_forward(inp, W, bias, out, O), TSR_SUCCESS);
     CHECK_RC(tsr_linear_qkv_forward(inp, Wq, NULL, q, k, v, O), TSR_SUCCESS);
+    CHECK_RC(tsr_heads_merge(q, q, v, qkv, OW), TSR_SUCCESS); /* inputs may be the same */
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > err_before || tsr_size() > 1);
     tsr_desc_t *all[] = { inp, W, bias, out, pre, dinp, dW, inp_tile, out_nb, bias_len, inp3, inp_short, inp64,
-                          Wq, q, k, v, v_bad, v_tile, hd5, Wp, outp, outp_tile, dbias_tile };
+                          Wq, q, k, v, v_bad, v_tile, hd5, Wp, outp, outp_tile, dbias_tile, qkv };
     destroy_all(all, sizeof all / sizeof all[0]);
     tsr_set_verbose(verbose);
 }

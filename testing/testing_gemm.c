@@ -28,8 +28,8 @@ static tsr_param_t params[NP] = {
     [P_TA] = { "transA", "N or T", 1, 1, {0}, { "N" } },
     [P_TB] = { "transB", "N or T", 1, 1, {0}, { "N" } },
     [P_ACCUM] = { "accum", "ordered or redux", 1, 1, {0}, { "ordered" } },
-    [P_ALPHA] = { "alpha", "alpha (decimal)", 1, 1, {0}, { "1.5" } },
-    [P_BETA] = { "beta", "beta (decimal; 0 means C is not read)", 1, 1, {0}, { "-0.5" } },
+    [P_ALPHA] = { "alpha", "alpha (decimal)", TSR_PARAM_REALS, 1, {0}, { "1.5" } },
+    [P_BETA] = { "beta", "beta (decimal; 0 means C is not read)", TSR_PARAM_REALS, 1, {0}, { "-0.5" } },
     [P_SEED] = { "seed", "random seed of A (B: seed+1, C: seed+2)", 0, 1, { 42 } },
 };
 
@@ -42,6 +42,19 @@ typedef struct {
     long seed;
 } gemm_case_t;
 
+/* Everything that can be checked before StarPU starts. */
+static int validate_params(void)
+{
+    const int positive[] = { P_M, P_N, P_K, P_MB, P_NB, P_KB, P_B, P_BB, P_P };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (tsr_param_check_min(&params[positive[i]], 1))
+            return -1;
+    if (tsr_param_check_words(&params[P_DTYPE], "s", "d") || tsr_param_check_words(&params[P_TA], "N", "T") ||
+        tsr_param_check_words(&params[P_TB], "N", "T") || tsr_param_check_words(&params[P_ACCUM], "ordered", "redux"))
+        return -1;
+    return 0;
+}
+
 static int parse_case(const int *idx, int size, gemm_case_t *c)
 {
 #define V(p) params[p].values[idx[p]]
@@ -49,20 +62,14 @@ static int parse_case(const int *idx, int size, gemm_case_t *c)
     c->m = V(P_M); c->n = V(P_N); c->k = V(P_K);
     c->mb = V(P_MB); c->nb = V(P_NB); c->kb = V(P_KB);
     c->b = V(P_B); c->bb = V(P_BB); c->P = V(P_P); c->seed = V(P_SEED);
-    c->Q = c->P > 0 ? size / c->P : 0;
+    c->Q = size / c->P;
     c->dtype = strcmp(W(P_DTYPE), "d") == 0 ? TSR_FLOAT64 : TSR_FLOAT32;
     c->ta = strcmp(W(P_TA), "T") == 0 ? TSR_TRANS : TSR_NOTRANS;
     c->tb = strcmp(W(P_TB), "T") == 0 ? TSR_TRANS : TSR_NOTRANS;
     c->accum = strcmp(W(P_ACCUM), "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
-    c->alpha = atof(W(P_ALPHA));
-    c->beta = atof(W(P_BETA));
-    if ((strcmp(W(P_DTYPE), "s") && strcmp(W(P_DTYPE), "d")) || (strcmp(W(P_TA), "N") && strcmp(W(P_TA), "T")) ||
-        (strcmp(W(P_TB), "N") && strcmp(W(P_TB), "T")) ||
-        (strcmp(W(P_ACCUM), "ordered") && strcmp(W(P_ACCUM), "redux"))) {
-        fprintf(stderr, "error: bad dtype/transA/transB/accum value\n");
-        return -1;
-    }
-    if (c->P < 1 || size % c->P) {
+    c->alpha = tsr_param_real(&params[P_ALPHA], idx[P_ALPHA]);
+    c->beta = tsr_param_real(&params[P_BETA], idx[P_BETA]);
+    if (size % c->P) {
         fprintf(stderr, "error: P = %d does not divide the %d rank(s)\n", c->P, size);
         return -1;
     }
@@ -189,7 +196,7 @@ static int run_case(const gemm_case_t *c, int check, int *passed)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     const char *flag_names[] = { "check", "help" };
     const char *flag_help[] = { "compare against one BLAS call (scaled residual < 10)", "print this help" };
@@ -204,6 +211,8 @@ int main(int argc, char **argv)
     if (tsr_params_parse(argc, argv, all, NP + 2, flag_names, flags, 2))
         return 2;
     memcpy(params, all, sizeof params);
+    if (validate_params())
+        return 2;
     if (flags[1]) {
         tsr_params_usage(argv[0], "Test tsr_gemm (C = alpha op(A) op(B) + beta C) on tiled descriptors.", all,
                          NP + 2, flag_names, flag_help, 2);
@@ -235,4 +244,9 @@ int main(int argc, char **argv)
         printf("testing_gemm: %d passed, %d failed\n", npass, nfail);
     tsr_finalize();
     return nfail ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }

@@ -1,72 +1,136 @@
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include "tsr_params.h"
 
-static int parse_long(const char *s, long *out)
+/* The one number parser of the drivers: the whole text must be the number
+ * (no blanks, signs other than a leading '-', or trailing characters: strtol
+ * and strtod would skip or stop at them). Integers must fit an int (the
+ * drivers' sizes are ints: a long cast to int wrapped 4294967360 to 64),
+ * reals must be finite. Returns NULL, or why the text is refused. */
+static const char *parse_int(const char *s, long *out)
 {
+    if (!isdigit((unsigned char)s[s[0] == '-']))
+        return "not an integer";
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end)
-        return -1;
+    if (*end)
+        return "not an integer";
+    if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
+        return "out of range (an int: -2147483648 to 2147483647)";
     *out = v;
-    return 0;
+    return NULL;
 }
 
-static int add_value(tsr_param_t *p, long v)
+static const char *parse_real(const char *s, double *out)
+{
+    if (!isdigit((unsigned char)s[s[0] == '-']) && s[s[0] == '-'] != '.')
+        return "not a decimal number";
+    char *end;
+    double v = strtod(s, &end);
+    if (*end)
+        return "not a decimal number";
+    if (!isfinite(v))
+        return "not a finite number";
+    *out = v;
+    return NULL;
+}
+
+static const char *add_value(tsr_param_t *p, long v)
 {
     if (p->count >= TSR_PARAM_MAX_VALUES)
-        return -1;
+        return "more than 256 values";
     p->values[p->count++] = v;
-    return 0;
+    return NULL;
+}
+
+static const char *add_word(tsr_param_t *p, const char *item)
+{
+    double unused;
+    const char *why = p->is_text == TSR_PARAM_REALS ? parse_real(item, &unused) : NULL;
+    if (why)
+        return why;
+    if (strlen(item) >= sizeof p->words[0])
+        return "too long";
+    if (p->count >= TSR_PARAM_MAX_VALUES)
+        return "more than 256 values";
+    strcpy(p->words[p->count++], item);
+    return NULL;
 }
 
 /* One comma-separated item: a number, a "start:end[:step]" range or a word. */
-static int add_item(tsr_param_t *p, char *item)
+static const char *add_item(tsr_param_t *p, char *item)
 {
-    if (p->is_text) {
-        if (!*item || strlen(item) >= sizeof p->words[0] || p->count >= TSR_PARAM_MAX_VALUES)
-            return -1;
-        strcpy(p->words[p->count++], item);
-        return 0;
-    }
+    if (!*item)
+        return "an empty list item";
+    if (p->is_text)
+        return add_word(p, item);
     char *colon = strchr(item, ':');
-    if (!colon) {
-        long v;
-        return parse_long(item, &v) || add_value(p, v);
-    }
+    long v, start, end, step = 1;
+    const char *why;
+    if (!colon)
+        return (why = parse_int(item, &v)) ? why : add_value(p, v);
     *colon = '\0';
     char *step_text = strchr(colon + 1, ':');
     if (step_text)
         *step_text++ = '\0';
-    long start, end, step = 1;
-    if (parse_long(item, &start) || parse_long(colon + 1, &end) || (step_text && parse_long(step_text, &step)) ||
-        step <= 0 || end < start)
-        return -1;
-    for (long v = start; v <= end; v += step)
-        if (add_value(p, v))
-            return -1;
-    return 0;
+    if ((why = parse_int(item, &start)) || (why = parse_int(colon + 1, &end)) ||
+        (step_text && (why = parse_int(step_text, &step))))
+        return why;
+    if (step <= 0 || end < start)
+        return "a range needs start <= end and a positive step";
+    for (v = start; v <= end; v += step)
+        if ((why = add_value(p, v)))
+            return why;
+    return NULL;
+}
+
+/* Items are split at every comma (strtok would skip empty ones: "64,,128"). */
+static const char *set_values(tsr_param_t *p, const char *text)
+{
+    char buf[4096];
+    if (strlen(text) >= sizeof buf)
+        return "too long";
+    if (p->is_text == TSR_PARAM_PATH) {
+        p->path = text;
+        p->count = 1;
+        return *text ? NULL : "an empty file name";
+    }
+    strcpy(buf, text);
+    p->count = 0;
+    for (char *item = buf, *comma; item; item = comma ? comma + 1 : NULL) {
+        comma = strchr(item, ',');
+        if (comma)
+            *comma = '\0';
+        const char *why = add_item(p, item);
+        if (why)
+            return why;
+    }
+    return NULL;
 }
 
 int tsr_param_set(tsr_param_t *p, const char *text)
 {
-    char buf[4096];
-    if (!text || strlen(text) >= sizeof buf)
+    if (!text) {
+        fprintf(stderr, "error: --%s needs a value (%s)\n", p->name, p->help);
         return -1;
-    if (p->is_text == TSR_PARAM_PATH) {
-        p->path = text;
-        p->count = 1;
-        return *text ? 0 : -1;
     }
-    strcpy(buf, text);
-    p->count = 0;
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save))
-        if (add_item(p, item))
-            return -1;
-    return p->count > 0 ? 0 : -1;
+    const char *why = set_values(p, text);
+    if (why)
+        fprintf(stderr, "error: bad value '%s' for --%s (%s): %s\n", text, p->name, p->help, why);
+    return why ? -1 : 0;
+}
+
+double tsr_param_real(const tsr_param_t *p, int i)
+{
+    double v = 0;
+    parse_real(p->words[i], &v); /* checked when set */
+    return v;
 }
 
 int tsr_params_parse(int argc, char **argv, tsr_param_t *params, int nparams,
@@ -97,11 +161,8 @@ int tsr_params_parse(int argc, char **argv, tsr_param_t *params, int nparams,
             if (strcmp(name, params[p].name) != 0)
                 continue;
             const char *value = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
-            if (!value || tsr_param_set(&params[p], value)) {
-                fprintf(stderr, "error: bad value '%s' for --%s (%s)\n", value ? value : "(missing)", name,
-                        params[p].help);
+            if (tsr_param_set(&params[p], value))
                 return -1;
-            }
             matched = 1;
         }
         if (!matched) {
@@ -158,7 +219,8 @@ int tsr_param_check_min(const tsr_param_t *p, long min)
 {
     for (int i = 0; i < p->count; i++)
         if (p->values[i] < min) {
-            fprintf(stderr, "error: --%s %ld: must be >= %ld\n", p->name, p->values[i], min);
+            fprintf(stderr, "error: bad value '%ld' for --%s (%s): must be >= %ld\n", p->values[i], p->name, p->help,
+                    min);
             return -1;
         }
     return 0;
@@ -197,4 +259,19 @@ void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg)
         cfg->schedule_png = path;
     else
         cfg->trace_dir = path;
+}
+
+int tsr_stdout_close(int status)
+{
+    errno = 0;
+    int failed = fflush(stdout) != 0 || ferror(stdout), err = errno;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = 1;
+        err = errno;
+    }
+    if (!failed)
+        return status;
+    /* a failed write earlier (rows are flushed one by one) leaves no errno */
+    fprintf(stderr, "error: cannot write the output: %s\n", err ? strerror(err) : "a write to stdout failed");
+    return status ? status : 1;
 }

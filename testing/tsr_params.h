@@ -9,13 +9,15 @@
 
 #define TSR_PARAM_MAX_VALUES 256
 
-enum { TSR_PARAM_NUMBERS = 0, TSR_PARAM_WORDS = 1, TSR_PARAM_PATH = 2 };
+/* Numbers are ints (out of range: refused), reals finite decimals (kept as
+ * their text in words; tsr_param_real converts). */
+enum { TSR_PARAM_NUMBERS = 0, TSR_PARAM_WORDS = 1, TSR_PARAM_PATH = 2, TSR_PARAM_REALS = 3 };
 
 typedef struct {
     const char *name;   /* option name without "--" */
     const char *help;
-    int is_text;        /* TSR_PARAM_NUMBERS, _WORDS (e.g. N,T) or _PATH (one file
-                         * name, taken whole: no lists) */
+    int is_text;        /* TSR_PARAM_NUMBERS, _WORDS (e.g. N,T), _REALS or _PATH (one
+                         * file name, taken whole: no lists) */
     int count;
     long values[TSR_PARAM_MAX_VALUES];
     char words[TSR_PARAM_MAX_VALUES][16];
@@ -27,8 +29,11 @@ typedef struct {
  * Returns 0, or prints a message naming the bad option and returns -1. */
 int tsr_params_parse(int argc, char **argv, tsr_param_t *params, int nparams,
                      const char **flag_names, int *flag_values, int nflags);
-/* Set a parameter's values from a text like "1,2:8:2". Returns 0 or -1. */
+/* Set a parameter's values from a text like "1,2:8:2". Returns 0, or prints
+ * a message naming the option, the value and what is wrong and returns -1. */
 int tsr_param_set(tsr_param_t *p, const char *text);
+/* Value i of a TSR_PARAM_REALS parameter. */
+double tsr_param_real(const tsr_param_t *p, int i);
 void tsr_params_usage(const char *prog, const char *what, const tsr_param_t *params, int nparams,
                       const char **flag_names, const char **flag_help, int nflags);
 /* Every value of p is a or b / is >= min; else a message naming the option
@@ -51,4 +56,9 @@ void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg);
 /* Odometer over the cartesian product: idx[] holds one index per parameter.
  * Returns 0 when every combination has been visited. */
 int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);
+/* The end of a driver's main: flushes and closes stdout. A write error
+ * (> /dev/full, a full disk) would otherwise lose the CSV with exit status
+ * 0: it prints "cannot write the output" and makes status 0 into 1.
+ * Returns the exit status. */
+int tsr_stdout_close(int status);
 #endif

@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -70,7 +71,7 @@ static int validate_dist(const tsr_dist_t *dist, int bt, int mt, int nt)
     int size = tsr_ctx.size;
     switch (dist->kind) {
     case TSR_DIST_BLOCK_CYCLIC:
-        if (dist->P < 1 || dist->Q < 1 || dist->P * dist->Q > size) {
+        if (dist->P < 1 || dist->Q < 1 || (long long)dist->P * dist->Q > size) {
             tsr_log(TSR_LOG_ERROR, "descriptor: process grid %d x %d does not fit %d rank(s)", dist->P, dist->Q, size);
             return TSR_EDIST;
         }
@@ -99,6 +100,35 @@ static int validate_dist(const tsr_dist_t *dist, int bt, int mt, int nt)
     return TSR_EINVAL;
 }
 
+/* Tiles along a dimension of n elements ((n + tile - 1) / tile overflows
+ * near INT_MAX). */
+static int tile_count(int n, int tile) { return (n - 1) / tile + 1; }
+
+/* Sizes Tessera and StarPU can hold: at most 1e8 tiles (the handle arrays,
+ * int tile indices), the tensor's bytes in a size_t, and at most 2^32 - 1
+ * elements in a tile's matrix (StarPU's block interface has 32-bit strides). */
+static int check_sizes(int b, int m, int n, int bb, int mb, int nb, size_t elsize)
+{
+    int bt = tile_count(b, bb), mt = tile_count(m, mb), nt = tile_count(n, nb);
+    if ((double)bt * mt * nt > 1e8) {
+        tsr_log(TSR_LOG_ERROR, "descriptor: shape %d x %d x %d in tiles of %d x %d x %d: %d x %d x %d tiles, more "
+                "than 1e8", b, m, n, bb, mb, nb, bt, mt, nt);
+        return TSR_EINVAL;
+    }
+    double bytes = (double)b * m * n * elsize;
+    if (bytes > (double)PTRDIFF_MAX) {
+        tsr_log(TSR_LOG_ERROR, "descriptor: shape %d x %d x %d: %.3g bytes, too large to address", b, m, n, bytes);
+        return TSR_EINVAL;
+    }
+    double tile_elements = (double)(mb < m ? mb : m) * (nb < n ? nb : n);
+    if (tile_elements > UINT32_MAX) {
+        tsr_log(TSR_LOG_ERROR, "descriptor: tiles of %d x %d (shape %d x %d x %d): %.0f elements in a tile matrix, "
+                "more than StarPU's 4294967295", mb < m ? mb : m, nb < n ? nb : n, b, m, n, tile_elements);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
 int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
                     int bb, int mb, int nb, const tsr_dist_t *dist)
 {
@@ -116,13 +146,12 @@ int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
                 b, m, n, bb, mb, nb);
         return TSR_EINVAL;
     }
+    int rc = check_sizes(b, m, n, bb, mb, nb, tsr_dtype_size(dtype));
+    if (rc)
+        return rc;
     tsr_dist_t dd = dist ? *dist : tsr_dist_block_cyclic(tsr_ctx.size, 1);
-    int bt = (b + bb - 1) / bb, mt = (m + mb - 1) / mb, nt = (n + nb - 1) / nb;
-    if ((double)bt * mt * nt > 1e8) {
-        tsr_log(TSR_LOG_ERROR, "descriptor: %d x %d x %d tiles is too many", bt, mt, nt);
-        return TSR_EINVAL;
-    }
-    int rc = validate_dist(&dd, bt, mt, nt);
+    int bt = tile_count(b, bb), mt = tile_count(m, mb), nt = tile_count(n, nb);
+    rc = validate_dist(&dd, bt, mt, nt);
     if (rc)
         return rc;
 

@@ -58,13 +58,17 @@ typedef struct tsr_desc {
 
 /* Create a descriptor; dist NULL = 1 x 1 grid (everything on rank 0 with one
  * rank, block-cyclic P=size, Q=1 otherwise). Tiles read as zero. Every rank
- * must create descriptors in the same order. */
+ * must create descriptors in the same order. TSR_EINVAL for sizes it cannot
+ * hold: more than 1e8 tiles, more bytes than a size_t, or a tile matrix
+ * (rows x cols) of more than 2^32 - 1 elements. */
 int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
                     int bb, int mb, int nb, const tsr_dist_t *dist);
 /* 2D: b = bb = 1 */
 int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
                        int mb, int nb, const tsr_dist_t *dist);
-/* Wait for the tasks using it, unregister every handle, free storage. */
+/* Wait for the tasks using it, unregister every handle, free storage and
+ * the descriptor itself: desc must not be used again, destroyed again
+ * included (set your pointer to NULL). NULL is a no-op (TSR_SUCCESS). */
 int tsr_desc_destroy(tsr_desc_t *desc);
 /* Declare the values of every tile dead (asynchronous, in task order):
  * once the tasks submitted so far are done with them, StarPU drops the

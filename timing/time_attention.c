@@ -483,7 +483,7 @@ static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
     return status;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     int flags[NF] = { 0 };
     if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
@@ -497,4 +497,9 @@ int main(int argc, char **argv)
     for (int t = 0; !status && t < params[P_THREADS].count; t++)
         status = run_worker_count((int)params[P_THREADS].values[t], !flags[F_NO_NAIVE], &argc, &argv);
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }

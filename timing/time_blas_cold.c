@@ -111,7 +111,7 @@ static double run_mode(const operands_t *o, int gemm, int mode, int reps)
 
 static size_t rounded(size_t n) { return (n + 15) / 16 * 16; }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     int flags[NF] = { 0 };
     if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF))
@@ -168,4 +168,9 @@ int main(int argc, char **argv)
         operands_unmap(&o);
     }
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }

@@ -13,8 +13,8 @@
  * ob, nb, kb from the GEMM tile model (tsr_gemm_auto_tiles_ruled; qkv: whole
  * heads dividing C, token tiles dividing T). Each case runs the
  * two variants alternately, warmup + niter times, and reports the best.
- * CSV on stdout (header first), messages on stderr. Exit 2 on bad options,
- * 1 on a Tessera error. */
+ * CSV on stdout (header first), messages on stderr. Exit 2 on bad options
+ * (also when they skip every case), 1 on a Tessera error. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,7 +249,7 @@ static int run_case(fusion_case_t *c, int niter, int warmup)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     int flags[NF] = { 0 };
     if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
@@ -272,18 +272,28 @@ int main(int argc, char **argv)
         printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused,"
                "tiles,predicted_seconds\n");
     }
-    int status = 0, idx[NP] = { 0 };
+    int status = 0, ran = 0, idx[NP] = { 0 };
     do {
         fusion_case_t c;
         if (make_case(idx, &c))
             continue;
+        ran++;
         if ((rc = run_case(&c, (int)params[P_NITER].values[0], (int)params[P_WARMUP].values[0])) != 0) {
             fprintf(stderr, "error: %s C %d BT %d tile %d: %s\n", c.qkv ? "qkv" : "gelu", c.C, c.BT, c.kb,
                     tsr_strerror(rc));
             status = 1;
         }
     } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
+    if (!ran) {
+        fprintf(stderr, "error: no case ran: the options skip every combination (see the messages above)\n");
+        status = 2;
+    }
     if (tsr_finalize() && !status)
         status = 1; /* e.g. the trace could not be converted */
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }

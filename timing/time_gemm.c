@@ -327,7 +327,7 @@ static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
     return status;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     int flags[NF] = { 0 };
     if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
@@ -345,4 +345,9 @@ int main(int argc, char **argv)
         status = run_worker_count((int)params[P_THREADS].values[t], !flags[F_NO_BASELINE], &argc, &argv);
     mpi_stop();
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }

@@ -142,7 +142,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     int flags[NF] = { 0 };
     if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF))
@@ -202,4 +202,9 @@ int main(int argc, char **argv)
     free(totals);
     step_free(&s);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    return tsr_stdout_close(run(argc, argv));
 }
