@@ -521,7 +521,11 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
                               const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *out)
 {
     int negative_rule = bad_rule(rules);
-    if (!out || m < 1 || n < 1 || k < 1 || (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) ||
+    if (!out) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: the output (tsr_gemm_tiles_t *) is NULL");
+        return TSR_EINVAL;
+    }
+    if (m < 1 || n < 1 || k < 1 || (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) ||
         (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64) || negative_rule) {
         tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: bad arguments (m %d, n %d, k %d, accumulation %d%s)", m, n, k,
                 accum, negative_rule ? ", a negative tile rule" : "");

@@ -220,6 +220,16 @@ static void check_gemm_aliases(void)
     tsr_desc_destroy(Y);
 }
 
+/* A NULL output of tsr_gemm_auto_tiles is named in its message. */
+static void check_auto_tiles_null(void)
+{
+    char log[4096];
+    capture_t c = capture_start();
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_ACCUM_ORDERED, NULL), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_gemm_auto_tiles: the output (tsr_gemm_tiles_t *) is NULL", "auto tiles, NULL");
+}
+
 static void check_strerror(void)
 {
     for (int code = 0; code >= TSR_EALREADY; code--) {
@@ -254,6 +264,7 @@ int main(int argc, char **argv)
     check_resident_gpu_data();
     check_descriptor_errors();
     check_gemm_errors();
+    check_auto_tiles_null();
     check_gemm_aliases();
     int rc = tsr_checks_failed ? 1 : 0;
     if (tsr_rank() == 0)
