@@ -100,7 +100,11 @@ static void usage(FILE *out)
 "                      the exit code is 128 + the signal). Atomic: a temporary file is\n"
 "                      renamed over FILE; an existing FILE must be a regular file (a\n"
 "                      device, FIFO or directory is refused), a symlink's target is\n"
-"                      replaced and the link kept. Checked before the first step\n"
+"                      replaced and the link kept. Checked before the first step.\n"
+"                      Under mpirun send SIGUSR1 to mpirun: it passes it to every rank,\n"
+"                      which save and stop; on SIGINT or SIGTERM mpirun kills the ranks\n"
+"                      seconds later, maybe before the state is written (the next run\n"
+"                      removes the temporary file such a kill leaves)\n"
 "  --resume FILE       continue from such a state (same losses as without stopping)\n"
 "  --write-checkpoint FILE   the final model as an llm.c checkpoint\n"
 "  -h, --help\n", tsr_gpt2_preset_names());
