@@ -1,4 +1,4 @@
-/* Tessera: adamw algorithms (float32 transformer layers; see README, "Transformer conventions"). */
+/* Tessera: adamw algorithms (float32 transformer layers; see docs/transformer.md). */
 #ifndef TSR_ADAMW_H
 #define TSR_ADAMW_H
 #include "tsr_tile.h"

@@ -1,4 +1,4 @@
-/* Tessera: attention algorithms (float32 transformer layers; see README, "Transformer conventions"). */
+/* Tessera: attention algorithms (float32 transformer layers; see docs/transformer.md). */
 #ifndef TSR_ATTENTION_H
 #define TSR_ATTENTION_H
 #include "tsr_tile.h"

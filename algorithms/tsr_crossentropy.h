@@ -1,4 +1,4 @@
-/* Tessera: crossentropy algorithms (float32 transformer layers; see README, "Transformer conventions"). */
+/* Tessera: crossentropy algorithms (float32 transformer layers; see docs/transformer.md). */
 #ifndef TSR_CROSSENTROPY_H
 #define TSR_CROSSENTROPY_H
 #include "tsr_tile.h"

@@ -1,4 +1,4 @@
-/* Tessera: encoder algorithms (float32 transformer layers; see README, "Transformer conventions"). */
+/* Tessera: encoder algorithms (float32 transformer layers; see docs/transformer.md). */
 #ifndef TSR_ENCODER_H
 #define TSR_ENCODER_H
 #include "tsr_tile.h"

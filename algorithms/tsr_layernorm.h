@@ -1,4 +1,4 @@
-/* Tessera: layernorm algorithms (float32 transformer layers; see README, "Transformer conventions"). */
+/* Tessera: layernorm algorithms (float32 transformer layers; see docs/transformer.md). */
 #ifndef TSR_LAYERNORM_H
 #define TSR_LAYERNORM_H
 #include "tsr_tile.h"

@@ -1,4 +1,4 @@
-/* Tessera: linear algorithms (float32 transformer layers; see README, "Transformer conventions"). */
+/* Tessera: linear algorithms (float32 transformer layers; see docs/transformer.md). */
 #ifndef TSR_LINEAR_H
 #define TSR_LINEAR_H
 #include "tsr_tile.h"

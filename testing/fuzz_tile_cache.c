@@ -87,7 +87,7 @@ int main(int argc, char **argv)
         char name[32];
         int nkeys = 1 + (int)(next_random() % TSR_TRIAL_KEYS);
         snprintf(name, sizeof name, "fuzz trials %ld", it); /* a new key: load reads the file again */
-        tsr_tile_cache_t c;
+        tsr_tile_cache_t c = { "", "" };
         tsr_tile_cache_init(&c, name);
         size_t len = make_file(buf, sizeof buf, c.key, nkeys);
         FILE *f = fopen(c.path, "w");

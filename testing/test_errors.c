@@ -240,7 +240,7 @@ static void check_strerror(void)
 }
 
 /* tsr_init turns off StarPU's early write-back of dirty GPU buffers (the
- * data stays resident: README, runtime notes), unless the user set it. */
+ * data stays resident: docs/runtime.md), unless the user set it. */
 static void check_resident_gpu_data(void)
 {
     const char *minimum = getenv("STARPU_MINIMUM_CLEAN_BUFFERS"), *target = getenv("STARPU_TARGET_CLEAN_BUFFERS");

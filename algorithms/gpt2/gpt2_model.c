@@ -1,5 +1,5 @@
 /* GPT-2 forward, loss, backward and AdamW as Tessera tiled algorithms
- * (llm.c's train_gpt2.c, feature-major activations: see README). */
+ * (llm.c's train_gpt2.c, feature-major activations: see docs/transformer.md). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +97,7 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
      * GEMMs run markedly slower). With one tile of 256 tokens every
      * per-token operation is a chain, and the step's critical path caps it
      * from 8 workers on: 124M B4 T64, replayed from a 2-worker run with the
-     * measured task times (README), takes 398 and 393 ms a step on 8 and 16
+     * measured task times (docs/schedule.md), takes 398 and 393 ms a step on 8 and 16
      * workers with the 2-worker tiles, 278 and 187 ms with these. */
     int workers = tsr_ncpu_workers(), ntok = (tokens + tiles->tok - 1) / tiles->tok;
     for (int turn = 0; ntok * fparts < workers; turn++) {

@@ -8,7 +8,7 @@
  * panel of op(A) is packed by a generic strided copy (bli_scal2m), one
  * scalar at a time. In a 124M step that copy took ~11 % of all samples. This
  * packing copies contiguous columns with memcpy and transposes rows in 4 x 4
- * SSE blocks (see the README for the rates). The micro-kernel, its block
+ * SSE blocks (see docs/results.md for the rates). The micro-kernel, its block
  * sizes and so the arithmetic are BLIS's: results are bitwise those of
  * bli_sgemm wherever it packs too (not where BLIS's haswell/zen
  * configurations run small products on their unpacked "sup" kernels). */
