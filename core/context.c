@@ -340,7 +340,11 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
 #if TSR_USE_CUDA && STARPU_HAS_CUDA
     start_cublas(cfg.gpu_tf32);
 #endif
-    tsr_schedule_start();
+    rc = tsr_schedule_start();
+    if (tsr_any(rc)) { /* every rank stops if one cannot write its chart */
+        tsr_finalize();
+        return rc ? rc : TSR_EIO;
+    }
     describe_runtime(cfg.gpu_tf32);
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
     if (tsr_ctx.rank == 0)

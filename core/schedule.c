@@ -68,19 +68,19 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* The chart replaces png through a temporary beside it: png must be a
- * regular file or absent, and its directory writable, before a long run. */
-static int check_png_target(const char *png)
+/* An output the run will write at its end: a regular file or absent, in a
+ * directory where a temporary can be made (nothing is created). */
+static int check_output_target(const char *path)
 {
     struct stat st;
-    if (stat(png, &st) == 0 && !S_ISREG(st.st_mode)) {
-        tsr_log(TSR_LOG_ERROR, "schedule: %s exists and is not a regular file", png);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        tsr_log(TSR_LOG_ERROR, "schedule: %s exists and is not a regular file", path);
         return TSR_EIO;
     }
     char tmp[4096 + 128];
-    int fd = tsr_temp_beside(png, tmp, sizeof tmp);
+    int fd = tsr_temp_beside(path, tmp, sizeof tmp);
     if (fd < 0) {
-        tsr_log(TSR_LOG_ERROR, "schedule: cannot write beside %s: %s", png, strerror(errno));
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", path, strerror(errno));
         return TSR_EIO;
     }
     close(fd);
@@ -88,36 +88,40 @@ static int check_png_target(const char *png)
     return TSR_SUCCESS;
 }
 
+static void rank_path(char *out, size_t size, const char *png, const char *ext);
+
 int tsr_schedule_prepare(const char *png, int summary)
 {
-    int rc;
     rec.png[0] = '\0';
     if (png) {
         if (!ends_with(png, ".png") || strlen(png) >= sizeof rec.png - 16) {
             tsr_log(TSR_LOG_ERROR, "schedule: the Gantt chart's name must end in .png ('%s')", png);
             return TSR_EINVAL;
         }
-        /* the outputs must be writable before a long run starts */
-        char csv[4096 + 8];
-        snprintf(csv, sizeof csv, "%.*s.csv", (int)(strlen(png) - 4), png);
-        FILE *f = fopen(csv, "a");
-        if (!f) {
-            tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", csv, strerror(errno));
-            return TSR_EIO;
-        }
-        fclose(f);
-        if ((rc = check_png_target(png)) != TSR_SUCCESS)
-            return rc;
         snprintf(rec.png, sizeof rec.png, "%s", png);
     }
     atomic_store(&rec.recording, png || summary);
     return TSR_SUCCESS;
 }
 
+/* This rank's chart and task list can be written, before a long run. */
+static int check_outputs(void)
+{
+    char csv[4200], png[4200];
+    rank_path(csv, sizeof csv, rec.png, ".csv");
+    rank_path(png, sizeof png, rec.png, ".png");
+    int rc = check_output_target(csv);
+    return rc ? rc : check_output_target(png);
+}
+
 int tsr_schedule_start(void)
 {
     if (!atomic_load(&rec.recording))
         return TSR_SUCCESS;
+    if (rec.png[0] && check_outputs() != TSR_SUCCESS) {
+        atomic_store(&rec.recording, 0);
+        return TSR_EIO;
+    }
     atomic_store(&rec.next, 0);
     atomic_store(&rec.dropped, 0);
     rec.nmarks = 0;

@@ -108,6 +108,12 @@ if [ ${#launch[@]} -gt 0 ]; then
         bad "SIGUSR1 to mpirun: exit $rc, $(ls -l ms.bin* 2>&1)"
     "${launch[@]}" "$exe" --model d2 --val-every 0 --sample-every 0 --quiet --steps 0 --resume ms.bin > ms2.log 2>&1 &&
         ok || bad "the state saved on SIGUSR1 does not load: $(tail -2 ms2.log)"
+    # every rank's own chart name is checked before the run (rank 1's is a directory)
+    mkdir -p ranks.rank1.png
+    timeout 120 "${launch[@]}" "$exe" --model d2 --val-every 0 --sample-every 0 --steps 30 --trace ranks.png \
+        > ranks.log 2>&1 && bad "--trace onto another rank's directory accepted"
+    grep -q "ranks.rank1.png exists and is not a regular file" ranks.log && ! grep -q "^step" ranks.log && ok ||
+        bad "another rank's chart name was not checked before the run: $(grep -i error ranks.log | head -2)"
 fi
 [ $fails -eq 0 ] && echo "hostile files: all checks passed"
 exit $((fails > 0))
