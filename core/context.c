@@ -16,7 +16,6 @@
 #include <starpu_mpi.h>
 #endif
 
-tsr_context_t tsr_ctx = { .rank = 0, .size = 1 };
 static _Atomic uint64_t tasks_submitted;
 static _Atomic uint64_t tasks_failed; /* tasks whose kernel reported an error */
 static char sched_name[64];
@@ -400,9 +399,6 @@ int tsr_finalize(void)
     return rc;
 }
 
-int tsr_initialized(void) { return tsr_ctx.initialized; }
-int tsr_rank(void) { return tsr_ctx.rank; }
-int tsr_size(void) { return tsr_ctx.size; }
 int tsr_mpi_active(void) { return tsr_ctx.mpi_active; }
 int tsr_ncpu_workers(void) { return tsr_ctx.initialized ? (int)starpu_cpu_worker_get_count() : 0; }
 int tsr_ncuda_workers(void) { return tsr_ctx.initialized ? (int)starpu_cuda_worker_get_count() : 0; }

@@ -1,10 +1,9 @@
 /* The op kit: codelets defined on first use from each op's table entry
- * (CPU and CUDA functions side by side), kernel failure reporting, and the
- * STARPU_REDUX accumulation protocol shared by every algorithm. */
+ * (CPU and CUDA functions side by side), kernel failure reporting, and a
+ * tile's reduction methods (the protocol that uses them: redux.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include "tsr_runtime.h"
-#include "tsr_runtime_linear.h"
 #include "tsr_context.h"
 
 static pthread_mutex_t define_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,8 +63,6 @@ void tsr_kernel_check(int rc)
     tsr_count_failed_task();
 }
 
-/* ---- accumulation protocol ------------------------------------------------------ */
-
 int tsr_tile_set_redux(tsr_tile_t A, tsr_op_t *add, tsr_op_t *init)
 {
     starpu_data_handle_t h = tsr_tile_handle(A.d, A.bi, A.i, A.j);
@@ -74,38 +71,4 @@ int tsr_tile_set_redux(tsr_tile_t A, tsr_op_t *add, tsr_op_t *init)
     tsr_dtype_t t = A.d->dtype;
     starpu_data_set_reduction_methods(h, tsr_op_codelet(add, t), tsr_op_codelet(init, t));
     return TSR_SUCCESS;
-}
-
-/* c's value before the contributions, written on its owner. */
-static int redux_initial_value(tsr_tile_t c, double beta, const tsr_tile_t *bias)
-{
-    if (bias)
-        return tsr_insert_bias_fill(*bias, c);
-    if (beta == 0.0)
-        return tsr_insert_zero(c);
-    if (beta != 1.0)
-        return tsr_insert_scale(beta, c);
-    return TSR_SUCCESS;
-}
-
-int tsr_redux_start(tsr_tile_t c, double beta, const tsr_tile_t *bias)
-{
-    int rc = tsr_tile_enable_redux(c);
-    if (!rc)
-        rc = redux_initial_value(c, beta, bias);
-    /* after the owner's write: a rank that sees that task drops its cached
-     * copy of c, which would also drop a partial sum started before it */
-    if (!rc && tsr_size() > 1 && !tsr_tile_is_local(c.d, c.bi, c.i, c.j))
-        rc = tsr_insert_local_zero(c);
-    return rc;
-}
-
-void tsr_redux_finish(tsr_desc_t *d)
-{
-    if (tsr_size() < 2)
-        return;
-    for (int bi = 0; bi < d->bt; bi++)
-        for (int i = 0; i < d->mt; i++)
-            for (int j = 0; j < d->nt; j++)
-                tsr_tile_mpi_redux(tsr_tile(d, bi, i, j));
 }
