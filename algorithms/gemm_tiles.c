@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tsr_algorithms.h"
-#include "tsr_compute.h"
 #include "internal/tsr_tile_model.h"
 
 static const int CALIBRATED[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };

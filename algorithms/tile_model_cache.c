@@ -10,7 +10,6 @@
 #include <unistd.h>
 #include "tsr_algorithms.h"
 #include "tsr_files.h"
-#include "tsr_compute.h"
 #include "internal/tsr_tile_model.h"
 
 static unsigned long long fnv1a(const char *s)

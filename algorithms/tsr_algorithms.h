@@ -10,6 +10,11 @@
 extern "C" {
 #endif
 
+/* The BLAS the CPU tile kernels call and the kernels it runs, e.g. "BLIS
+ * 0.9.0, skx kernels (...)", for reports and cache keys (defined by the
+ * compute layer; the first call sets the BLAS up). */
+const char *tsr_blas_description(void);
+
 /* How the k contributions to a C tile are accumulated. */
 typedef enum {
     TSR_ACCUM_ORDERED = 0, /* a chain of read-write tasks, k = 0, 1, 2, ... */

@@ -99,4 +99,16 @@ static inline void join(char *out, size_t cap, const char *dir, const char *name
 {
     snprintf(out, cap, "%s/%s", dir, name);
 }
+
+/* The GPT-2 test programs' arguments, DATADIR TMPDIR: TMPDIR is made and
+ * returned, a wrong count exits with the usage (status 2). */
+static inline const char *test_tmpdir(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s DATADIR TMPDIR\n", argv[0]);
+        exit(2);
+    }
+    make_dir(argv[2]);
+    return argv[2];
+}
 #endif

@@ -294,12 +294,7 @@ static void test_bad_files(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DATADIR TMPDIR\n", argv[0]);
-        return 2;
-    }
-    tmpdir = argv[2];
-    make_dir(tmpdir);
+    tmpdir = test_tmpdir(argc, argv);
     join(train, sizeof train, argv[1], "tiny_shakespeare_train.bin");
     join(val, sizeof val, argv[1], "tiny_shakespeare_val.bin");
     test_files();

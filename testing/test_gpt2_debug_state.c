@@ -12,12 +12,7 @@ static const char *tmpdir;
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DATADIR TMPDIR\n", argv[0]);
-        return 2;
-    }
-    tmpdir = argv[2];
-    make_dir(tmpdir);
+    tmpdir = test_tmpdir(argc, argv);
     char ckpt[4096], dbg[4096], losses[4096];
     join(ckpt, sizeof ckpt, argv[1], "micro_init.bin");
     join(dbg, sizeof dbg, argv[1], "micro_debug_state.bin");

@@ -220,12 +220,7 @@ static void test_bad_files(const char *datadir)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DATADIR TMPDIR\n", argv[0]);
-        return 2;
-    }
-    tmpdir = argv[2];
-    make_dir(tmpdir);
+    tmpdir = test_tmpdir(argc, argv);
     test_presets();
     test_roundtrip(argv[1]);
     test_bad_files(argv[1]);

@@ -27,12 +27,7 @@ static void expect_bad(const char *name, const void *data, size_t bytes, int cod
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DATADIR TMPDIR\n", argv[0]);
-        return 2;
-    }
-    tmpdir = argv[2];
-    make_dir(tmpdir);
+    tmpdir = test_tmpdir(argc, argv);
     char path[4096], valp[4096];
     join(path, sizeof path, argv[1], "gpt2_tokenizer.bin");
     join(valp, sizeof valp, argv[1], "tiny_shakespeare_val.bin");

@@ -275,3 +275,33 @@ int tsr_stdout_close(int status)
     fprintf(stderr, "error: cannot write the output: %s\n", err ? strerror(err) : "a write to stdout failed");
     return status ? status : 1;
 }
+
+int tsr_params_cli(int argc, char **argv, const char *about, tsr_param_t *params, int nparams,
+                   const char **flag_names, const char **flag_help, int *flags, int nflags)
+{
+    if (tsr_params_parse(argc, argv, params, nparams, flag_names, flags, nflags))
+        return 2;
+    for (int f = 0; f < nflags; f++)
+        if (flags[f] && strcmp(flag_names[f], "help") == 0) {
+            tsr_params_usage(argv[0], about, params, nparams, flag_names, flag_help, nflags);
+            return 0;
+        }
+    return -1;
+}
+
+int tsr_driver_init(const char *prog, int ncpus, const tsr_param_t *trace, int *argc, char ***argv)
+{
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = ncpus;
+    if (trace)
+        tsr_param_apply_trace(trace, &cfg);
+    int rc = tsr_init(&cfg, argc, argv);
+    if (rc) {
+        fprintf(stderr, "error: tsr_init (%d CPU workers): %s\n", ncpus, tsr_strerror(rc));
+        return 1;
+    }
+    if (tsr_rank() == 0)
+        fprintf(stderr, "%s: %s; %s\n", prog, tsr_runtime_summary(), tsr_blas_description());
+    return 0;
+}

@@ -36,6 +36,14 @@ int tsr_param_set(tsr_param_t *p, const char *text);
 double tsr_param_real(const tsr_param_t *p, int i);
 void tsr_params_usage(const char *prog, const char *what, const tsr_param_t *params, int nparams,
                       const char **flag_names, const char **flag_help, int nflags);
+/* A driver's options: parses them and prints the usage on --help (the
+ * flag named "help"). Returns -1 to go on, else the exit status: 0 after --help,
+ * 2 on a bad option (named). */
+int tsr_params_cli(int argc, char **argv, const char *about, tsr_param_t *params, int nparams,
+                   const char **flag_names, const char **flag_help, int *flags, int nflags);
+/* tsr_init with ncpus CPU workers and --trace (NULL: none); rank 0 prints
+ * "PROG: <runtime>; <BLAS>" on stderr. 0, or 1 after saying what failed. */
+int tsr_driver_init(const char *prog, int ncpus, const tsr_param_t *trace, int *argc, char ***argv);
 /* Every value of p is a or b / is >= min; else a message naming the option
  * and -1. */
 int tsr_param_check_words(const tsr_param_t *p, const char *a, const char *b);

@@ -453,19 +453,11 @@ static int duplicate_case(const attn_case_t *c, const int *idx)
 
 static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
 {
-    tsr_config_t cfg;
-    tsr_config_default(&cfg);
-    cfg.ncpus = ncpus;
-    tsr_param_apply_trace(&params[P_TRACE], &cfg);
-    int rc = tsr_init(&cfg, argc, argv);
-    if (rc) {
-        fprintf(stderr, "error: tsr_init (%d CPU workers): %s\n", ncpus, tsr_strerror(rc));
+    if (tsr_driver_init("time_attention", ncpus, &params[P_TRACE], argc, argv))
         return 1;
-    }
     if (tsr_rank() == 0)
         print_header_once();
-    if (tsr_rank() == 0)
-        fprintf(stderr, "time_attention: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
+    int rc;
     int status = 0, idx[NP] = { 0 };
     do {
         attn_case_t c;
@@ -485,13 +477,11 @@ static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
 
 static int run(int argc, char **argv)
 {
-    int flags[NF] = { 0 };
-    if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
+    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
+    if (cli >= 0)
+        return cli;
+    if (validate_params())
         return 2;
-    if (flags[F_HELP]) {
-        tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
-        return 0;
-    }
     starpu_malloc_set_hooks(hook_malloc, hook_free);
     int status = 0;
     for (int t = 0; !status && t < params[P_THREADS].count; t++)

@@ -113,13 +113,9 @@ static size_t rounded(size_t n) { return (n + 15) / 16 * 16; }
 
 static int run(int argc, char **argv)
 {
-    int flags[NF] = { 0 };
-    if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF))
-        return 2;
-    if (flags[F_HELP]) {
-        tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
-        return 0;
-    }
+    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
+    if (cli >= 0)
+        return cli;
     const int positive[] = { P_M, P_N, P_K, P_SETS, P_REPS };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
         if (tsr_param_check_min(&params[positive[i]], 1))

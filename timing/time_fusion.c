@@ -251,24 +251,15 @@ static int run_case(fusion_case_t *c, int niter, int warmup)
 
 static int run(int argc, char **argv)
 {
-    int flags[NF] = { 0 };
-    if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
+    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
+    if (cli >= 0)
+        return cli;
+    if (validate_params())
         return 2;
-    if (flags[F_HELP]) {
-        tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
-        return 0;
-    }
-    tsr_config_t cfg;
-    tsr_config_default(&cfg);
-    cfg.ncpus = (int)params[P_THREADS].values[0];
-    tsr_param_apply_trace(&params[P_TRACE], &cfg);
-    int rc = tsr_init(&cfg, &argc, &argv);
-    if (rc) {
-        fprintf(stderr, "error: tsr_init: %s\n", tsr_strerror(rc));
+    if (tsr_driver_init("time_fusion", (int)params[P_THREADS].values[0], &params[P_TRACE], &argc, &argv))
         return 1;
-    }
+    int rc;
     if (tsr_rank() == 0) {
-        fprintf(stderr, "time_fusion: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
         printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused,"
                "tiles,predicted_seconds\n");
     }

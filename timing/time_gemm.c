@@ -293,19 +293,11 @@ static int run_case(gemm_case_t *c, int baseline)
  * Returns 0, 2 (bad P) or 1 (Tessera error). */
 static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
 {
-    tsr_config_t cfg;
-    tsr_config_default(&cfg);
-    cfg.ncpus = ncpus;
-    tsr_param_apply_trace(&params[P_TRACE], &cfg);
-    int rc = tsr_init(&cfg, argc, argv);
-    if (rc) {
-        fprintf(stderr, "error: tsr_init (%d CPU workers): %s\n", ncpus, tsr_strerror(rc));
+    if (tsr_driver_init("time_gemm", ncpus, &params[P_TRACE], argc, argv))
         return 1;
-    }
     if (tsr_rank() == 0)
         print_header_once();
-    if (tsr_rank() == 0)
-        fprintf(stderr, "time_gemm: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
+    int rc;
     int status = 0, idx[NP] = { 0 };
     do {
         gemm_case_t c;
@@ -329,13 +321,11 @@ static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
 
 static int run(int argc, char **argv)
 {
-    int flags[NF] = { 0 };
-    if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF) || validate_params())
+    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
+    if (cli >= 0)
+        return cli;
+    if (validate_params())
         return 2;
-    if (flags[F_HELP]) {
-        tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
-        return 0;
-    }
     if (mpi_start(&argc, &argv)) {
         fprintf(stderr, "error: MPI_Init_thread failed\n");
         return 1;

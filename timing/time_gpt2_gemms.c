@@ -144,13 +144,9 @@ static int cmp_double(const void *a, const void *b)
 
 static int run(int argc, char **argv)
 {
-    int flags[NF] = { 0 };
-    if (tsr_params_parse(argc, argv, params, NP, flag_names, flags, NF))
-        return 2;
-    if (flags[F_HELP]) {
-        tsr_params_usage(argv[0], about, params, NP, flag_names, flag_help, NF);
-        return 0;
-    }
+    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
+    if (cli >= 0)
+        return cli;
     tsr_gpt2_config_t model;
     if (tsr_gpt2_config_preset(params[P_MODEL].words[0], &model) || tsr_param_check_min(&params[P_B], 1) ||
         tsr_param_check_min(&params[P_T], 1) || tsr_param_check_min(&params[P_STEPS], 1))

@@ -12,7 +12,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "tessera.h"
-#include "tsr_compute.h"
 #include "gpt2_model.h"
 #include "gpt2_data.h"
 #include "gpt2_init.h"
