@@ -47,48 +47,28 @@ static tsr_op_t op_gemm = { .name = "gemm", .cpu = cpu_gemm, .cuda = TSR_CUDA(cu
 
 /* ---- scale: A = alpha A ------------------------------------------------------------ */
 
-static void cpu_scale(void *buffers[], void *cl_arg)
+static void scale(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_basic_args_t *a = cl_arg;
     tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
-        tsr_cpu_scale(a->dtype, A.rows, A.cols, a->alpha, tsr_view_at(A, z), A.ld);
+        TSR_KERNEL(stream, scale, a->dtype, A.rows, A.cols, a->alpha, tsr_view_at(A, z), A.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_scale(void *buffers[], void *cl_arg)
-{
-    const tsr_basic_args_t *a = cl_arg;
-    tsr_view_t A = tsr_view(buffers[0]);
-    for (int z = 0; z < A.depth; z++)
-        tsr_kernel_check(tsr_cuda_scale(starpu_cuda_get_local_stream(), a->dtype, A.rows, A.cols, a->alpha,
-                                        tsr_view_at(A, z), A.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(scale)
 
 static tsr_op_t op_scale = { .name = "scale", .cpu = cpu_scale, .cuda = TSR_CUDA(cuda_scale),
                              .nbuffers = 1, .modes = { STARPU_RW } };
 
 /* ---- zero: A = 0 (also the REDUX identity) ---------------------------------------- */
 
-static void cpu_zero(void *buffers[], void *cl_arg)
+static void zero(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
-        tsr_cpu_zero(A.dtype, A.rows, A.cols, tsr_view_at(A, z), A.ld);
+        TSR_KERNEL(stream, zero, A.dtype, A.rows, A.cols, tsr_view_at(A, z), A.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_zero(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t A = tsr_view(buffers[0]);
-    for (int z = 0; z < A.depth; z++)
-        tsr_kernel_check(tsr_cuda_zero(starpu_cuda_get_local_stream(), A.dtype, A.rows, A.cols,
-                                       tsr_view_at(A, z), A.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(zero)
 
 static tsr_op_t op_zero = { .name = "zero", .cpu = cpu_zero, .cuda = TSR_CUDA(cuda_zero),
                             .nbuffers = 1, .modes = { STARPU_W } };
@@ -98,49 +78,29 @@ static tsr_op_t op_redux_init = { .name = "redux_init", .cpu = cpu_zero, .cuda =
 
 /* ---- add: B = alpha A + beta B ------------------------------------------------------ */
 
-static void cpu_add(void *buffers[], void *cl_arg)
+static void add(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_basic_args_t *a = cl_arg;
     tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]);
     for (int z = 0; z < B.depth; z++)
-        tsr_cpu_add(a->dtype, B.rows, B.cols, a->alpha, tsr_view_at(A, z), A.ld, a->beta,
-                    tsr_view_at(B, z), B.ld);
+        TSR_KERNEL(stream, add, a->dtype, B.rows, B.cols, a->alpha, tsr_view_at(A, z), A.ld, a->beta,
+                                tsr_view_at(B, z), B.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_add(void *buffers[], void *cl_arg)
-{
-    const tsr_basic_args_t *a = cl_arg;
-    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]);
-    for (int z = 0; z < B.depth; z++)
-        tsr_kernel_check(tsr_cuda_add(starpu_cuda_get_local_stream(), a->dtype, B.rows, B.cols, a->alpha,
-                                      tsr_view_at(A, z), A.ld, a->beta, tsr_view_at(B, z), B.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(add)
 
 /* B is W (beta 0) or RW per task */
 static tsr_op_t op_add = { .name = "add", .cpu = cpu_add, .cuda = TSR_CUDA(cuda_add) };
 
 /* ---- redux_add: dst += src, the reduction method (first buffer plain RW) ----------- */
 
-static void cpu_redux_add(void *buffers[], void *cl_arg)
+static void redux_add(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
     for (int z = 0; z < D.depth; z++)
-        tsr_cpu_add(D.dtype, D.rows, D.cols, 1.0, tsr_view_at(S, z), S.ld, 1.0, tsr_view_at(D, z), D.ld);
+        TSR_KERNEL(stream, add, D.dtype, D.rows, D.cols, 1.0, tsr_view_at(S, z), S.ld, 1.0, tsr_view_at(D, z), D.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_redux_add(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    for (int z = 0; z < D.depth; z++)
-        tsr_kernel_check(tsr_cuda_add(starpu_cuda_get_local_stream(), D.dtype, D.rows, D.cols, 1.0,
-                                      tsr_view_at(S, z), S.ld, 1.0, tsr_view_at(D, z), D.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(redux_add)
 
 static tsr_op_t op_redux_add = { .name = "redux_add", .cpu = cpu_redux_add, .cuda = TSR_CUDA(cuda_redux_add),
                                  .nbuffers = 2, .modes = { STARPU_RW, STARPU_R } };

@@ -18,24 +18,15 @@ static float *wf(tsr_view_t v) { return (float *)v.ptr; }
 
 /* ---- layernorm_fwd --------------------------------------------------------- */
 
-static void cpu_ln_fwd(void *buffers[], void *cl_arg)
+static void ln_fwd(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
     tsr_view_t O = tsr_view(buffers[3]), M = tsr_view(buffers[4]), R = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_fwd(X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R), R.ld, a->eps);
+    TSR_KERNEL(stream, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
+               R.ld, a->eps);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ln_fwd(void *buffers[], void *cl_arg)
-{
-    const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
-    tsr_view_t O = tsr_view(buffers[3]), M = tsr_view(buffers[4]), R = tsr_view(buffers[5]);
-    tsr_kernel_check(tsr_cuda_layernorm_fwd(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, cf(W), cf(B),
-                                            wf(O), O.ld, wf(M), M.ld, wf(R), R.ld, a->eps));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ln_fwd)
 
 static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = cpu_ln_fwd, .cuda = TSR_CUDA(cuda_ln_fwd), .nbuffers = 6,
                               .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W },
@@ -66,22 +57,13 @@ static tsr_op_t op_ln_sum = { .name = "layernorm_sum", .cpu = cpu_ln_sum, .cuda 
 
 /* ---- layernorm_sqdev ------------------------------------------------------- */
 
-static void cpu_ln_sqdev(void *buffers[], void *cl_arg)
+static void ln_sqdev(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]), Q = tsr_view(buffers[2]);
-    tsr_cpu_layernorm_sqdev(X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
+    TSR_KERNEL(stream, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ln_sqdev(void *buffers[], void *cl_arg)
-{
-    const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]), Q = tsr_view(buffers[2]);
-    tsr_kernel_check(tsr_cuda_layernorm_sqdev(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, cf(S), S.ld,
-                                              a->C, wf(Q), Q.ld, a->acc0));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ln_sqdev)
 
 /* the output's mode varies per task */
 static tsr_op_t op_ln_sqdev = { .name = "layernorm_sqdev", .cpu = cpu_ln_sqdev, .cuda = TSR_CUDA(cuda_ln_sqdev),
@@ -111,24 +93,15 @@ static tsr_op_t op_ln_stats = { .name = "layernorm_stats", .cpu = cpu_ln_stats, 
 
 /* ---- layernorm_normalize --------------------------------------------------- */
 
-static void cpu_ln_normalize(void *buffers[], void *cl_arg)
+static void ln_normalize(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), O = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_normalize(X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld, wf(O), O.ld);
+    TSR_KERNEL(stream, layernorm_normalize, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld,
+               wf(O), O.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ln_normalize(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), O = tsr_view(buffers[5]);
-    tsr_kernel_check(tsr_cuda_layernorm_normalize(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, cf(W),
-                                                  cf(B), cf(M), M.ld, cf(R), R.ld, wf(O), O.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ln_normalize)
 
 static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = cpu_ln_normalize,
                                     .cuda = TSR_CUDA(cuda_ln_normalize), .nbuffers = 6,
@@ -137,25 +110,16 @@ static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = cpu_ln
 
 /* ---- layernorm_bwd --------------------------------------------------------- */
 
-static void cpu_ln_bwd(void *buffers[], void *cl_arg)
+static void ln_bwd(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), DI = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_bwd(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, wf(DI), DI.ld,
-                          a->acc0);
+    TSR_KERNEL(stream, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+               wf(DI), DI.ld,
+                                      a->acc0);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ln_bwd(void *buffers[], void *cl_arg)
-{
-    const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), DI = tsr_view(buffers[5]);
-    tsr_kernel_check(tsr_cuda_layernorm_bwd(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X), X.ld,
-                                            cf(W), cf(M), M.ld, cf(R), R.ld, wf(DI), DI.ld, a->acc0));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ln_bwd)
 
 /* dinp's mode varies per task */
 static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = cpu_ln_bwd, .cuda = TSR_CUDA(cuda_ln_bwd),
@@ -163,25 +127,16 @@ static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = cpu_ln_bwd, .cuda 
 
 /* ---- layernorm_bwd_sums ---------------------------------------------------- */
 
-static void cpu_ln_bwd_sums(void *buffers[], void *cl_arg)
+static void ln_bwd_sums(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_bwd_sums(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, wf(S), S.ld,
-                               a->acc0);
+    TSR_KERNEL(stream, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+               wf(S), S.ld,
+                                           a->acc0);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ln_bwd_sums(void *buffers[], void *cl_arg)
-{
-    const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    tsr_kernel_check(tsr_cuda_layernorm_bwd_sums(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X),
-                                                 X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, wf(S), S.ld, a->acc0));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ln_bwd_sums)
 
 /* the sums' mode varies per task */
 static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = cpu_ln_bwd_sums,
@@ -189,28 +144,17 @@ static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = cpu_ln_b
 
 /* ---- layernorm_bwd_dinp ---------------------------------------------------- */
 
-static void cpu_ln_bwd_dinp(void *buffers[], void *cl_arg)
+static void ln_bwd_dinp(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
     tsr_view_t DI = tsr_view(buffers[6]);
-    tsr_cpu_layernorm_bwd_dinp(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, cf(S), S.ld,
-                               a->C, wf(DI), DI.ld, a->acc0);
+    TSR_KERNEL(stream, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+               cf(S), S.ld,
+                                           a->C, wf(DI), DI.ld, a->acc0);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ln_bwd_dinp(void *buffers[], void *cl_arg)
-{
-    const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    tsr_view_t DI = tsr_view(buffers[6]);
-    tsr_kernel_check(tsr_cuda_layernorm_bwd_dinp(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X),
-                                                 X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, cf(S), S.ld, a->C, wf(DI),
-                                                 DI.ld, a->acc0));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ln_bwd_dinp)
 
 /* dinp's mode varies per task */
 static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = cpu_ln_bwd_dinp,
@@ -218,25 +162,16 @@ static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = cpu_ln_b
 
 /* ---- layernorm_bwd_params -------------------------------------------------- */
 
-static void cpu_ln_bwd_params(void *buffers[], void *cl_arg)
+static void ln_bwd_params(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), M = tsr_view(buffers[2]);
     tsr_view_t R = tsr_view(buffers[3]), DW = tsr_view(buffers[4]), DB = tsr_view(buffers[5]);
-    tsr_cpu_layernorm_bwd_params(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld, wf(DW), a->acc0,
-                                 wf(DB), a->acc1);
+    TSR_KERNEL(stream, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
+               wf(DW), a->acc0,
+                                             wf(DB), a->acc1);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ln_bwd_params(void *buffers[], void *cl_arg)
-{
-    const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), M = tsr_view(buffers[2]);
-    tsr_view_t R = tsr_view(buffers[3]), DW = tsr_view(buffers[4]), DB = tsr_view(buffers[5]);
-    tsr_kernel_check(tsr_cuda_layernorm_bwd_params(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(D), D.ld, cf(X),
-                                                   X.ld, cf(M), M.ld, cf(R), R.ld, wf(DW), a->acc0, wf(DB), a->acc1));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ln_bwd_params)
 
 /* the gradients' modes vary per task */
 static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = cpu_ln_bwd_params,
@@ -244,26 +179,15 @@ static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = cpu_
 
 /* ---- residual_fwd ---------------------------------------------------------- */
 
-static void cpu_residual_fwd(void *buffers[], void *cl_arg)
+static void residual_fwd(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), O = tsr_view(buffers[2]);
     for (int z = 0; z < O.depth; z++)
-        tsr_cpu_residual_fwd(O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
-                             tsr_view_at(O, z), O.ld);
+        TSR_KERNEL(stream, residual_fwd, O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
+                                         tsr_view_at(O, z), O.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_residual_fwd(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), O = tsr_view(buffers[2]);
-    for (int z = 0; z < O.depth; z++)
-        tsr_kernel_check(tsr_cuda_residual_fwd(starpu_cuda_get_local_stream(), O.dtype, O.rows, O.cols,
-                                               tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld, tsr_view_at(O, z),
-                                               O.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(residual_fwd)
 
 static tsr_op_t op_residual_fwd = { .name = "residual_fwd", .cpu = cpu_residual_fwd,
                                     .cuda = TSR_CUDA(cuda_residual_fwd), .nbuffers = 3,

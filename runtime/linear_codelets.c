@@ -201,28 +201,16 @@ static tsr_op_t op_linear[TSR_LIN_NKINDS] = {
 
 /* ---- bias_fill: C = bias broadcast along columns (no bias: 0) ----------------------- */
 
-static void cpu_bias_fill(void *buffers[], void *cl_arg)
+static void bias_fill(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t C = tsr_view(buffers[0]);
     const float *bias = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) > 1
                             ? (const float *)tsr_view(buffers[1]).ptr : NULL;
     for (int z = 0; z < C.depth; z++)
-        tsr_cpu_bias_fill(C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
+        TSR_KERNEL(stream, bias_fill, C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_bias_fill(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t C = tsr_view(buffers[0]);
-    const float *bias = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) > 1
-                            ? (const float *)tsr_view(buffers[1]).ptr : NULL;
-    for (int z = 0; z < C.depth; z++)
-        tsr_kernel_check(tsr_cuda_bias_fill(starpu_cuda_get_local_stream(), C.rows, C.cols,
-                                            bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(bias_fill)
 
 /* buffers: C (W), and the bias (R) when there is one */
 static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = cpu_bias_fill, .cuda = TSR_CUDA(cuda_bias_fill),
@@ -230,24 +218,15 @@ static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = cpu_bias_fill, .cud
 
 /* ---- bias_add: C += bias broadcast along columns ---------------------------------------- */
 
-static void cpu_bias_add(void *buffers[], void *cl_arg)
+static void bias_add(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t C = tsr_view(buffers[0]), bias = tsr_view(buffers[1]);
     for (int z = 0; z < C.depth; z++)
-        tsr_cpu_bias_add(C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z), C.ld);
+        TSR_KERNEL(stream, bias_add, C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z),
+                   C.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_bias_add(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t C = tsr_view(buffers[0]), bias = tsr_view(buffers[1]);
-    for (int z = 0; z < C.depth; z++)
-        tsr_kernel_check(tsr_cuda_bias_add(starpu_cuda_get_local_stream(), C.rows, C.cols,
-                                           (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z), C.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(bias_add)
 
 static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = cpu_bias_add, .cuda = TSR_CUDA(cuda_bias_add),
                                 .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
@@ -255,26 +234,15 @@ static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = cpu_bias_add, .cuda =
 /* ---- gelu_fwd: out = gelu(pre) ----------------------------------------------------------- */
 
 /* buffers: pre, out; or out alone (in place) */
-static void cpu_gelu_forward(void *buffers[], void *cl_arg)
+static void gelu_forward(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
     tsr_view_t pre = tsr_view(buffers[0]), out = nbuf > 1 ? tsr_view(buffers[1]) : pre;
     for (int z = 0; z < out.depth; z++)
-        tsr_cpu_gelu_forward(out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
+        TSR_KERNEL(stream, gelu_forward, out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_gelu_forward(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
-    tsr_view_t pre = tsr_view(buffers[0]), out = nbuf > 1 ? tsr_view(buffers[1]) : pre;
-    for (int z = 0; z < out.depth; z++)
-        tsr_kernel_check(tsr_cuda_gelu_forward(starpu_cuda_get_local_stream(), out.rows, out.cols,
-                                               tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(gelu_forward)
 
 /* buffers: pre (R), out (W); or out alone (RW, in place) */
 static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = cpu_gelu_forward, .cuda = TSR_CUDA(cuda_gelu_forward),
@@ -283,30 +251,18 @@ static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = cpu_gelu_forward, .cu
 /* ---- gelu_bwd: dpre = dout * gelu'(pre) ---------------------------------------------------- */
 
 /* buffers: pre, dout, dpre; or pre, dout (in place) */
-static void cpu_gelu_backward(void *buffers[], void *cl_arg)
+static void gelu_backward(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
     tsr_view_t pre = tsr_view(buffers[0]), dout = tsr_view(buffers[1]);
     tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2]) : dout;
     for (int z = 0; z < dpre.depth; z++)
-        tsr_cpu_gelu_backward(dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z), dout.ld,
-                              tsr_view_at(dpre, z), dpre.ld);
+        TSR_KERNEL(stream, gelu_backward, dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z),
+                   dout.ld,
+                                          tsr_view_at(dpre, z), dpre.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_gelu_backward(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
-    tsr_view_t pre = tsr_view(buffers[0]), dout = tsr_view(buffers[1]);
-    tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2]) : dout;
-    for (int z = 0; z < dpre.depth; z++)
-        tsr_kernel_check(tsr_cuda_gelu_backward(starpu_cuda_get_local_stream(), dpre.rows, dpre.cols,
-                                                tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z), dout.ld,
-                                                tsr_view_at(dpre, z), dpre.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(gelu_backward)
 
 /* buffers: pre (R), dout (R), dpre (W); or pre (R), dout (RW, in place) */
 static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = cpu_gelu_backward, .cuda = TSR_CUDA(cuda_gelu_backward),
@@ -314,24 +270,15 @@ static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = cpu_gelu_backward, .c
 
 /* ---- rowsum: y = beta y + row sums of X ---------------------------------------------------- */
 
-static void cpu_rowsum(void *buffers[], void *cl_arg)
+static void rowsum(void *buffers[], void *cl_arg, void *stream)
 {
     const scalar_arg_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), y = tsr_view(buffers[1]);
     for (int z = 0; z < X.depth; z++)
-        tsr_cpu_rowsum(X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta, (float *)y.ptr + (size_t)z * X.rows);
+        TSR_KERNEL(stream, rowsum, X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta,
+                   (float *)y.ptr + (size_t)z * X.rows);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_rowsum(void *buffers[], void *cl_arg)
-{
-    const scalar_arg_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), y = tsr_view(buffers[1]);
-    for (int z = 0; z < X.depth; z++)
-        tsr_kernel_check(tsr_cuda_rowsum(starpu_cuda_get_local_stream(), X.rows, X.cols, tsr_view_at(X, z), X.ld,
-                                         a->beta, (float *)y.ptr + (size_t)z * X.rows));
-}
-#endif
+TSR_OP_ENTRY_POINTS(rowsum)
 
 /* y's mode (W, RW, REDUX) varies per task */
 static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = cpu_rowsum, .cuda = TSR_CUDA(cuda_rowsum),
@@ -340,26 +287,16 @@ static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = cpu_rowsum, .cuda = TSR_C
 /* ---- heads_copy: between feature-major X and a head tile --------------------------------- */
 
 /* buffers: source (read), destination (read-write) */
-static void cpu_heads_copy(void *buffers[], void *cl_arg)
+static void heads_copy(void *buffers[], void *cl_arg, void *stream)
 {
     const heads_arg_t *a = cl_arg;
     tsr_view_t src = tsr_view(buffers[0]), dst = tsr_view(buffers[1]);
     tsr_view_t X = a->to_heads ? src : dst, Y = a->to_heads ? dst : src;
-    tsr_cpu_heads_copy(&a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr, Y.depth,
-                       Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
+    TSR_KERNEL(stream, heads_copy, &a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr,
+               Y.depth,
+                                   Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_heads_copy(void *buffers[], void *cl_arg)
-{
-    const heads_arg_t *a = cl_arg;
-    tsr_view_t src = tsr_view(buffers[0]), dst = tsr_view(buffers[1]);
-    tsr_view_t X = a->to_heads ? src : dst, Y = a->to_heads ? dst : src;
-    tsr_kernel_check(tsr_cuda_heads_copy(starpu_cuda_get_local_stream(), &a->g, a->to_heads, a->beta,
-                                         (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr, Y.depth, Y.rows,
-                                         Y.cols, Y.ld, Y.zstride / sizeof(float)));
-}
-#endif
+TSR_OP_ENTRY_POINTS(heads_copy)
 
 /* the destination is W or RW per task */
 static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = cpu_heads_copy, .cuda = TSR_CUDA(cuda_heads_copy),

@@ -31,26 +31,15 @@ static sources_t sources(void *buffers[], int first, int n)
 
 /* ---- gather_columns: dst[:, e.dst_col] += src[e.src][:, e.src_col] (encoder) ------ */
 
-static void cpu_gather(void *buffers[], void *cl_arg)
+static void gather(void *buffers[], void *cl_arg, void *stream)
 {
     const gather_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]);
     sources_t s = sources(buffers, 1, a->nsrc);
-    tsr_cpu_gather_add_columns(D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, s.ptr, s.ld,
-                               (const tsr_colmap_t *)(a + 1), a->nmap);
+    TSR_KERNEL(stream, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, s.ptr, s.ld,
+                                           (const tsr_colmap_t *)(a + 1), a->nmap);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_gather(void *buffers[], void *cl_arg)
-{
-    const gather_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]);
-    sources_t s = sources(buffers, 1, a->nsrc);
-    tsr_kernel_check(tsr_cuda_gather_add_columns(starpu_cuda_get_local_stream(), D.rows, D.cols, (float *)D.ptr,
-                                                 D.ld, a->zero_first, s.ptr, s.ld,
-                                                 (const tsr_colmap_t *)(a + 1), a->nmap));
-}
-#endif
+TSR_OP_ENTRY_POINTS(gather)
 
 /* the destination's mode (W, RW, REDUX) and the source count vary per task */
 static tsr_op_t op_gather = { .name = "gather_columns", .cpu = cpu_gather, .cuda = TSR_CUDA(cuda_gather),
@@ -58,22 +47,13 @@ static tsr_op_t op_gather = { .name = "gather_columns", .cpu = cpu_gather, .cuda
 
 /* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 
-static void cpu_stats(void *buffers[], void *cl_arg)
+static void stats(void *buffers[], void *cl_arg, void *stream)
 {
     const stats_args_t *a = cl_arg;
     tsr_view_t S = tsr_view(buffers[0]), L = tsr_view(buffers[1]);
-    tsr_cpu_softmax_stats(a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->merge);
+    TSR_KERNEL(stream, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->merge);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_stats(void *buffers[], void *cl_arg)
-{
-    const stats_args_t *a = cl_arg;
-    tsr_view_t S = tsr_view(buffers[0]), L = tsr_view(buffers[1]);
-    tsr_kernel_check(tsr_cuda_softmax_stats(starpu_cuda_get_local_stream(), a->rows, L.cols, (const float *)L.ptr,
-                                            L.ld, (float *)S.ptr, S.ld, a->merge));
-}
-#endif
+TSR_OP_ENTRY_POINTS(stats)
 
 /* the statistics' mode (W, RW, REDUX) varies per task */
 static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = cpu_stats, .cuda = TSR_CUDA(cuda_stats),
@@ -81,22 +61,13 @@ static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = cpu_stats, .cuda = 
 
 /* ---- softmax_stats_merge / _init: the statistics' reduction methods -------------- */
 
-static void cpu_stats_merge(void *buffers[], void *cl_arg)
+static void stats_merge(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    tsr_cpu_softmax_stats_merge(D.cols, (float *)D.ptr, D.ld, (const float *)S.ptr, S.ld);
+    TSR_KERNEL(stream, softmax_stats_merge, D.cols, (float *)D.ptr, D.ld, (const float *)S.ptr, S.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_stats_merge(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    tsr_kernel_check(tsr_cuda_softmax_stats_merge(starpu_cuda_get_local_stream(), D.cols, (float *)D.ptr, D.ld,
-                                                  (const float *)S.ptr, S.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(stats_merge)
 
 /* a reduction method: first buffer plain STARPU_RW */
 static tsr_op_t op_stats_merge = { .name = "softmax_stats_merge", .cpu = cpu_stats_merge,
@@ -104,21 +75,13 @@ static tsr_op_t op_stats_merge = { .name = "softmax_stats_merge", .cpu = cpu_sta
                                    .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
 
 /* an all-zero statistic is the identity of the merge */
-static void cpu_stats_init(void *buffers[], void *cl_arg)
+static void stats_init(void *buffers[], void *cl_arg, void *stream)
 {
     (void)cl_arg;
     tsr_view_t S = tsr_view(buffers[0]);
-    tsr_cpu_zero(TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld);
+    TSR_KERNEL(stream, zero, TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_stats_init(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    tsr_view_t S = tsr_view(buffers[0]);
-    tsr_kernel_check(tsr_cuda_zero(starpu_cuda_get_local_stream(), TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld));
-}
-#endif
+TSR_OP_ENTRY_POINTS(stats_init)
 
 static tsr_op_t op_stats_init = { .name = "softmax_stats_init", .cpu = cpu_stats_init,
                                   .cuda = TSR_CUDA(cuda_stats_init), .nbuffers = 1, .modes = { STARPU_W },
@@ -156,24 +119,14 @@ static tsr_op_t op_loss = { .name = "crossentropy_loss", .cpu = cpu_loss, .cuda 
 
 /* ---- crossentropy_backward: logits = (softmax - onehot) * dloss, in place --------- */
 
-static void cpu_ce_backward(void *buffers[], void *cl_arg)
+static void ce_backward(void *buffers[], void *cl_arg, void *stream)
 {
     const ce_backward_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    tsr_cpu_crossentropy_backward(X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
-                                  S.ld, (const int *)(a + 1), a->dloss);
+    TSR_KERNEL(stream, crossentropy_backward, X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
+                                              S.ld, (const int *)(a + 1), a->dloss);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_ce_backward(void *buffers[], void *cl_arg)
-{
-    const ce_backward_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    tsr_kernel_check(tsr_cuda_crossentropy_backward(starpu_cuda_get_local_stream(), X.rows, X.cols,
-                                                    (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
-                                                    S.ld, (const int *)(a + 1), a->dloss));
-}
-#endif
+TSR_OP_ENTRY_POINTS(ce_backward)
 
 static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = cpu_ce_backward,
                                    .cuda = TSR_CUDA(cuda_ce_backward), .nbuffers = 2,
@@ -181,28 +134,17 @@ static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = cpu_c
 
 /* ---- adamw: one AdamW step on a parameter tile ------------------------------------ */
 
-static void cpu_adamw(void *buffers[], void *cl_arg)
+static void adamw(void *buffers[], void *cl_arg, void *stream)
 {
     const tsr_adamw_step_t *s = cl_arg;
     tsr_view_t P = tsr_view(buffers[0]), G = tsr_view(buffers[1]), M = tsr_view(buffers[2]),
                V = tsr_view(buffers[3]);
     for (int z = 0; z < P.depth; z++)
-        tsr_cpu_adamw(P.rows, P.cols, tsr_view_at(P, z), P.ld, tsr_view_at(G, z), G.ld, tsr_view_at(M, z), M.ld,
-                      tsr_view_at(V, z), V.ld, s);
+        TSR_KERNEL(stream, adamw, P.rows, P.cols, tsr_view_at(P, z), P.ld, tsr_view_at(G, z), G.ld, tsr_view_at(M,
+                   z), M.ld,
+                                  tsr_view_at(V, z), V.ld, s);
 }
-
-#if TSR_HAVE_CUDA
-static void cuda_adamw(void *buffers[], void *cl_arg)
-{
-    const tsr_adamw_step_t *s = cl_arg;
-    tsr_view_t P = tsr_view(buffers[0]), G = tsr_view(buffers[1]), M = tsr_view(buffers[2]),
-               V = tsr_view(buffers[3]);
-    for (int z = 0; z < P.depth; z++)
-        tsr_kernel_check(tsr_cuda_adamw(starpu_cuda_get_local_stream(), P.rows, P.cols, tsr_view_at(P, z), P.ld,
-                                        tsr_view_at(G, z), G.ld, tsr_view_at(M, z), M.ld, tsr_view_at(V, z), V.ld,
-                                        s));
-}
-#endif
+TSR_OP_ENTRY_POINTS(adamw)
 
 static tsr_op_t op_adamw = { .name = "adamw", .cpu = cpu_adamw, .cuda = TSR_CUDA(cuda_adamw), .nbuffers = 4,
                              .modes = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW }, .float32_only = 1 };

@@ -54,6 +54,28 @@ static inline int tsr_task_threads(void)
 
 typedef void (*tsr_kernel_func_t)(void *buffers[], void *cl_arg);
 
+/* An op whose CPU kernel tsr_cpu_K(args) and CUDA kernel
+ * tsr_cuda_K(stream, args) take the same arguments is written once:
+ *   static void NAME(void *buffers[], void *cl_arg, void *stream)
+ *   { <unpack the buffers>; TSR_KERNEL(stream, K, args); }
+ *   TSR_OP_ENTRY_POINTS(NAME)
+ * makes cpu_NAME (stream NULL) and cuda_NAME (the worker's stream; a
+ * failure is reported by tsr_kernel_check) for the op's table entry. */
+#if TSR_HAVE_CUDA
+#define TSR_KERNEL(stream, K, ...)                                                                           \
+    ((stream) ? tsr_kernel_check(tsr_cuda_##K((stream), __VA_ARGS__)) : tsr_cpu_##K(__VA_ARGS__))
+#define TSR_OP_ENTRY_POINTS(name)                                                                            \
+    static void cpu_##name(void *buffers[], void *cl_arg) { name(buffers, cl_arg, NULL); }                  \
+    static void cuda_##name(void *buffers[], void *cl_arg)                                                 \
+    {                                                                                                        \
+        name(buffers, cl_arg, starpu_cuda_get_local_stream());                                               \
+    }
+#else
+#define TSR_KERNEL(stream, K, ...) ((void)(stream), tsr_cpu_##K(__VA_ARGS__))
+#define TSR_OP_ENTRY_POINTS(name)                                                                            \
+    static void cpu_##name(void *buffers[], void *cl_arg) { name(buffers, cl_arg, NULL); }
+#endif
+
 /* One operation of the runtime ("op"): its CPU and CUDA codelet functions
  * side by side, its buffers, and, filled on first use, one StarPU codelet and
  * one history-based perf model (symbol tsr_<name>_<dtype>) per element type,
