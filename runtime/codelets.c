@@ -47,12 +47,12 @@ static tsr_op_t op_gemm = { .name = "gemm", .cpu = cpu_gemm, .cuda = TSR_CUDA(cu
 
 /* ---- scale: A = alpha A ------------------------------------------------------------ */
 
-static void scale(void *buffers[], void *cl_arg, void *stream)
+static void scale(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_basic_args_t *a = cl_arg;
     tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
-        TSR_KERNEL(stream, scale, a->dtype, A.rows, A.cols, a->alpha, tsr_view_at(A, z), A.ld);
+        TSR_KERNEL(gpu, scale, a->dtype, A.rows, A.cols, a->alpha, tsr_view_at(A, z), A.ld);
 }
 TSR_OP_ENTRY_POINTS(scale)
 
@@ -61,12 +61,12 @@ static tsr_op_t op_scale = { .name = "scale", .cpu = cpu_scale, .cuda = TSR_CUDA
 
 /* ---- zero: A = 0 (also the REDUX identity) ---------------------------------------- */
 
-static void zero(void *buffers[], void *cl_arg, void *stream)
+static void zero(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t A = tsr_view(buffers[0]);
     for (int z = 0; z < A.depth; z++)
-        TSR_KERNEL(stream, zero, A.dtype, A.rows, A.cols, tsr_view_at(A, z), A.ld);
+        TSR_KERNEL(gpu, zero, A.dtype, A.rows, A.cols, tsr_view_at(A, z), A.ld);
 }
 TSR_OP_ENTRY_POINTS(zero)
 
@@ -78,13 +78,13 @@ static tsr_op_t op_redux_init = { .name = "redux_init", .cpu = cpu_zero, .cuda =
 
 /* ---- add: B = alpha A + beta B ------------------------------------------------------ */
 
-static void add(void *buffers[], void *cl_arg, void *stream)
+static void add(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_basic_args_t *a = cl_arg;
     tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]);
     for (int z = 0; z < B.depth; z++)
-        TSR_KERNEL(stream, add, a->dtype, B.rows, B.cols, a->alpha, tsr_view_at(A, z), A.ld, a->beta,
-                                tsr_view_at(B, z), B.ld);
+        TSR_KERNEL(gpu, add, a->dtype, B.rows, B.cols, a->alpha, tsr_view_at(A, z), A.ld, a->beta,
+                             tsr_view_at(B, z), B.ld);
 }
 TSR_OP_ENTRY_POINTS(add)
 
@@ -93,12 +93,12 @@ static tsr_op_t op_add = { .name = "add", .cpu = cpu_add, .cuda = TSR_CUDA(cuda_
 
 /* ---- redux_add: dst += src, the reduction method (first buffer plain RW) ----------- */
 
-static void redux_add(void *buffers[], void *cl_arg, void *stream)
+static void redux_add(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
     for (int z = 0; z < D.depth; z++)
-        TSR_KERNEL(stream, add, D.dtype, D.rows, D.cols, 1.0, tsr_view_at(S, z), S.ld, 1.0, tsr_view_at(D, z), D.ld);
+        TSR_KERNEL(gpu, add, D.dtype, D.rows, D.cols, 1.0, tsr_view_at(S, z), S.ld, 1.0, tsr_view_at(D, z), D.ld);
 }
 TSR_OP_ENTRY_POINTS(redux_add)
 

@@ -18,13 +18,13 @@ static float *wf(tsr_view_t v) { return (float *)v.ptr; }
 
 /* ---- layernorm_fwd --------------------------------------------------------- */
 
-static void ln_fwd(void *buffers[], void *cl_arg, void *stream)
+static void ln_fwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
     tsr_view_t O = tsr_view(buffers[3]), M = tsr_view(buffers[4]), R = tsr_view(buffers[5]);
-    TSR_KERNEL(stream, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
-               R.ld, a->eps);
+    TSR_KERNEL(gpu, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
+            R.ld, a->eps);
 }
 TSR_OP_ENTRY_POINTS(ln_fwd)
 
@@ -57,11 +57,11 @@ static tsr_op_t op_ln_sum = { .name = "layernorm_sum", .cpu = cpu_ln_sum, .cuda 
 
 /* ---- layernorm_sqdev ------------------------------------------------------- */
 
-static void ln_sqdev(void *buffers[], void *cl_arg, void *stream)
+static void ln_sqdev(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]), Q = tsr_view(buffers[2]);
-    TSR_KERNEL(stream, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
+    TSR_KERNEL(gpu, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
 }
 TSR_OP_ENTRY_POINTS(ln_sqdev)
 
@@ -93,13 +93,13 @@ static tsr_op_t op_ln_stats = { .name = "layernorm_stats", .cpu = cpu_ln_stats, 
 
 /* ---- layernorm_normalize --------------------------------------------------- */
 
-static void ln_normalize(void *buffers[], void *cl_arg, void *stream)
+static void ln_normalize(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), O = tsr_view(buffers[5]);
-    TSR_KERNEL(stream, layernorm_normalize, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld,
-               wf(O), O.ld);
+    TSR_KERNEL(gpu, layernorm_normalize, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld,
+            wf(O), O.ld);
 }
 TSR_OP_ENTRY_POINTS(ln_normalize)
 
@@ -110,14 +110,14 @@ static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = cpu_ln
 
 /* ---- layernorm_bwd --------------------------------------------------------- */
 
-static void ln_bwd(void *buffers[], void *cl_arg, void *stream)
+static void ln_bwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), DI = tsr_view(buffers[5]);
-    TSR_KERNEL(stream, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
-               wf(DI), DI.ld,
-                                      a->acc0);
+    TSR_KERNEL(gpu, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+            wf(DI), DI.ld,
+                                   a->acc0);
 }
 TSR_OP_ENTRY_POINTS(ln_bwd)
 
@@ -127,14 +127,14 @@ static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = cpu_ln_bwd, .cuda 
 
 /* ---- layernorm_bwd_sums ---------------------------------------------------- */
 
-static void ln_bwd_sums(void *buffers[], void *cl_arg, void *stream)
+static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    TSR_KERNEL(stream, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
-               wf(S), S.ld,
-                                           a->acc0);
+    TSR_KERNEL(gpu, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+            wf(S), S.ld,
+                                        a->acc0);
 }
 TSR_OP_ENTRY_POINTS(ln_bwd_sums)
 
@@ -144,15 +144,15 @@ static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = cpu_ln_b
 
 /* ---- layernorm_bwd_dinp ---------------------------------------------------- */
 
-static void ln_bwd_dinp(void *buffers[], void *cl_arg, void *stream)
+static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
     tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
     tsr_view_t DI = tsr_view(buffers[6]);
-    TSR_KERNEL(stream, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
-               cf(S), S.ld,
-                                           a->C, wf(DI), DI.ld, a->acc0);
+    TSR_KERNEL(gpu, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+            cf(S), S.ld,
+                                        a->C, wf(DI), DI.ld, a->acc0);
 }
 TSR_OP_ENTRY_POINTS(ln_bwd_dinp)
 
@@ -162,14 +162,14 @@ static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = cpu_ln_b
 
 /* ---- layernorm_bwd_params -------------------------------------------------- */
 
-static void ln_bwd_params(void *buffers[], void *cl_arg, void *stream)
+static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), M = tsr_view(buffers[2]);
     tsr_view_t R = tsr_view(buffers[3]), DW = tsr_view(buffers[4]), DB = tsr_view(buffers[5]);
-    TSR_KERNEL(stream, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
-               wf(DW), a->acc0,
-                                             wf(DB), a->acc1);
+    TSR_KERNEL(gpu, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
+            wf(DW), a->acc0,
+                                          wf(DB), a->acc1);
 }
 TSR_OP_ENTRY_POINTS(ln_bwd_params)
 
@@ -179,13 +179,13 @@ static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = cpu_
 
 /* ---- residual_fwd ---------------------------------------------------------- */
 
-static void residual_fwd(void *buffers[], void *cl_arg, void *stream)
+static void residual_fwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), O = tsr_view(buffers[2]);
     for (int z = 0; z < O.depth; z++)
-        TSR_KERNEL(stream, residual_fwd, O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
-                                         tsr_view_at(O, z), O.ld);
+        TSR_KERNEL(gpu, residual_fwd, O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
+                                      tsr_view_at(O, z), O.ld);
 }
 TSR_OP_ENTRY_POINTS(residual_fwd)
 

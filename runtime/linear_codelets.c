@@ -201,14 +201,14 @@ static tsr_op_t op_linear[TSR_LIN_NKINDS] = {
 
 /* ---- bias_fill: C = bias broadcast along columns (no bias: 0) ----------------------- */
 
-static void bias_fill(void *buffers[], void *cl_arg, void *stream)
+static void bias_fill(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t C = tsr_view(buffers[0]);
     const float *bias = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) > 1
                             ? (const float *)tsr_view(buffers[1]).ptr : NULL;
     for (int z = 0; z < C.depth; z++)
-        TSR_KERNEL(stream, bias_fill, C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
+        TSR_KERNEL(gpu, bias_fill, C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
 }
 TSR_OP_ENTRY_POINTS(bias_fill)
 
@@ -218,13 +218,13 @@ static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = cpu_bias_fill, .cud
 
 /* ---- bias_add: C += bias broadcast along columns ---------------------------------------- */
 
-static void bias_add(void *buffers[], void *cl_arg, void *stream)
+static void bias_add(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t C = tsr_view(buffers[0]), bias = tsr_view(buffers[1]);
     for (int z = 0; z < C.depth; z++)
-        TSR_KERNEL(stream, bias_add, C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z),
-                   C.ld);
+        TSR_KERNEL(gpu, bias_add, C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z),
+                C.ld);
 }
 TSR_OP_ENTRY_POINTS(bias_add)
 
@@ -234,13 +234,13 @@ static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = cpu_bias_add, .cuda =
 /* ---- gelu_fwd: out = gelu(pre) ----------------------------------------------------------- */
 
 /* buffers: pre, out; or out alone (in place) */
-static void gelu_forward(void *buffers[], void *cl_arg, void *stream)
+static void gelu_forward(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
     tsr_view_t pre = tsr_view(buffers[0]), out = nbuf > 1 ? tsr_view(buffers[1]) : pre;
     for (int z = 0; z < out.depth; z++)
-        TSR_KERNEL(stream, gelu_forward, out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
+        TSR_KERNEL(gpu, gelu_forward, out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
 }
 TSR_OP_ENTRY_POINTS(gelu_forward)
 
@@ -251,16 +251,16 @@ static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = cpu_gelu_forward, .cu
 /* ---- gelu_bwd: dpre = dout * gelu'(pre) ---------------------------------------------------- */
 
 /* buffers: pre, dout, dpre; or pre, dout (in place) */
-static void gelu_backward(void *buffers[], void *cl_arg, void *stream)
+static void gelu_backward(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
     tsr_view_t pre = tsr_view(buffers[0]), dout = tsr_view(buffers[1]);
     tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2]) : dout;
     for (int z = 0; z < dpre.depth; z++)
-        TSR_KERNEL(stream, gelu_backward, dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z),
-                   dout.ld,
-                                          tsr_view_at(dpre, z), dpre.ld);
+        TSR_KERNEL(gpu, gelu_backward, dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z),
+                dout.ld,
+                                       tsr_view_at(dpre, z), dpre.ld);
 }
 TSR_OP_ENTRY_POINTS(gelu_backward)
 
@@ -270,13 +270,13 @@ static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = cpu_gelu_backward, .c
 
 /* ---- rowsum: y = beta y + row sums of X ---------------------------------------------------- */
 
-static void rowsum(void *buffers[], void *cl_arg, void *stream)
+static void rowsum(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const scalar_arg_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), y = tsr_view(buffers[1]);
     for (int z = 0; z < X.depth; z++)
-        TSR_KERNEL(stream, rowsum, X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta,
-                   (float *)y.ptr + (size_t)z * X.rows);
+        TSR_KERNEL(gpu, rowsum, X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta,
+                (float *)y.ptr + (size_t)z * X.rows);
 }
 TSR_OP_ENTRY_POINTS(rowsum)
 
@@ -287,14 +287,14 @@ static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = cpu_rowsum, .cuda = TSR_C
 /* ---- heads_copy: between feature-major X and a head tile --------------------------------- */
 
 /* buffers: source (read), destination (read-write) */
-static void heads_copy(void *buffers[], void *cl_arg, void *stream)
+static void heads_copy(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const heads_arg_t *a = cl_arg;
     tsr_view_t src = tsr_view(buffers[0]), dst = tsr_view(buffers[1]);
     tsr_view_t X = a->to_heads ? src : dst, Y = a->to_heads ? dst : src;
-    TSR_KERNEL(stream, heads_copy, &a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr,
-               Y.depth,
-                                   Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
+    TSR_KERNEL(gpu, heads_copy, &a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr,
+            Y.depth,
+                                Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
 }
 TSR_OP_ENTRY_POINTS(heads_copy)
 

@@ -31,13 +31,13 @@ static sources_t sources(void *buffers[], int first, int n)
 
 /* ---- gather_columns: dst[:, e.dst_col] += src[e.src][:, e.src_col] (encoder) ------ */
 
-static void gather(void *buffers[], void *cl_arg, void *stream)
+static void gather(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const gather_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0]);
     sources_t s = sources(buffers, 1, a->nsrc);
-    TSR_KERNEL(stream, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, s.ptr, s.ld,
-                                           (const tsr_colmap_t *)(a + 1), a->nmap);
+    TSR_KERNEL(gpu, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, s.ptr, s.ld,
+                                        (const tsr_colmap_t *)(a + 1), a->nmap);
 }
 TSR_OP_ENTRY_POINTS(gather)
 
@@ -47,11 +47,11 @@ static tsr_op_t op_gather = { .name = "gather_columns", .cpu = cpu_gather, .cuda
 
 /* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 
-static void stats(void *buffers[], void *cl_arg, void *stream)
+static void stats(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const stats_args_t *a = cl_arg;
     tsr_view_t S = tsr_view(buffers[0]), L = tsr_view(buffers[1]);
-    TSR_KERNEL(stream, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->merge);
+    TSR_KERNEL(gpu, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->merge);
 }
 TSR_OP_ENTRY_POINTS(stats)
 
@@ -61,11 +61,11 @@ static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = cpu_stats, .cuda = 
 
 /* ---- softmax_stats_merge / _init: the statistics' reduction methods -------------- */
 
-static void stats_merge(void *buffers[], void *cl_arg, void *stream)
+static void stats_merge(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    TSR_KERNEL(stream, softmax_stats_merge, D.cols, (float *)D.ptr, D.ld, (const float *)S.ptr, S.ld);
+    TSR_KERNEL(gpu, softmax_stats_merge, D.cols, (float *)D.ptr, D.ld, (const float *)S.ptr, S.ld);
 }
 TSR_OP_ENTRY_POINTS(stats_merge)
 
@@ -75,11 +75,11 @@ static tsr_op_t op_stats_merge = { .name = "softmax_stats_merge", .cpu = cpu_sta
                                    .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
 
 /* an all-zero statistic is the identity of the merge */
-static void stats_init(void *buffers[], void *cl_arg, void *stream)
+static void stats_init(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     (void)cl_arg;
     tsr_view_t S = tsr_view(buffers[0]);
-    TSR_KERNEL(stream, zero, TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld);
+    TSR_KERNEL(gpu, zero, TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld);
 }
 TSR_OP_ENTRY_POINTS(stats_init)
 
@@ -119,12 +119,12 @@ static tsr_op_t op_loss = { .name = "crossentropy_loss", .cpu = cpu_loss, .cuda 
 
 /* ---- crossentropy_backward: logits = (softmax - onehot) * dloss, in place --------- */
 
-static void ce_backward(void *buffers[], void *cl_arg, void *stream)
+static void ce_backward(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const ce_backward_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    TSR_KERNEL(stream, crossentropy_backward, X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
-                                              S.ld, (const int *)(a + 1), a->dloss);
+    TSR_KERNEL(gpu, crossentropy_backward, X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
+                                           S.ld, (const int *)(a + 1), a->dloss);
 }
 TSR_OP_ENTRY_POINTS(ce_backward)
 
@@ -134,15 +134,15 @@ static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = cpu_c
 
 /* ---- adamw: one AdamW step on a parameter tile ------------------------------------ */
 
-static void adamw(void *buffers[], void *cl_arg, void *stream)
+static void adamw(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
 {
     const tsr_adamw_step_t *s = cl_arg;
     tsr_view_t P = tsr_view(buffers[0]), G = tsr_view(buffers[1]), M = tsr_view(buffers[2]),
                V = tsr_view(buffers[3]);
     for (int z = 0; z < P.depth; z++)
-        TSR_KERNEL(stream, adamw, P.rows, P.cols, tsr_view_at(P, z), P.ld, tsr_view_at(G, z), G.ld, tsr_view_at(M,
-                   z), M.ld,
-                                  tsr_view_at(V, z), V.ld, s);
+        TSR_KERNEL(gpu, adamw, P.rows, P.cols, tsr_view_at(P, z), P.ld, tsr_view_at(G, z), G.ld, tsr_view_at(M,
+                z), M.ld,
+                               tsr_view_at(V, z), V.ld, s);
 }
 TSR_OP_ENTRY_POINTS(adamw)
 

@@ -54,24 +54,29 @@ static inline int tsr_task_threads(void)
 
 typedef void (*tsr_kernel_func_t)(void *buffers[], void *cl_arg);
 
+/* Where a task runs: NULL on a CPU worker; on a CUDA worker, its stream
+ * (which may be the default stream, NULL itself). */
+typedef struct { void *stream; } tsr_gpu_t;
+
 /* An op whose CPU kernel tsr_cpu_K(args) and CUDA kernel
  * tsr_cuda_K(stream, args) take the same arguments is written once:
- *   static void NAME(void *buffers[], void *cl_arg, void *stream)
- *   { <unpack the buffers>; TSR_KERNEL(stream, K, args); }
+ *   static void NAME(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+ *   { <unpack the buffers>; TSR_KERNEL(gpu, K, args); }
  *   TSR_OP_ENTRY_POINTS(NAME)
- * makes cpu_NAME (stream NULL) and cuda_NAME (the worker's stream; a
- * failure is reported by tsr_kernel_check) for the op's table entry. */
+ * makes cpu_NAME (gpu NULL) and cuda_NAME (the worker's stream; a failure
+ * is reported by tsr_kernel_check) for the op's table entry. */
 #if TSR_HAVE_CUDA
-#define TSR_KERNEL(stream, K, ...)                                                                           \
-    ((stream) ? tsr_kernel_check(tsr_cuda_##K((stream), __VA_ARGS__)) : tsr_cpu_##K(__VA_ARGS__))
+#define TSR_KERNEL(gpu, K, ...)                                                                              \
+    ((gpu) ? tsr_kernel_check(tsr_cuda_##K((gpu)->stream, __VA_ARGS__)) : tsr_cpu_##K(__VA_ARGS__))
 #define TSR_OP_ENTRY_POINTS(name)                                                                            \
     static void cpu_##name(void *buffers[], void *cl_arg) { name(buffers, cl_arg, NULL); }                  \
     static void cuda_##name(void *buffers[], void *cl_arg)                                                 \
     {                                                                                                        \
-        name(buffers, cl_arg, starpu_cuda_get_local_stream());                                               \
+        tsr_gpu_t gpu = { starpu_cuda_get_local_stream() };                                                  \
+        name(buffers, cl_arg, &gpu);                                                                         \
     }
 #else
-#define TSR_KERNEL(stream, K, ...) ((void)(stream), tsr_cpu_##K(__VA_ARGS__))
+#define TSR_KERNEL(gpu, K, ...) ((void)(gpu), tsr_cpu_##K(__VA_ARGS__))
 #define TSR_OP_ENTRY_POINTS(name)                                                                            \
     static void cpu_##name(void *buffers[], void *cl_arg) { name(buffers, cl_arg, NULL); }
 #endif
