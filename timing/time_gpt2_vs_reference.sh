@@ -75,7 +75,9 @@ t_last=$(awk -F, 'END { print $2 }' "$work/tessera.csv")
 ( cd "$refdir" && exec $ref ) > "$work/ref.log" 2>&1 &
 pid=$!
 watch_gpu $pid "$work/ref.mem" &
-while kill -0 $pid 2>/dev/null && [ "$(grep -c '^step .*train loss' "$work/ref.log" || true)" -lt "$steps" ]; do
+# step lines so far (0 also before the reference's output file exists)
+ref_steps() { local n; n=$(grep -c '^step .*train loss' "$work/ref.log" 2> /dev/null); echo "${n:-0}"; }
+while kill -0 $pid 2>/dev/null && [ "$(ref_steps)" -lt "$steps" ]; do
   sleep 0.2
 done
 kill $pid 2>/dev/null || true
