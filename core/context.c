@@ -331,6 +331,10 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         return TSR_ERUNTIME;
     }
     tsr_ctx.mpi_active = use_mpi;
+#if TSR_USE_MPI
+    if (use_mpi && (cfg.schedule_summary || cfg.schedule_png))
+        starpu_mpi_comm_stats_enable(); /* tsr_comm_bytes_sent, when profiling */
+#endif
     tsr_ctx.parallel_worker_size = cfg.parallel_worker_size;
     tsr_ctx.next_tag = 1;
     tsr_ctx.initialized = 1;
@@ -471,6 +475,35 @@ int tsr_any(int flag)
         MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, tsr_ctx.raw_comm);
 #endif
     return any;
+}
+
+int tsr_allgather(const void *mine, void *all, size_t bytes)
+{
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active)
+        return MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, tsr_ctx.raw_comm) == MPI_SUCCESS
+                   ? TSR_SUCCESS
+                   : TSR_ERUNTIME;
+#endif
+    memcpy(all, mine, bytes);
+    return TSR_SUCCESS;
+}
+
+void tsr_comm_bytes_sent(double *sent)
+{
+    for (int r = 0; r < tsr_ctx.size; r++)
+        sent[r] = 0;
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active && tsr_ctx.initialized) {
+        size_t *stats = calloc((size_t)tsr_ctx.size, sizeof *stats);
+        if (stats) {
+            starpu_mpi_comm_stats_retrieve(stats); /* enabled by tsr_init */
+            for (int r = 0; r < tsr_ctx.size; r++)
+                sent[r] = (double)stats[r];
+        }
+        free(stats);
+    }
+#endif
 }
 
 int64_t tsr_tag_alloc(int64_t n)

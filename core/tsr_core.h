@@ -105,6 +105,14 @@ int tsr_barrier(void);
 int tsr_broadcast(void *buf, size_t bytes, int root);
 /* 1 when flag is non-zero on any rank (collective; the flag itself without MPI). */
 int tsr_any(int flag);
+/* Every rank's `bytes` bytes at mine, in rank order, into all (collective;
+ * without MPI a copy). */
+int tsr_allgather(const void *mine, void *all, size_t bytes);
+/* Bytes this rank's StarPU-MPI has sent to each rank since tsr_init, into
+ * sent[0 .. tsr_size() - 1]; counted only when the run records its schedule
+ * (tsr_config_t.schedule_summary or schedule_png; all 0 otherwise and
+ * without MPI). */
+void tsr_comm_bytes_sent(double *sent);
 /* Number of tasks this rank has submitted since tsr_init (for tests/timing). */
 uint64_t tsr_tasks_submitted(void);
 

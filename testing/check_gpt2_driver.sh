@@ -132,6 +132,19 @@ if [ ${#launch[@]} -eq 0 ]; then
         bad "SIGTERM: exit $rc, state $(ls -l "$work/term.bin" 2>&1)"
 fi
 
+# --profile: what each rank holds and sends; under mpirun the training state
+# is sharded (each of 2 ranks holds about half of the parameters and AdamW
+# state, and sends and receives each step)
+run --steps 5 --profile --quiet > "$work/ranks.log" 2>&1
+if [ ${#launch[@]} -gt 0 ]; then
+    awk '/^rank [0-9]+ holds/ { n++; p[$2] = $4; if ($0 ~ /a steady step: [0-9.]+ MB sent, [0-9.]+ MB received/) c++ }
+         END { exit !(n == 2 && c == 2 && p[0] > 0 && p[1] > 0 && p[0] < 0.6 * (p[0] + p[1])) }' "$work/ranks.log" &&
+        ok || bad "--profile under mpirun: the state is not shared out: $(grep '^rank' "$work/ranks.log")"
+else
+    grep -q "^rank 0 holds [0-9.]* MB of parameters, [0-9.]* MB of AdamW state" "$work/ranks.log" && ok ||
+        bad "--profile: no rank line: $(tail -2 "$work/ranks.log")"
+fi
+
 # --trace FILE.png: the Gantt chart (steps marked), the task list and the
 # schedule summary; --profile: the summary alone
 # (schedule, or schedule.rank0 under mpirun)

@@ -180,29 +180,50 @@ static void param_shape(const tsr_gpt2_model_t *m, int s, int *rows, int *cols, 
     }
 }
 
+/* Training-state tiles dealt round-robin over the ranks, across tensors. */
+static int owner_shard(int bi, int i, int j, void *arg)
+{
+    const tsr_gpt2_shard_arg_t *a = arg;
+    return (int)(((long)a->first + (long)i * a->col_tiles + j) % a->size);
+}
+
+/* Parameters, AdamW moments and, with several sub-batches under MPI, the
+ * summed gradients: one rank alone holds them all, under MPI each rank a
+ * round-robin share of their tiles. */
 static int create_param_sets(tsr_gpt2_model_t *m)
 {
-    tsr_dist_t root = tsr_dist_single(0);
-    tsr_desc_t ***sets[3] = { &m->params, &m->adam_m, &m->adam_v };
-    int rc = 0;
-    for (int k = 0; k < 3; k++) {
+    int sharded = tsr_size() > 1, rc = 0, tiles = 0;
+    tsr_desc_t ***sets[4] = { &m->params, &m->adam_m, &m->adam_v, &m->grad_sum };
+    int nsets = sharded && m->nsub > 1 ? 4 : 3;
+    for (int k = 0; k < nsets; k++) {
         *sets[k] = calloc(m->ntensors, sizeof(tsr_desc_t *));
         if (!*sets[k])
             return TSR_ENOMEM;
     }
+    if (sharded && !(m->shard = calloc(m->ntensors, sizeof *m->shard)))
+        return TSR_ENOMEM;
     for (int s = 0; s < m->ntensors; s++) {
         int rows, cols, rt, ct;
         param_shape(m, s, &rows, &cols, &rt, &ct);
-        for (int k = 0; k < 3; k++)
-            (*sets[k])[s] = make(&rc, 1, rows, cols, 1, rt, ct, &root);
+        tsr_dist_t dist = tsr_dist_single(0);
+        if (sharded) {
+            m->shard[s] = (tsr_gpt2_shard_arg_t){ tiles, (cols + ct - 1) / ct, tsr_size() };
+            tiles += ((rows + rt - 1) / rt) * m->shard[s].col_tiles;
+            dist = tsr_dist_custom(owner_shard, &m->shard[s]);
+        }
+        for (int k = 0; k < nsets; k++)
+            (*sets[k])[s] = make(&rc, 1, rows, cols, 1, rt, ct, &dist);
     }
     return rc;
 }
 
+/* The gradients the update reads. */
+static tsr_desc_t **summed_grads(const tsr_gpt2_model_t *m) { return m->grad_sum ? m->grad_sum : m->sub[0].grads; }
+
 /* Gradients shaped like the parameters, on the rank of the sub-batch's first
  * sample: each rank's sub-batches compute their weight gradients locally,
- * and only the finished partial gradients travel to rank 0 to be added
- * (a reduction to the owner). */
+ * and only the finished partial gradients travel, each tile to the owner of
+ * its parameter tile, to be added there. */
 static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 {
     tsr_dist_t root = tsr_dist_single(first * tsr_size() / m->B);
@@ -324,22 +345,67 @@ static void destroy_set(tsr_desc_t **set, int n)
     free(set);
 }
 
-static void destroy_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+/* f(d, arg) for every activation and scratch descriptor of a sub-batch
+ * (everything but its gradients). */
+static void each_activation(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, void (*f)(tsr_desc_t *, void *),
+                            void *arg)
 {
-    destroy_set(b->grads, m->ntensors);
     for (int l = 0; b->acts && l < m->cfg.L; l++) {
         tsr_desc_t **a = (tsr_desc_t **)&b->acts[l];
         for (size_t k = 0; k < sizeof b->acts[l] / sizeof(tsr_desc_t *); k++)
-            tsr_desc_destroy(a[k]);
+            f(a[k], arg);
     }
-    free(b->acts);
     tsr_desc_t *rest[] = { b->encoded, b->lnf, b->lnf_mean, b->lnf_rstd, b->logits, b->ce_stats, b->losses,
                            b->dres, b->dln, b->dfch, b->datty, b->dq, b->dk, b->dv, b->ln_work,
                            b->qkv2d, b->att2d, b->datt2d };
     for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++)
-        tsr_desc_destroy(rest[k]);
+        f(rest[k], arg);
+}
+
+static void destroy_one(tsr_desc_t *d, void *arg)
+{
+    (void)arg;
+    tsr_desc_destroy(d);
+}
+
+static void destroy_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+{
+    destroy_set(b->grads, m->ntensors);
+    each_activation(m, b, destroy_one, NULL);
+    free(b->acts);
     free(b->inputs);
     free(b->targets);
+}
+
+/* Adds to *(double *)arg the bytes of d's tiles this rank owns. */
+static void add_owned_bytes(tsr_desc_t *d, void *arg)
+{
+    for (int bi = 0; d && bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++)
+                if (tsr_tile_is_local(d, bi, i, j))
+                    *(double *)arg += (double)tsr_tile_depth(d, bi) * tsr_tile_rows(d, i) * tsr_tile_cols(d, j) *
+                                      d->elsize;
+}
+
+static double set_bytes(tsr_desc_t **set, int n)
+{
+    double bytes = 0;
+    for (int s = 0; set && s < n; s++)
+        add_owned_bytes(set[s], &bytes);
+    return bytes;
+}
+
+void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS])
+{
+    bytes[0] = set_bytes(m->params, m->ntensors);
+    bytes[1] = set_bytes(m->adam_m, m->ntensors) + set_bytes(m->adam_v, m->ntensors);
+    bytes[2] = set_bytes(m->grad_sum, m->ntensors);
+    bytes[3] = 0;
+    for (int r = 0; r < m->nsub; r++) {
+        bytes[2] += set_bytes(m->sub[r].grads, m->ntensors);
+        each_activation(m, &m->sub[r], add_owned_bytes, &bytes[3]);
+    }
 }
 
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
@@ -347,9 +413,11 @@ void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
     destroy_set(m->params, m->ntensors);
     destroy_set(m->adam_m, m->ntensors);
     destroy_set(m->adam_v, m->ntensors);
+    destroy_set(m->grad_sum, m->ntensors);
     for (int r = 0; m->sub && r < m->nsub; r++)
         destroy_batch(m, &m->sub[r]);
     free(m->sub);
+    free(m->shard);
     memset(m, 0, sizeof *m);
 }
 
@@ -376,7 +444,7 @@ int tsr_gpt2_params_scatter(tsr_gpt2_model_t *m, const float *flat)
 }
 
 int tsr_gpt2_params_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->params, flat, 0); }
-int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->sub[0].grads, flat, 0); }
+int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, summed_grads(m), flat, 0); }
 
 int tsr_gpt2_adam_scatter(tsr_gpt2_model_t *m, const float *flat_m, const float *flat_v)
 {
@@ -619,13 +687,18 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
     int rc = 0;
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = batch_backward(m, &m->sub[r]);
-    /* the sub-batches' gradients are added into sub-batch 0's, in order */
+    /* the sub-batches' gradients are added in order: into sub-batch 0's, or
+     * under MPI into the sum placed like the parameters (the same additions,
+     * each on the owner of its tile) */
+    tsr_desc_t **sum = summed_grads(m);
     for (int r = 1; r < m->nsub && !rc; r++) {
         for (int s = 0; s < m->ntensors && !rc; s++)
-            rc = tsr_residual_forward(m->sub[0].grads[s], m->sub[r].grads[s], m->sub[0].grads[s]);
+            rc = tsr_residual_forward(r == 1 ? m->sub[0].grads[s] : sum[s], m->sub[r].grads[s], sum[s]);
         if (!rc)
             invalidate(m->sub[r].grads, m->ntensors);
     }
+    if (!rc && m->grad_sum)
+        invalidate(m->sub[0].grads, m->ntensors);
     return rc;
 }
 
@@ -633,7 +706,7 @@ int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, flo
                     int step)
 {
     for (int s = 0; s < m->ntensors; s++) {
-        int rc = tsr_adamw(m->params[s], m->sub[0].grads[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
+        int rc = tsr_adamw(m->params[s], summed_grads(m)[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
                            weight_decay, step);
         if (rc)
             return rc;

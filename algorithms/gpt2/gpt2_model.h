@@ -93,6 +93,13 @@ typedef struct {
     int *inputs, *targets;   /* B*T, the same on every rank */
 } tsr_gpt2_batch_t;
 
+/* Owner of a training-state tile under MPI: the tiles of all parameter
+ * tensors are dealt round-robin over the ranks, first = the number of tiles
+ * of the tensors before this one. */
+typedef struct {
+    int first, col_tiles, size;
+} tsr_gpt2_shard_arg_t;
+
 typedef struct {
     tsr_gpt2_config_t cfg;
     int B, T, nsub;          /* batch, sequence, sub-batches */
@@ -100,6 +107,9 @@ typedef struct {
     int fused;               /* QKV / attproj fused with the head reshape */
     int ntensors;            /* 4 + 12 L parameter descriptors */
     tsr_desc_t **params, **adam_m, **adam_v;
+    tsr_desc_t **grad_sum;   /* the sub-batches' gradients added, placed like the
+                              * parameters (NULL: sub-batch 0's are the sum) */
+    tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI */
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
 } tsr_gpt2_model_t;
 
@@ -108,11 +118,19 @@ typedef struct {
  * own (data parallelism inside the process), and under MPI each sub-batch's
  * gradients live on the rank of its samples, so with at least one
  * sub-batch per rank the weight gradients are computed where the
- * activations are and reduced to rank 0 (fewer sub-batches: rank 0 computes
- * them from activations sent to it). */
+ * activations are. Under MPI the training state (parameters, AdamW moments
+ * and the summed gradients) is sharded: its tiles are dealt round-robin
+ * over the ranks, each rank receives the partial gradients of the tiles it
+ * owns (a reduce-scatter), updates them, and the forward fetches the tiles
+ * it reads from their owners. */
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles);
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
+
+/* The bytes of the tiles this rank owns: parameters, AdamW moments,
+ * gradients (every sub-batch's and their sum), activations and scratch. */
+#define TSR_GPT2_BYTE_KINDS 4
+void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS]);
 
 /* Flat parameter array in checkpoint order <-> descriptors. The array lives
  * on rank 0 (other ranks pass NULL). Collective. */

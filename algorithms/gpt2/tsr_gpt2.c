@@ -313,6 +313,9 @@ typedef struct {
     FILE *csv;
     double *step_ms;       /* per step, for the summary */
     double *submit_ms;     /* per step: the time its tasks took to submit */
+    double *sent_from, *sent_to; /* --profile: bytes sent to each rank before the
+                                  * first steady step and after the last one */
+    int comm_steps;        /* steady steps between them */
     unsigned char *step_kind; /* per step: a step_timing_t */
     uint64_t step_tasks;   /* tasks this rank submitted for the last training step */
     float last_loss, last_val; /* for the summary (NAN: none) */
@@ -582,8 +585,14 @@ static int train(trainer_t *t)
         snprintf(mark, sizeof mark, "step %d", s);
         tsr_schedule_mark(mark);
         uint64_t tasks_before = tsr_tasks_submitted();
+        if (t->sent_from && kind == STEP_STEADY && t->comm_steps == 0)
+            tsr_comm_bytes_sent(t->sent_from);
         if (!rc)
             rc = train_step(t, &loss, &ms, &submit_ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
+        if (t->sent_to && kind == STEP_STEADY && !rc) {
+            tsr_comm_bytes_sent(t->sent_to);
+            t->comm_steps++;
+        }
         t->step_tasks = tsr_tasks_submitted() - tasks_before;
         if (rc)
             break;
@@ -638,6 +647,44 @@ static int train(trainer_t *t)
 
 /* Steady-state figures come from the steady steps (see step_timing); the
  * rate over all steps from the sum of their times (evaluations excluded). */
+/* --profile: what each rank holds (the tiles it owns) and sends and
+ * receives a steady step, and its peak RSS (collective; rank 0 prints). */
+static void rank_report(trainer_t *t)
+{
+    int size = tsr_size(), n = TSR_GPT2_BYTE_KINDS + 2 + size;
+    double *mine = calloc((size_t)n, sizeof(double)), *all = calloc((size_t)n * size, sizeof(double));
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    if (!mine || !all || !t->sent_from) {
+        free(mine);
+        free(all);
+        return;
+    }
+    tsr_gpt2_rank_bytes(&t->model, mine);
+    mine[TSR_GPT2_BYTE_KINDS] = ru.ru_maxrss * 1024.0;
+    mine[TSR_GPT2_BYTE_KINDS + 1] = t->comm_steps;
+    for (int r = 0; r < size; r++) /* bytes sent to rank r a steady step */
+        mine[TSR_GPT2_BYTE_KINDS + 2 + r] = t->comm_steps ? (t->sent_to[r] - t->sent_from[r]) / t->comm_steps : 0;
+    if (tsr_allgather(mine, all, (size_t)n * sizeof(double)) == 0 && tsr_rank() == 0)
+        for (int r = 0; r < size; r++) {
+            const double *v = all + (size_t)r * n;
+            double sent = 0, received = 0;
+            for (int q = 0; q < size; q++) {
+                sent += v[TSR_GPT2_BYTE_KINDS + 2 + q];
+                received += all[(size_t)q * n + TSR_GPT2_BYTE_KINDS + 2 + r];
+            }
+            printf("rank %d holds %.1f MB of parameters, %.1f MB of AdamW state, %.1f MB of gradients, %.1f MB of "
+                   "activations; peak RSS %.1f MB", r, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6, v[3] / 1e6,
+                   v[TSR_GPT2_BYTE_KINDS] / 1e6);
+            if (size > 1)
+                printf("; a steady step: %.2f MB sent, %.2f MB received (over %d steps)", sent / 1e6, received / 1e6,
+                       (int)v[TSR_GPT2_BYTE_KINDS + 1]);
+            printf("\n");
+        }
+    free(mine);
+    free(all);
+}
+
 static void summary(const trainer_t *t, int first)
 {
     if (tsr_rank() != 0)
@@ -820,6 +867,10 @@ static int setup(trainer_t *t)
     t->targets = malloc((size_t)o->B * o->T * sizeof(int));
     t->step_ms = calloc(o->steps + 1, sizeof(double));
     t->submit_ms = calloc(o->steps + 1, sizeof(double));
+    if (o->profile) {
+        t->sent_from = calloc((size_t)tsr_size(), sizeof(double));
+        t->sent_to = calloc((size_t)tsr_size(), sizeof(double));
+    }
     t->step_kind = calloc(o->steps + 1, 1);
     if (!t->inputs || !t->targets || !t->step_ms || !t->submit_ms || !t->step_kind)
         rc = rc ? rc : TSR_ENOMEM;
@@ -936,8 +987,11 @@ int main(int argc, char **argv)
         rc = train(&t);
     if (rc == 0 || rc == 130) {
         int frc = rc == 0 ? finish(&t) : 0;
-        if (rc == 0 && !frc)
+        if (rc == 0 && !frc) {
             summary(&t, first);
+            if (t.opt.profile)
+                rank_report(&t);
+        }
         rc = rc ? rc : frc;
     }
     if (rc && rc != 130 && tsr_rank() == 0)
@@ -955,6 +1009,8 @@ int main(int argc, char **argv)
     free(t.targets);
     free(t.step_ms);
     free(t.submit_ms);
+    free(t.sent_from);
+    free(t.sent_to);
     free(t.step_kind);
     int frc = tsr_finalize();
     if (frc && !rc)
