@@ -2,8 +2,15 @@
 #include <stdio.h>
 #include "internal/tsr_operands.h"
 
-static int extent(const tsr_desc_t *d, int dim) { return dim == TSR_DIM_B ? d->b : dim == TSR_DIM_M ? d->m : d->n; }
-static int tile_size(const tsr_desc_t *d, int dim) { return dim == TSR_DIM_B ? d->bb : dim == TSR_DIM_M ? d->mb : d->nb; }
+static int extent(const tsr_desc_t *d, int dim)
+{
+    return dim == TSR_DIM_B ? d->b : dim == TSR_DIM_M ? d->m : d->n;
+}
+
+static int tile_size(const tsr_desc_t *d, int dim)
+{
+    return dim == TSR_DIM_B ? d->bb : dim == TSR_DIM_M ? d->mb : d->nb;
+}
 
 /* A tile size as it cuts an extent. */
 static int cut(int tile, int ext) { return tile < ext ? tile : ext; }

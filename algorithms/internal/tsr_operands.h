@@ -38,7 +38,12 @@ typedef struct {
 #define TSR_BATCH(X) TSR_OF(X, TSR_DIM_B)
 #define TSR_ROWS(X) TSR_OF(X, TSR_DIM_M)
 #define TSR_COLS(X) TSR_OF(X, TSR_DIM_N)
-/* the shape and the tiles of X (the two fields that end an operand) */
+/* The shape and the tiles of an operand (its `shape` and `tiles` fields)
+ * from one set of wants: an extent taken from another operand comes with
+ * that operand's tiles; a fixed extent is in one tile. */
+#define TSR_SIZES(b, m, n) { b, m, n }, { b, m, n }
+#define TSR_2D(m, n) { TSR_FIXED(1), m, n }, { TSR_FIXED(1), m, n }
+/* the shape and the tiles of X */
 #define TSR_LIKE(X) { TSR_BATCH(X), TSR_ROWS(X), TSR_COLS(X) }, { TSR_BATCH(X), TSR_ROWS(X), TSR_COLS(X) }
 
 /* dtype: a tsr_dtype_t, or that of the table's first operand that is present */
