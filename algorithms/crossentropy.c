@@ -18,11 +18,9 @@ static int check_crossentropy(const char *fn, const tsr_desc_t *logits, const ts
     /* per-token statistics (2 rows) and losses (1 row) in one tile row, tiled like the logits' tokens */
     tsr_op_role_t logits_role = backward ? TSR_OP_OUT : TSR_OP_IN, stats_role = backward ? TSR_OP_IN : TSR_OP_OUT;
     const tsr_operand_t ops[] = {
-        { "logits", logits, logits_role, TSR_FLOAT32, { TSR_FIXED(1) }, { TSR_ANY }, NULL },
-        { "stats", stats, stats_role, TSR_FLOAT32, { TSR_FIXED(1), TSR_FIXED(2), TSR_COLS(logits) },
-          { TSR_ANY, TSR_WHOLE, TSR_COLS(logits) }, NULL },
-        { "losses", losses, TSR_OP_OUT_OPT, TSR_FLOAT32, { TSR_FIXED(1), TSR_FIXED(1), TSR_COLS(logits) },
-          { TSR_ANY, TSR_WHOLE, TSR_COLS(logits) }, NULL },
+        { "logits", logits, logits_role, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "stats", stats, stats_role, TSR_FLOAT32, TSR_2D(TSR_FIXED(2), TSR_COLS(logits)), NULL },
+        { "losses", losses, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_2D(TSR_FIXED(1), TSR_COLS(logits)), NULL },
     };
     int rc = tsr_check_operands(fn, ops, 3);
     if (rc)
@@ -142,8 +140,7 @@ int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *
 
 int tsr_crossentropy_mean(tsr_desc_t *losses, float *mean)
 {
-    const tsr_operand_t ops[] = { { "losses", losses, TSR_OP_IN, TSR_FLOAT32, { TSR_FIXED(1), TSR_FIXED(1) },
-                                    { TSR_ANY }, NULL } };
+    const tsr_operand_t ops[] = { { "losses", losses, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_FIXED(1), TSR_ANY), NULL } };
     if (!mean) {
         tsr_log(TSR_LOG_ERROR, "tsr_crossentropy_mean: the result pointer is NULL");
         return TSR_EINVAL;

@@ -27,11 +27,9 @@ static int check_encoder(const char *fn, const tsr_desc_t *act, const tsr_desc_t
     }
     tsr_op_role_t act_role = backward ? TSR_OP_IN : TSR_OP_OUT, emb_role = backward ? TSR_OP_OUT_OPT : TSR_OP_IN;
     const tsr_operand_t ops[] = {
-        { backward ? "dout" : "out", act, act_role, TSR_FLOAT32, { TSR_FIXED(1) }, { TSR_ANY }, NULL },
-        { backward ? "dwte" : "wte", wte, emb_role, TSR_FLOAT32, { TSR_FIXED(1), TSR_ROWS(act) },
-          { TSR_ANY, TSR_ROWS(act) }, NULL },
-        { backward ? "dwpe" : "wpe", wpe, emb_role, TSR_FLOAT32, { TSR_FIXED(1), TSR_ROWS(act) },
-          { TSR_ANY, TSR_ROWS(act) }, NULL },
+        { backward ? "dout" : "out", act, act_role, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { backward ? "dwte" : "wte", wte, emb_role, TSR_FLOAT32, TSR_2D(TSR_ROWS(act), TSR_ANY), NULL },
+        { backward ? "dwpe" : "wpe", wpe, emb_role, TSR_FLOAT32, TSR_2D(TSR_ROWS(act), TSR_ANY), NULL },
     };
     int rc = tsr_check_operands(fn, ops, 3);
     if (rc)

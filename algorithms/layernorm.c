@@ -16,22 +16,16 @@
  * in one tile row and inp's token tiles. */
 static tsr_operand_t activation(const char *name, const tsr_desc_t *d, tsr_op_role_t role, const tsr_desc_t *inp)
 {
-    tsr_operand_t o = { name, d, role, TSR_FLOAT32, { TSR_FIXED(1), TSR_ROWS(inp), TSR_COLS(inp) },
-                        { TSR_ANY, TSR_ROWS(inp), TSR_COLS(inp) }, NULL };
-    return o;
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, TSR_2D(TSR_ROWS(inp), TSR_COLS(inp)), NULL };
 }
 static tsr_operand_t parameter(const char *name, const tsr_desc_t *d, tsr_op_role_t role, const tsr_desc_t *inp)
 {
-    tsr_operand_t o = { name, d, role, TSR_FLOAT32, { TSR_FIXED(1), TSR_ROWS(inp), TSR_FIXED(1) },
-                        { TSR_ANY, TSR_ROWS(inp), TSR_ANY }, NULL };
-    return o;
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, TSR_2D(TSR_ROWS(inp), TSR_FIXED(1)), NULL };
 }
 static tsr_operand_t statistic(const char *name, const tsr_desc_t *d, tsr_op_role_t role, int rows,
                                const tsr_desc_t *inp)
 {
-    tsr_operand_t o = { name, d, role, TSR_FLOAT32, { TSR_FIXED(1), TSR_FIXED(rows), TSR_COLS(inp) },
-                        { TSR_ANY, TSR_WHOLE, TSR_COLS(inp) }, NULL };
-    return o;
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, TSR_2D(TSR_FIXED(rows), TSR_COLS(inp)), NULL };
 }
 
 /* ---- forward ------------------------------------------------------------ */

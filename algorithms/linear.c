@@ -448,7 +448,7 @@ static int check_backward_modes(const char *fn, tsr_linear_write_t dinp_mode, ts
 static int check_wanted(const char *fn, const tsr_desc_t *dinp, const tsr_desc_t *dW, const tsr_desc_t *dbias)
 {
     if (!dinp && !dW && !dbias) {
-        tsr_log(TSR_LOG_ERROR, "%s: no gradient asked for (all three are NULL)", fn);
+        tsr_log(TSR_LOG_ERROR, "%s: no gradient asked for (every gradient output is NULL)", fn);
         return TSR_EINVAL;
     }
     return TSR_SUCCESS;

@@ -39,14 +39,15 @@ static void format_sizes(char *buf, size_t size, const int v[3])
     snprintf(buf, size, "%s x %s x %s", s[0], s[1], s[2]);
 }
 
-/* " (from X, Y)": the operands the wants of o refer to; "" if none. */
-static void format_sources(char *buf, size_t size, const tsr_operand_t *ops, int n, const tsr_want_t *w)
+/* " (from X, Y)": the other operands that the wants w of o refer to; "" if none. */
+static void format_sources(char *buf, size_t size, const tsr_operand_t *ops, int n, const tsr_operand_t *o,
+                           const tsr_want_t *w)
 {
     size_t len = 0;
     buf[0] = '\0';
     for (int k = 0; k < 3; k++) {
         const char *name = NULL;
-        for (int i = 0; i < n && w[k].of; i++)
+        for (int i = 0; i < n && w[k].of && w[k].of != o->desc; i++)
             if (ops[i].desc == w[k].of)
                 name = ops[i].name;
         int seen = 0;
@@ -124,7 +125,7 @@ static int check_sizes(const char *fn, const tsr_operand_t *ops, int n, int tile
         format_sizes(s_has, sizeof s_has, has);
         format_sizes(s_tile, sizeof s_tile, tile);
         format_sizes(s_want, sizeof s_want, want);
-        format_sources(from, sizeof from, ops, n, w);
+        format_sources(from, sizeof from, ops, n, o, w);
         if (tiles)
             tsr_log(TSR_LOG_ERROR, "%s: %s is %s in tiles of %s, expected tiles of %s%s", fn, o->name, s_has, s_tile,
                     s_want, from);

@@ -21,8 +21,10 @@ typedef enum { TSR_OP_IN, TSR_OP_OUT, TSR_OP_IN_OPT, TSR_OP_OUT_OPT } tsr_op_rol
 enum { TSR_DIM_B, TSR_DIM_M, TSR_DIM_N };
 
 /* One expected size along a dimension: an extent in `shape`, a tile size in
- * `tiles`. Either fixed (0: any; TSR_WHOLE_DIM: the whole extent in one
- * tile) or that of another operand `of` along `dim`. */
+ * `tiles`. Either that of another operand `of` along `dim` (its extent, or
+ * its tile size), or fixed: 0 any, TSR_WHOLE_DIM (tiles) the whole extent
+ * in one tile, else that value. A reference to an optional operand that is
+ * NULL asks for nothing. */
 typedef struct {
     int fixed;
     const tsr_desc_t *of;
@@ -40,7 +42,8 @@ typedef struct {
 #define TSR_COLS(X) TSR_OF(X, TSR_DIM_N)
 /* The shape and the tiles of an operand (its `shape` and `tiles` fields)
  * from one set of wants: an extent taken from another operand comes with
- * that operand's tiles; a fixed extent is in one tile. */
+ * that operand's tiles; a fixed extent is in one tile (a tile of at least
+ * the extent). */
 #define TSR_SIZES(b, m, n) { b, m, n }, { b, m, n }
 #define TSR_2D(m, n) { TSR_FIXED(1), m, n }, { TSR_FIXED(1), m, n }
 /* the shape and the tiles of X */
