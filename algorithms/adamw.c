@@ -4,14 +4,14 @@
 #include "tsr_runtime_misc.h"
 #include "internal/tsr_operands.h"
 
-static int check_adamw(const tsr_desc_t *p, const tsr_desc_t *g, const tsr_desc_t *m, const tsr_desc_t *v,
-                       float lr, float beta1, float beta2, float eps, float weight_decay, int step)
+int tsr_adamw(tsr_desc_t *params, tsr_desc_t *grads, tsr_desc_t *m, tsr_desc_t *v, float lr, float beta1,
+              float beta2, float eps, float weight_decay, int step)
 {
     const char *fn = "tsr_adamw";
-    const tsr_operand_t ops[] = { { "params", p, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(p), NULL },
-                                  { "grads", g, TSR_OP_IN, TSR_FLOAT32, TSR_LIKE(p), NULL },
-                                  { "m", m, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(p), NULL },
-                                  { "v", v, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(p), NULL } };
+    const tsr_operand_t ops[] = { { "params", params, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(params), NULL },
+                                  { "grads", grads, TSR_OP_IN, TSR_FLOAT32, TSR_LIKE(params), NULL },
+                                  { "m", m, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(params), NULL },
+                                  { "v", v, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(params), NULL } };
     int rc = tsr_check_operands(fn, ops, 4);
     if (rc)
         return rc;
@@ -23,15 +23,6 @@ static int check_adamw(const tsr_desc_t *p, const tsr_desc_t *g, const tsr_desc_
                 lr, beta1, beta2, eps, weight_decay, step);
         return TSR_EINVAL;
     }
-    return TSR_SUCCESS;
-}
-
-int tsr_adamw(tsr_desc_t *params, tsr_desc_t *grads, tsr_desc_t *m, tsr_desc_t *v, float lr, float beta1,
-              float beta2, float eps, float weight_decay, int step)
-{
-    int rc = check_adamw(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step);
-    if (rc)
-        return rc;
     /* bias corrections as llm.c computes them (float) */
     float t = (float)step + 1.0f;
     tsr_adamw_step_t s = { lr, beta1, beta2, eps, weight_decay, 1.0f - powf(beta1, t), 1.0f - powf(beta2, t) };

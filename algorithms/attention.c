@@ -11,11 +11,9 @@
 static tsr_operand_t head_op(const char *name, const tsr_desc_t *d, tsr_op_role_t role, const tsr_desc_t *Q,
                              const tsr_desc_t *tokens, int stats)
 {
-    tsr_operand_t o = { name, d, role, TSR_FLOAT32, { TSR_BATCH(Q), TSR_ROWS(Q), TSR_COLS(Q) },
-                        { TSR_BATCH(Q), TSR_WHOLE, TSR_COLS(tokens) }, NULL };
-    if (stats)
-        o.shape[TSR_DIM_M] = (tsr_want_t)TSR_FIXED(2);
-    return o;
+    tsr_want_t rows = stats ? (tsr_want_t)TSR_FIXED(2) : (tsr_want_t)TSR_ROWS(Q);
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, { TSR_BATCH(Q), rows, TSR_COLS(Q) },
+                            { TSR_BATCH(Q), TSR_WHOLE, TSR_COLS(tokens) }, NULL };
 }
 
 /* Index of the last key tile that query tile qi sees. */
@@ -113,10 +111,8 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
         head_op("dV", dV, TSR_OP_OUT, Q, K, 0),
     };
     int rc = tsr_check_operands(fn, ops, 9);
-    if (!rc)
-        rc = tsr_check_flags(fn, "accumulate", accumulate, 1);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     for (int bi = 0; bi < Q->bt && !rc; bi++)

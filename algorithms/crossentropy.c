@@ -116,8 +116,7 @@ int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *
 {
     const char *fn = "tsr_crossentropy_forward";
     int rc = check_crossentropy(fn, logits, stats, losses, targets, V, 0);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     for (int j = 0; j < logits->nt && !rc; j++)

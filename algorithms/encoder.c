@@ -21,11 +21,11 @@ typedef struct { contrib_t *c; int *start; int nbuckets; } buckets_t;
 static int check_encoder(const char *fn, const tsr_desc_t *act, const tsr_desc_t *wte, const tsr_desc_t *wpe,
                          const int *tokens, int B, int T, int backward)
 {
-    if (!tokens || (backward && !wte && !wpe)) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s", fn, tokens ? "dwte and dwpe are both NULL" : "tokens is NULL");
+    if (!tokens) {
+        tsr_log(TSR_LOG_ERROR, "%s: tokens is NULL", fn);
         return TSR_EINVAL;
     }
-    tsr_op_role_t act_role = backward ? TSR_OP_IN : TSR_OP_OUT, emb_role = backward ? TSR_OP_OUT_OPT : TSR_OP_IN;
+    tsr_op_role_t act_role = backward ? TSR_OP_IN : TSR_OP_OUT, emb_role = backward ? TSR_OP_OUT_SOME : TSR_OP_IN;
     const tsr_operand_t ops[] = {
         { backward ? "dout" : "out", act, act_role, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
         { backward ? "dwte" : "wte", wte, emb_role, TSR_FLOAT32, TSR_2D(TSR_ROWS(act), TSR_ANY), NULL },
@@ -212,10 +212,8 @@ int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, c
 {
     const char *fn = "tsr_encoder_backward";
     int rc = check_encoder(fn, dout, dwte, dwpe, tokens, B, T, 1);
-    if (!rc)
-        rc = tsr_check_flags(fn, "accumulate", accumulate, 1);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     tsr_desc_t *grads[2] = { dwte, dwpe };

@@ -3,27 +3,6 @@
 #include "tsr_runtime.h"
 #include "internal/tsr_operands.h"
 
-static int check_gemm(tsr_trans_t ta, tsr_trans_t tb, const tsr_desc_t *A, const tsr_desc_t *B,
-                      const tsr_desc_t *C, tsr_accum_t accum)
-{
-    /* the dimensions of A and B that are the rows and the columns of op(A) and op(B) */
-    int a_rows = ta == TSR_TRANS ? TSR_DIM_N : TSR_DIM_M, a_cols = ta == TSR_TRANS ? TSR_DIM_M : TSR_DIM_N;
-    int b_rows = tb == TSR_TRANS ? TSR_DIM_N : TSR_DIM_M, b_cols = tb == TSR_TRANS ? TSR_DIM_M : TSR_DIM_N;
-    tsr_operand_t ops[] = { { "A", A, TSR_OP_IN, TSR_DTYPE_FIRST, { TSR_BATCH(C) }, { TSR_BATCH(C) }, NULL },
-                            { "B", B, TSR_OP_IN, TSR_DTYPE_FIRST, { TSR_BATCH(C) }, { TSR_BATCH(C) }, NULL },
-                            { "C", C, TSR_OP_OUT, TSR_DTYPE_FIRST, { TSR_ANY }, { TSR_ANY }, NULL } };
-    /* op(A) is C->m x k and op(B) k x C->n, in shape and in tiles */
-    ops[0].shape[a_rows] = ops[0].tiles[a_rows] = (tsr_want_t)TSR_ROWS(C);
-    ops[1].shape[b_rows] = ops[1].tiles[b_rows] = (tsr_want_t)TSR_OF(A, a_cols);
-    ops[1].shape[b_cols] = ops[1].tiles[b_cols] = (tsr_want_t)TSR_COLS(C);
-    int rc = tsr_check_operands("tsr_gemm", ops, 3);
-    if (!rc && ((ta != TSR_NOTRANS && ta != TSR_TRANS) || (tb != TSR_NOTRANS && tb != TSR_TRANS))) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm: bad transpose (%d, %d)", ta, tb);
-        rc = TSR_EINVAL;
-    }
-    return rc ? rc : tsr_check_accum("tsr_gemm", accum);
-}
-
 /* Tile (bi, row, col) of X as op(X) sees it. */
 static tsr_tile_t op_tile(tsr_desc_t *X, tsr_trans_t t, int bi, int row, int col)
 {
@@ -59,7 +38,22 @@ static int gemm_redux(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *
 int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
              double beta, tsr_desc_t *C, tsr_accum_t accum)
 {
-    int rc = check_gemm(ta, tb, A, B, C, accum);
+    /* the dimensions of A and B that are the rows and the columns of op(A) and op(B) */
+    int a_rows = ta == TSR_TRANS ? TSR_DIM_N : TSR_DIM_M, a_cols = ta == TSR_TRANS ? TSR_DIM_M : TSR_DIM_N;
+    int b_rows = tb == TSR_TRANS ? TSR_DIM_N : TSR_DIM_M, b_cols = tb == TSR_TRANS ? TSR_DIM_M : TSR_DIM_N;
+    tsr_operand_t ops[] = { { "A", A, TSR_OP_IN, TSR_DTYPE_FIRST, { TSR_BATCH(C) }, { TSR_BATCH(C) }, NULL },
+                            { "B", B, TSR_OP_IN, TSR_DTYPE_FIRST, { TSR_BATCH(C) }, { TSR_BATCH(C) }, NULL },
+                            { "C", C, TSR_OP_OUT, TSR_DTYPE_FIRST, { TSR_ANY }, { TSR_ANY }, NULL } };
+    /* op(A) is C->m x k and op(B) k x C->n, in shape and in tiles */
+    ops[0].shape[a_rows] = ops[0].tiles[a_rows] = (tsr_want_t)TSR_ROWS(C);
+    ops[1].shape[b_rows] = ops[1].tiles[b_rows] = (tsr_want_t)TSR_OF(A, a_cols);
+    ops[1].shape[b_cols] = ops[1].tiles[b_cols] = (tsr_want_t)TSR_COLS(C);
+    int rc = tsr_check_operands("tsr_gemm", ops, 3);
+    if (!rc && ((ta != TSR_NOTRANS && ta != TSR_TRANS) || (tb != TSR_NOTRANS && tb != TSR_TRANS))) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm: bad transpose (%d, %d)", ta, tb);
+        rc = TSR_EINVAL;
+    }
+    rc = rc ? rc : tsr_check_accum("tsr_gemm", accum);
     if (rc)
         return rc;
     int kt = ta == TSR_TRANS ? A->mt : A->nt;

@@ -9,8 +9,6 @@
 
 #define LN_EPS 1e-5f
 
-/* ---- argument checking ------------------------------------------------ */
-
 /* The operands against inp (C x BT): an activation is C x BT in inp's tiles,
  * a parameter C x 1 in inp's feature tiles, a per-token statistic rows x BT
  * in one tile row and inp's token tiles. */
@@ -136,8 +134,7 @@ int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias,
         statistic("mean", mean, TSR_OP_OUT, 1, inp),    statistic("rstd", rstd, TSR_OP_OUT, 1, inp),
     };
     int rc = tsr_check_operands(fn, ops, 6);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     rc = inp->mt == 1 ? forward_single(inp, weight, bias, out, mean, rstd)
@@ -220,10 +217,8 @@ int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight
         statistic("work", work, TSR_OP_OUT_OPT, 2, inp),
     };
     int rc = tsr_check_operands(fn, ops, 9);
-    if (!rc)
-        rc = tsr_check_flags(fn, "accumulate", accumulate, TSR_LN_ACCUM_ALL);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, TSR_LN_ACCUM_ALL + 1);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     tsr_desc_t *own_work = NULL;
@@ -305,15 +300,10 @@ int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, int 
 {
     const char *fn = "tsr_residual_backward";
     const tsr_operand_t ops[] = { { "dout", dout, TSR_OP_IN, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL },
-                                  { "da", da, TSR_OP_OUT_OPT, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL },
-                                  { "db", db, TSR_OP_OUT_OPT, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL } };
-    if (!da && !db) {
-        tsr_log(TSR_LOG_ERROR, "%s: da and db are both NULL", fn);
-        return TSR_EINVAL;
-    }
+                                  { "da", da, TSR_OP_OUT_SOME, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL },
+                                  { "db", db, TSR_OP_OUT_SOME, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL } };
     int rc = tsr_check_operands(fn, ops, 3);
-    if (!rc)
-        rc = tsr_check_flags(fn, "accumulate", accumulate, TSR_RESIDUAL_ACCUM_DA | TSR_RESIDUAL_ACCUM_DB);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, (TSR_RESIDUAL_ACCUM_DA | TSR_RESIDUAL_ACCUM_DB) + 1);
     if (rc)
         return rc;
     double beta_a = accumulate & TSR_RESIDUAL_ACCUM_DA ? 1.0 : 0.0;

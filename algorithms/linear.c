@@ -423,36 +423,7 @@ static void temp_destroy(tsr_desc_t *d)
     tsr_desc_destroy(d);
 }
 
-/* ---- validation ------------------------------------------------------------------ */
-
-static int check_mode(const char *fn, const char *name, tsr_linear_write_t mode)
-{
-    if (mode != TSR_LINEAR_OVERWRITE && mode != TSR_LINEAR_ACCUMULATE) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad %s write mode %d", fn, name, (int)mode);
-        return TSR_EINVAL;
-    }
-    return TSR_SUCCESS;
-}
-
-/* The modes and accumulation of a backward call. */
-static int check_backward_modes(const char *fn, tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode,
-                                tsr_accum_t accum)
-{
-    int rc = check_mode(fn, "dinp", dinp_mode);
-    if (!rc)
-        rc = check_mode(fn, "parameter gradient", dparam_mode);
-    return rc ? rc : tsr_check_accum(fn, accum);
-}
-
-/* A backward call must compute something. */
-static int check_wanted(const char *fn, const tsr_desc_t *dinp, const tsr_desc_t *dW, const tsr_desc_t *dbias)
-{
-    if (!dinp && !dW && !dbias) {
-        tsr_log(TSR_LOG_ERROR, "%s: no gradient asked for (every gradient output is NULL)", fn);
-        return TSR_EINVAL;
-    }
-    return TSR_SUCCESS;
-}
+/* ---- checks the operand tables cannot state -------------------------------------- */
 
 /* Head tensor H is [B*NH, hd, T] for C = NH*hd channels and B*T = BT tokens. */
 static int check_head_layout(const char *fn, const char *name, const tsr_desc_t *H, int C, int BT)
@@ -461,6 +432,15 @@ static int check_head_layout(const char *fn, const char *name, const tsr_desc_t 
     if (C % hd != 0 || H->b % (C / hd) != 0 || (long)(H->b / (C / hd)) * T != BT) {
         tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, not [B*NH, hd, T] for C = %d and B*T = %d", fn, name, H->b,
                 hd, T, C, BT);
+        return TSR_ESHAPE;
+    }
+    return TSR_SUCCESS;
+}
+
+static int check_qkv_weight(const char *fn, const tsr_desc_t *W)
+{
+    if (W->n != 3 * W->m) {
+        tsr_log(TSR_LOG_ERROR, "%s: W is %d x %d, the QKV weight is C x 3C", fn, W->m, W->n);
         return TSR_ESHAPE;
     }
     return TSR_SUCCESS;
@@ -479,8 +459,7 @@ static int linear_forward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, t
         { "pre", pre, gelu ? TSR_OP_OUT : TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(out), NULL },
     };
     int rc = tsr_check_operands(fn, ops, 5);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     fwd_plan_t p = { op_2d(inp), op_2d(gelu ? pre : out), W, bias, gelu ? out : NULL };
@@ -519,15 +498,14 @@ static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, 
         { "dout", dout, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_ANY), NULL },
         { "pre", pre, gelu ? TSR_OP_IN : TSR_OP_IN_OPT, TSR_FLOAT32, TSR_LIKE(dout), NULL },
         { "dpre", dpre, gelu ? TSR_OP_OUT : TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(dout), dout },
-        { "dinp", dinp, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(inp), NULL },
-        { "dW", dW, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(W), NULL },
-        { "dbias", dbias, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+        { "dinp", dinp, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(inp), NULL },
+        { "dW", dW, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(W), NULL },
+        { "dbias", dbias, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
     };
-    int rc = check_wanted(fn, dinp, dW, dbias);
-    if (!rc)
-        rc = tsr_check_operands(fn, ops, 8);
-    if (!rc)
-        rc = check_backward_modes(fn, dinp_mode, dparam_mode, accum);
+    int rc = tsr_check_operands(fn, ops, 8);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     if (gelu)
@@ -588,15 +566,6 @@ int tsr_linear_attproj_fusable(const tsr_desc_t *Y, const tsr_desc_t *W, const t
     return Y && W && out && heads_aligned(Y, W->m, W->mb, out->nb);
 }
 
-static int check_qkv_weight(const char *fn, const tsr_desc_t *W)
-{
-    if (W->n != 3 * W->m) {
-        tsr_log(TSR_LOG_ERROR, "%s: W is %d x %d, the QKV weight is C x 3C", fn, W->m, W->n);
-        return TSR_ESHAPE;
-    }
-    return TSR_SUCCESS;
-}
-
 int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *Q, tsr_desc_t *K,
                            tsr_desc_t *V, tsr_accum_t accum)
 {
@@ -611,12 +580,9 @@ int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr
         { "V", V, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(Q), NULL },
     };
     int rc = tsr_check_operands(fn, ops, 6);
-    if (!rc)
-        rc = check_qkv_weight(fn, W);
-    if (!rc)
-        rc = check_head_layout(fn, "Q", Q, W->m, inp->n);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : check_qkv_weight(fn, W);
+    rc = rc ? rc : check_head_layout(fn, "Q", Q, W->m, inp->n);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     if (heads_aligned(Q, W->m, W->nb, inp->nb)) {
@@ -653,19 +619,16 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
         { "dQ", dQ, TSR_OP_IN, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
         { "dK", dK, TSR_OP_IN, TSR_FLOAT32, TSR_LIKE(dQ), NULL },
         { "dV", dV, TSR_OP_IN, TSR_FLOAT32, TSR_LIKE(dQ), NULL },
-        { "dinp", dinp, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(inp), NULL },
-        { "dW", dW, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(W), NULL },
-        { "dbias", dbias, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+        { "dinp", dinp, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(inp), NULL },
+        { "dW", dW, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(W), NULL },
+        { "dbias", dbias, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
     };
-    int rc = check_wanted(fn, dinp, dW, dbias);
-    if (!rc)
-        rc = tsr_check_operands(fn, ops, 8);
-    if (!rc)
-        rc = check_qkv_weight(fn, W);
-    if (!rc)
-        rc = check_head_layout(fn, "dQ", dQ, W->m, inp->n);
-    if (!rc)
-        rc = check_backward_modes(fn, dinp_mode, dparam_mode, accum);
+    int rc = tsr_check_operands(fn, ops, 8);
+    rc = rc ? rc : check_qkv_weight(fn, W);
+    rc = rc ? rc : check_head_layout(fn, "dQ", dQ, W->m, inp->n);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
@@ -702,10 +665,8 @@ int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, t
         { "out", out, TSR_OP_OUT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_ANY), NULL },
     };
     int rc = tsr_check_operands(fn, ops, 4);
-    if (!rc)
-        rc = check_head_layout(fn, "Y", Y, W->m, out->n);
-    if (!rc)
-        rc = tsr_check_accum(fn, accum);
+    rc = rc ? rc : check_head_layout(fn, "Y", Y, W->m, out->n);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     if (heads_aligned(Y, W->m, W->mb, out->nb)) {
@@ -762,17 +723,15 @@ int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, 
         { "Y", Y, TSR_OP_IN, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
         { "W", W, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
         { "dout", dout, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_ANY), NULL },
-        { "dY", dY, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(Y), NULL },
-        { "dW", dW, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(W), NULL },
-        { "dbias", dbias, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+        { "dY", dY, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(Y), NULL },
+        { "dW", dW, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(W), NULL },
+        { "dbias", dbias, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
     };
-    int rc = check_wanted(fn, dY, dW, dbias);
-    if (!rc)
-        rc = tsr_check_operands(fn, ops, 6);
-    if (!rc)
-        rc = check_head_layout(fn, "Y", Y, W->m, dout->n);
-    if (!rc)
-        rc = check_backward_modes(fn, dinp_mode, dparam_mode, accum);
+    int rc = tsr_check_operands(fn, ops, 6);
+    rc = rc ? rc : check_head_layout(fn, "Y", Y, W->m, dout->n);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
@@ -793,10 +752,9 @@ int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, 
 
 int tsr_linear_bias_add(tsr_desc_t *bias, tsr_desc_t *out)
 {
-    const char *fn = "tsr_linear_bias_add";
     const tsr_operand_t ops[] = { { "bias", bias, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ROWS(out), TSR_FIXED(1)), NULL },
                                   { "out", out, TSR_OP_OUT, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL } };
-    int rc = tsr_check_operands(fn, ops, 2);
+    int rc = tsr_check_operands("tsr_linear_bias_add", ops, 2);
     if (rc)
         return rc;
     for (int i = 0; i < out->mt && !rc; i++)
@@ -845,37 +803,31 @@ int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre)
 }
 
 /* X and nparts head tensors of one shape; to_heads: the head tensors are the outputs. */
-static int check_reshape(const char *fn, tsr_desc_t *X, tsr_desc_t *const *h, int nparts, int to_heads)
+static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V,
+                             tsr_linear_write_t mode, int to_heads)
 {
-    tsr_op_role_t x_role = to_heads ? TSR_OP_IN : TSR_OP_OUT, h_role = to_heads ? TSR_OP_OUT_OPT : TSR_OP_IN_OPT;
+    tsr_op_role_t x_role = to_heads ? TSR_OP_IN : TSR_OP_OUT, q_role = to_heads ? TSR_OP_OUT : TSR_OP_IN;
+    tsr_op_role_t kv_role = to_heads ? TSR_OP_OUT_OPT : TSR_OP_IN_OPT;
     const tsr_operand_t ops[] = {
         { "X", X, x_role, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
-        { "Q", h[0], h_role, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
-        { "K", h[1], h_role, TSR_FLOAT32, { TSR_BATCH(h[0]), TSR_ROWS(h[0]), TSR_COLS(h[0]) }, { TSR_ANY }, NULL },
-        { "V", h[2], h_role, TSR_FLOAT32, { TSR_BATCH(h[0]), TSR_ROWS(h[0]), TSR_COLS(h[0]) }, { TSR_ANY }, NULL },
+        { "Q", Q, q_role, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
+        { "K", K, kv_role, TSR_FLOAT32, { TSR_BATCH(Q), TSR_ROWS(Q), TSR_COLS(Q) }, { TSR_ANY }, NULL },
+        { "V", V, kv_role, TSR_FLOAT32, { TSR_BATCH(Q), TSR_ROWS(Q), TSR_COLS(Q) }, { TSR_ANY }, NULL },
     };
-    int rc = tsr_check_operands(fn, ops, 4);
+    if ((!K) != (!V)) {
+        tsr_log(TSR_LOG_ERROR, "%s: K and V must be both given or both NULL", fn);
+        return TSR_EINVAL;
+    }
+    int nparts = K ? 3 : 1, rc = tsr_check_operands(fn, ops, 4);
     if (!rc && X->m % nparts != 0) {
         tsr_log(TSR_LOG_ERROR, "%s: X has %d rows, not %d x C", fn, X->m, nparts);
         rc = TSR_ESHAPE;
     }
-    return rc ? rc : check_head_layout(fn, "Q", h[0], X->m / nparts, X->n);
-}
-
-static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V,
-                             tsr_linear_write_t mode, int to_heads)
-{
-    if (!Q || (!K) != (!V)) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s", fn, Q ? "K and V must be both given or both NULL" : "Q is NULL");
-        return TSR_EINVAL;
-    }
-    int nparts = K ? 3 : 1;
-    tsr_desc_t *h[3] = { Q, K, V };
-    int rc = check_reshape(fn, X, h, nparts, to_heads);
-    if (!rc)
-        rc = check_mode(fn, "destination", mode);
+    rc = rc ? rc : check_head_layout(fn, "Q", Q, X->m / nparts, X->n);
+    rc = rc ? rc : tsr_check_choice(fn, "mode", mode, 2);
     if (rc)
         return rc;
+    tsr_desc_t *h[3] = { Q, K, V };
     heads_map_t m = heads_map(X, h, nparts);
     rc = heads_reshape(&m, to_heads, mode == TSR_LINEAR_ACCUMULATE ? 1.0 : 0.0);
     if (to_heads)

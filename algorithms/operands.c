@@ -15,8 +15,15 @@ static int tile_size(const tsr_desc_t *d, int dim)
 /* A tile size as it cuts an extent. */
 static int cut(int tile, int ext) { return tile < ext ? tile : ext; }
 
-static int optional(const tsr_operand_t *o) { return o->role == TSR_OP_IN_OPT || o->role == TSR_OP_OUT_OPT; }
-static int written(const tsr_operand_t *o) { return o->role == TSR_OP_OUT || o->role == TSR_OP_OUT_OPT; }
+static int optional(const tsr_operand_t *o)
+{
+    return o->role == TSR_OP_IN_OPT || o->role == TSR_OP_OUT_OPT || o->role == TSR_OP_OUT_SOME;
+}
+
+static int written(const tsr_operand_t *o)
+{
+    return o->role == TSR_OP_OUT || o->role == TSR_OP_OUT_OPT || o->role == TSR_OP_OUT_SOME;
+}
 
 /* The size that w asks of operand o along dim (tiles: a tile size, cut by
  * o's extent); 0: any. */
@@ -33,9 +40,10 @@ static int wanted(const tsr_operand_t *o, const tsr_want_t *w, int dim, int tile
 /* "b x m x n" of three sizes, 0 printed as "*". */
 static void format_sizes(char *buf, size_t size, const int v[3])
 {
-    char s[3][16];
+    char s[3][16] = { "*", "*", "*" };
     for (int k = 0; k < 3; k++)
-        snprintf(s[k], sizeof s[k], v[k] > 0 ? "%d" : "*", v[k]);
+        if (v[k] > 0)
+            snprintf(s[k], sizeof s[k], "%d", v[k]);
     snprintf(buf, size, "%s x %s x %s", s[0], s[1], s[2]);
 }
 
@@ -62,11 +70,24 @@ static void format_sources(char *buf, size_t size, const tsr_operand_t *ops, int
 
 static int check_present(const char *fn, const tsr_operand_t *ops, int n)
 {
-    for (int i = 0; i < n; i++)
+    char some[256] = "";
+    size_t len = 0;
+    int given = 0;
+    for (int i = 0; i < n; i++) {
         if (!ops[i].desc && !optional(&ops[i])) {
             tsr_log(TSR_LOG_ERROR, "%s: %s is NULL", fn, ops[i].name);
             return TSR_EINVAL;
         }
+        if (ops[i].role != TSR_OP_OUT_SOME)
+            continue;
+        given |= ops[i].desc != NULL;
+        if (len < sizeof some)
+            len += (size_t)snprintf(some + len, sizeof some - len, "%s%s", len ? ", " : "", ops[i].name);
+    }
+    if (len && !given) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s are all NULL: nothing to compute", fn, some);
+        return TSR_EINVAL;
+    }
     return TSR_SUCCESS;
 }
 
@@ -174,21 +195,16 @@ int tsr_check_operands(const char *fn, const tsr_operand_t *ops, int n)
     return rc;
 }
 
-int tsr_check_accum(const char *fn, tsr_accum_t accum)
+int tsr_check_choice(const char *fn, const char *what, int value, int count)
 {
-    if (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad accumulation mode %d (ordered or redux)", fn, (int)accum);
+    if (value < 0 || value >= count) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s is %d, expected 0 to %d", fn, what, value, count - 1);
         return TSR_EINVAL;
     }
     return TSR_SUCCESS;
 }
 
-int tsr_check_flags(const char *fn, const char *what, int flags, int known)
+int tsr_check_accum(const char *fn, tsr_accum_t accum)
 {
-    if (flags & ~known) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s is 0x%x, not a combination of the flags 0x%x", fn, what, (unsigned)flags,
-                (unsigned)known);
-        return TSR_EINVAL;
-    }
-    return TSR_SUCCESS;
+    return tsr_check_choice(fn, "accum (TSR_ACCUM_ORDERED or TSR_ACCUM_REDUX)", (int)accum, 2);
 }

@@ -14,8 +14,10 @@
 
 /* What the call does with an operand. An output may not be any other
  * operand of the call (a task would read tiles that another task is
- * overwriting), except its may_be. Optional operands may be NULL. */
-typedef enum { TSR_OP_IN, TSR_OP_OUT, TSR_OP_IN_OPT, TSR_OP_OUT_OPT } tsr_op_role_t;
+ * overwriting), except its may_be. Optional operands may be NULL; of the
+ * TSR_OP_OUT_SOME outputs (the gradients a backward computes on demand) at
+ * least one must be given. */
+typedef enum { TSR_OP_IN, TSR_OP_OUT, TSR_OP_IN_OPT, TSR_OP_OUT_OPT, TSR_OP_OUT_SOME } tsr_op_role_t;
 
 /* The dimensions of a descriptor: batch, rows, columns. */
 enum { TSR_DIM_B, TSR_DIM_M, TSR_DIM_N };
@@ -67,8 +69,9 @@ typedef struct {
 /* TSR_SUCCESS, or the first error in the order above (logged as "fn: ..."). */
 int tsr_check_operands(const char *fn, const tsr_operand_t *ops, int n);
 
-/* The scalar arguments shared by several algorithms (TSR_EINVAL). */
+/* Scalar arguments (TSR_EINVAL): an enum or a set of flags whose values
+ * are 0 .. count - 1; the accumulation mode. */
+int tsr_check_choice(const char *fn, const char *what, int value, int count);
 int tsr_check_accum(const char *fn, tsr_accum_t accum);
-int tsr_check_flags(const char *fn, const char *what, int flags, int known);
 
 #endif
