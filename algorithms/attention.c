@@ -3,92 +3,17 @@
 #include "tsr_attention.h"
 #include "tsr_runtime.h"
 #include "tsr_runtime_attention.h"
+#include "internal/tsr_operands.h"
 
-/* How an operand is tiled along the tokens. */
-enum { ROLE_QUERY, ROLE_KEY, ROLE_STATS };
-
-typedef struct {
-    tsr_desc_t *d;
-    const char *name;
-    int role;
-    int written;
-} operand_t;
-
-static int same_grid(const tsr_desc_t *X, const tsr_desc_t *Y)
+/* An operand of heads x rows x tokens like Q (rows: Q's head size, or 2 for
+ * the softmax statistics), all rows in one tile, Q's heads per tile and the
+ * token tiles of `tokens` (Q: query tiles, K: key tiles). */
+static tsr_operand_t head_op(const char *name, const tsr_desc_t *d, tsr_op_role_t role, const tsr_desc_t *Q,
+                             const tsr_desc_t *tokens, int stats)
 {
-    if (X->dist.kind != TSR_DIST_BLOCK_CYCLIC || Y->dist.kind != TSR_DIST_BLOCK_CYCLIC)
-        return 1;
-    return X->dist.P == Y->dist.P && X->dist.Q == Y->dist.Q;
-}
-
-static int check_present(const char *fn, const operand_t *ops, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!ops[i].d) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is NULL", fn, ops[i].name);
-            return TSR_EINVAL;
-        }
-    return tsr_initialized() ? TSR_SUCCESS : TSR_ENOTINIT;
-}
-
-/* A written descriptor may not be any other operand (a task cannot read and
- * write the same tile through two buffers). */
-static int check_aliases(const char *fn, const operand_t *ops, int n)
-{
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++)
-            if (ops[i].d == ops[j].d && (ops[i].written || ops[j].written)) {
-                tsr_log(TSR_LOG_ERROR, "%s: %s and %s are the same descriptor", fn, ops[j].name, ops[i].name);
-                return TSR_EINVAL;
-            }
-    return TSR_SUCCESS;
-}
-
-/* ops[0] is Q (reference of the shape and of query tiles), ops[1] is K
- * (reference of key tiles). */
-static int check_layout(const char *fn, const operand_t *ops, int n)
-{
-    const tsr_desc_t *Q = ops[0].d, *K = ops[1].d;
-    for (int i = 0; i < n; i++)
-        if (ops[i].d->dtype != TSR_FLOAT32) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is %s, attention needs float32", fn, ops[i].name,
-                    tsr_dtype_name(ops[i].d->dtype));
-            return TSR_EDTYPE;
-        }
-    for (int i = 0; i < n; i++) {
-        const tsr_desc_t *d = ops[i].d;
-        int m = ops[i].role == ROLE_STATS ? 2 : Q->m;
-        if (d->b != Q->b || d->m != m || d->n != Q->n) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, expected %d x %d x %d (heads x %s x tokens)", fn,
-                    ops[i].name, d->b, d->m, d->n, Q->b, m, Q->n, ops[i].role == ROLE_STATS ? "2" : "hd");
-            return TSR_ESHAPE;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        const tsr_desc_t *d = ops[i].d, *ref = ops[i].role == ROLE_KEY ? K : Q;
-        if (d->bb != Q->bb || d->mb < d->m || d->nb != ref->nb) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s has tiles %d x %d x %d; needs %d heads per tile (as %s), all %d rows in "
-                    "one tile and %d tokens per tile (as %s)", fn, ops[i].name, d->bb, d->mb, d->nb, Q->bb,
-                    ops[0].name, d->m, ref->nb, ref == K ? ops[1].name : ops[0].name);
-            return TSR_ETILE;
-        }
-    }
-    for (int i = 1; i < n; i++)
-        if (!same_grid(ops[i].d, Q)) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s and %s are not on the same process grid", fn, ops[0].name, ops[i].name);
-            return TSR_EDIST;
-        }
-    return TSR_SUCCESS;
-}
-
-static int check_operands(const char *fn, const operand_t *ops, int n)
-{
-    int rc = check_present(fn, ops, n);
-    if (!rc)
-        rc = check_aliases(fn, ops, n);
-    if (!rc)
-        rc = check_layout(fn, ops, n);
-    return rc;
+    tsr_want_t rows = stats ? (tsr_want_t)TSR_FIXED(2) : (tsr_want_t)TSR_ROWS(Q);
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, { TSR_BATCH(Q), rows, TSR_COLS(Q) },
+                            { TSR_BATCH(Q), TSR_WHOLE, TSR_COLS(tokens) }, NULL };
 }
 
 /* Index of the last key tile that query tile qi sees. */
@@ -112,11 +37,10 @@ static tsr_attn_pos_t pair_pos(const tsr_desc_t *Q, const tsr_desc_t *K, int qi,
 
 int tsr_attention_forward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *stats)
 {
-    const operand_t ops[] = {
-        { Q, "Q", ROLE_QUERY, 0 }, { K, "K", ROLE_KEY, 0 }, { V, "V", ROLE_KEY, 0 },
-        { out, "out", ROLE_QUERY, 1 }, { stats, "stats", ROLE_STATS, 1 },
-    };
-    int rc = check_operands("tsr_attention_forward", ops, 5);
+    const tsr_operand_t ops[] = { head_op("Q", Q, TSR_OP_IN, Q, Q, 0), head_op("K", K, TSR_OP_IN, Q, K, 0),
+                                  head_op("V", V, TSR_OP_IN, Q, K, 0), head_op("out", out, TSR_OP_OUT, Q, Q, 0),
+                                  head_op("stats", stats, TSR_OP_OUT, Q, Q, 1) };
+    int rc = tsr_check_operands("tsr_attention_forward", ops, 5);
     if (rc)
         return rc;
     for (int bi = 0; bi < Q->bt; bi++)
@@ -179,20 +103,17 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
                            tsr_accum_t accum)
 {
     const char *fn = "tsr_attention_backward";
-    const operand_t ops[] = {
-        { Q, "Q", ROLE_QUERY, 0 }, { K, "K", ROLE_KEY, 0 }, { V, "V", ROLE_KEY, 0 },
-        { out, "out", ROLE_QUERY, 0 }, { dout, "dout", ROLE_QUERY, 0 }, { stats, "stats", ROLE_STATS, 1 },
-        { dQ, "dQ", ROLE_QUERY, 1 }, { dK, "dK", ROLE_KEY, 1 }, { dV, "dV", ROLE_KEY, 1 },
+    const tsr_operand_t ops[] = {
+        head_op("Q", Q, TSR_OP_IN, Q, Q, 0),        head_op("K", K, TSR_OP_IN, Q, K, 0),
+        head_op("V", V, TSR_OP_IN, Q, K, 0),        head_op("out", out, TSR_OP_IN, Q, Q, 0),
+        head_op("dout", dout, TSR_OP_IN, Q, Q, 0),  head_op("stats", stats, TSR_OP_OUT, Q, Q, 1),
+        head_op("dQ", dQ, TSR_OP_OUT, Q, Q, 0),     head_op("dK", dK, TSR_OP_OUT, Q, K, 0),
+        head_op("dV", dV, TSR_OP_OUT, Q, K, 0),
     };
-    int rc = check_present(fn, ops, 9);
+    int rc = tsr_check_operands(fn, ops, 9);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
-        return rc;
-    if ((accumulate != 0 && accumulate != 1) || (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX)) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad accumulate (%d, expected 0 or 1) or accumulation mode (%d)", fn, accumulate,
-                (int)accum);
-        return TSR_EINVAL;
-    }
-    if ((rc = check_operands(fn, ops, 9)) != 0)
         return rc;
     for (int bi = 0; bi < Q->bt && !rc; bi++)
         for (int qi = 0; qi < Q->nt && !rc; qi++)

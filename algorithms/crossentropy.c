@@ -5,57 +5,24 @@
 #include <stdlib.h>
 #include "tsr_crossentropy.h"
 #include "tsr_runtime_misc.h"
+#include "internal/tsr_operands.h"
 
-static int check_2d_f32(const char *fn, const char *name, const tsr_desc_t *d)
-{
-    if (d->dtype != TSR_FLOAT32) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s must be float32, not %s", fn, name, tsr_dtype_name(d->dtype));
-        return TSR_EDTYPE;
-    }
-    if (d->b != 1) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s must be a 2D descriptor (batch %d)", fn, name, d->b);
-        return TSR_ESHAPE;
-    }
-    return TSR_SUCCESS;
-}
-
-/* A per-token row descriptor (stats: rows = 2, losses: rows = 1) tiled like
- * the logits' tokens, in one tile row. */
-static int check_token_rows(const char *fn, const char *name, const tsr_desc_t *d, int rows, const tsr_desc_t *logits)
-{
-    int rc = check_2d_f32(fn, name, d);
-    if (rc)
-        return rc;
-    if (d->m != rows || d->n != logits->n) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d, expected %d x %d", fn, name, d->m, d->n, rows, logits->n);
-        return TSR_ESHAPE;
-    }
-    if (d->mt != 1 || d->nb != logits->nb) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s needs one tile row and the logits' token tiles (%d), has tiles %d x %d", fn,
-                name, logits->nb, d->mb, d->nb);
-        return TSR_ETILE;
-    }
-    return TSR_SUCCESS;
-}
-
+/* backward: the gradient is written into the logits, the statistics are read */
 static int check_crossentropy(const char *fn, const tsr_desc_t *logits, const tsr_desc_t *stats,
-                              const tsr_desc_t *losses, const int *targets, int V)
+                              const tsr_desc_t *losses, const int *targets, int V, int backward)
 {
-    if (!logits || !stats || !targets) {
-        tsr_log(TSR_LOG_ERROR, "%s: NULL logits, stats or targets", fn);
+    if (!targets) {
+        tsr_log(TSR_LOG_ERROR, "%s: targets is NULL", fn);
         return TSR_EINVAL;
     }
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    if (logits == stats || logits == losses || stats == losses) {
-        tsr_log(TSR_LOG_ERROR, "%s: logits, stats and losses must be distinct descriptors", fn);
-        return TSR_EINVAL;
-    }
-    int rc = check_2d_f32(fn, "logits", logits);
-    if (!rc)
-        rc = check_token_rows(fn, "stats", stats, 2, logits);
-    if (!rc && losses)
-        rc = check_token_rows(fn, "losses", losses, 1, logits);
+    /* per-token statistics (2 rows) and losses (1 row) in one tile row, tiled like the logits' tokens */
+    tsr_op_role_t logits_role = backward ? TSR_OP_OUT : TSR_OP_IN, stats_role = backward ? TSR_OP_IN : TSR_OP_OUT;
+    const tsr_operand_t ops[] = {
+        { "logits", logits, logits_role, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "stats", stats, stats_role, TSR_FLOAT32, TSR_2D(TSR_FIXED(2), TSR_COLS(logits)), NULL },
+        { "losses", losses, TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_2D(TSR_FIXED(1), TSR_COLS(logits)), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 3);
     if (rc)
         return rc;
     if (V < 1 || V > logits->m) {
@@ -148,13 +115,10 @@ int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *
                              tsr_accum_t accum)
 {
     const char *fn = "tsr_crossentropy_forward";
-    int rc = check_crossentropy(fn, logits, stats, losses, targets, V);
+    int rc = check_crossentropy(fn, logits, stats, losses, targets, V, 0);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
-    if (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) {
-        tsr_log(TSR_LOG_ERROR, "%s: accum must be ordered or redux (got %d)", fn, accum);
-        return TSR_EINVAL;
-    }
     for (int j = 0; j < logits->nt && !rc; j++)
         rc = submit_stats(logits, stats, j, V, accum);
     if (!rc && accum == TSR_ACCUM_REDUX)
@@ -175,20 +139,14 @@ int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *
 
 int tsr_crossentropy_mean(tsr_desc_t *losses, float *mean)
 {
-    const char *fn = "tsr_crossentropy_mean";
-    if (!losses || !mean) {
-        tsr_log(TSR_LOG_ERROR, "%s: NULL losses or result", fn);
+    const tsr_operand_t ops[] = { { "losses", losses, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_FIXED(1), TSR_ANY), NULL } };
+    if (!mean) {
+        tsr_log(TSR_LOG_ERROR, "tsr_crossentropy_mean: the result pointer is NULL");
         return TSR_EINVAL;
     }
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    int rc = check_2d_f32(fn, "losses", losses);
+    int rc = tsr_check_operands("tsr_crossentropy_mean", ops, 1);
     if (rc)
         return rc;
-    if (losses->m != 1) {
-        tsr_log(TSR_LOG_ERROR, "%s: losses must have one row (has %d)", fn, losses->m);
-        return TSR_ESHAPE;
-    }
     double sum;
     rc = tsr_desc_sum(losses, &sum); /* the same bits on every rank */
     if (!rc)
@@ -199,7 +157,7 @@ int tsr_crossentropy_mean(tsr_desc_t *losses, float *mean)
 int tsr_crossentropy_backward(tsr_desc_t *logits, tsr_desc_t *stats, const int *targets, int V, float dloss)
 {
     const char *fn = "tsr_crossentropy_backward";
-    int rc = check_crossentropy(fn, logits, stats, NULL, targets, V);
+    int rc = check_crossentropy(fn, logits, stats, NULL, targets, V, 1);
     if (rc)
         return rc;
     if (!isfinite(dloss)) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include "tsr_encoder.h"
 #include "tsr_runtime_misc.h"
+#include "internal/tsr_operands.h"
 
 /* One column added into a destination tile: column src_col of tile
  * (row i, column j) of src goes to column dst_col. */
@@ -14,50 +15,29 @@ typedef struct { tsr_desc_t *src; int j, src_col, dst_col; } contrib_t;
  * c[start[k] .. start[k+1]). */
 typedef struct { contrib_t *c; int *start; int nbuckets; } buckets_t;
 
-static int check_desc(const char *fn, const char *name, const tsr_desc_t *d, int m, int mb)
-{
-    if (d->dtype != TSR_FLOAT32) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s must be float32, not %s", fn, name, tsr_dtype_name(d->dtype));
-        return TSR_EDTYPE;
-    }
-    if (d->b != 1 || d->m != m) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, expected a 2D descriptor with %d rows (channels)", fn, name,
-                d->b, d->m, d->n, m);
-        return TSR_ESHAPE;
-    }
-    if (d->mb != mb) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s has channel tiles of %d, the activations %d", fn, name, d->mb, mb);
-        return TSR_ETILE;
-    }
-    return TSR_SUCCESS;
-}
-
-/* Validation shared by forward and backward: act is out / dout, emb the
- * (d)wte and (d)wpe descriptors (either may be NULL in backward). */
+/* Validation shared by forward and backward: act is out (forward) or dout,
+ * wte and wpe the embeddings or their gradients (backward: either may be
+ * NULL); all C x columns with the channel tiles of act. */
 static int check_encoder(const char *fn, const tsr_desc_t *act, const tsr_desc_t *wte, const tsr_desc_t *wpe,
-                         const int *tokens, int B, int T)
+                         const int *tokens, int B, int T, int backward)
 {
-    if (!act || (!wte && !wpe) || !tokens) {
-        tsr_log(TSR_LOG_ERROR, "%s: NULL descriptor or token array", fn);
+    if (!tokens) {
+        tsr_log(TSR_LOG_ERROR, "%s: tokens is NULL", fn);
         return TSR_EINVAL;
     }
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
+    tsr_op_role_t act_role = backward ? TSR_OP_IN : TSR_OP_OUT, emb_role = backward ? TSR_OP_OUT_SOME : TSR_OP_IN;
+    const tsr_operand_t ops[] = {
+        { backward ? "dout" : "out", act, act_role, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { backward ? "dwte" : "wte", wte, emb_role, TSR_FLOAT32, TSR_2D(TSR_ROWS(act), TSR_ANY), NULL },
+        { backward ? "dwpe" : "wpe", wpe, emb_role, TSR_FLOAT32, TSR_2D(TSR_ROWS(act), TSR_ANY), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 3);
+    if (rc)
+        return rc;
     if (B < 1 || T < 1 || (long long)B * T != act->n) {
         tsr_log(TSR_LOG_ERROR, "%s: B = %d, T = %d for activations with %d token columns", fn, B, T, act->n);
         return B < 1 || T < 1 ? TSR_EINVAL : TSR_ESHAPE;
     }
-    if (act == wte || act == wpe || (wte && wte == wpe)) {
-        tsr_log(TSR_LOG_ERROR, "%s: the activations, wte and wpe must be distinct descriptors", fn);
-        return TSR_EINVAL;
-    }
-    int rc = check_desc(fn, "the activations", act, act->m, act->mb);
-    if (!rc && wte)
-        rc = check_desc(fn, "wte", wte, act->m, act->mb);
-    if (!rc && wpe)
-        rc = check_desc(fn, "wpe", wpe, act->m, act->mb);
-    if (rc)
-        return rc;
     if (wpe && wpe->n < T) {
         tsr_log(TSR_LOG_ERROR, "%s: T = %d is longer than wpe's %d positions", fn, T, wpe->n);
         return TSR_ESHAPE;
@@ -149,11 +129,7 @@ static int forward_contribs(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, c
 
 int tsr_encoder_forward(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, const int *tokens, int B, int T)
 {
-    if (!wte || !wpe) {
-        tsr_log(TSR_LOG_ERROR, "tsr_encoder_forward: NULL wte or wpe");
-        return TSR_EINVAL;
-    }
-    int rc = check_encoder("tsr_encoder_forward", out, wte, wpe, tokens, B, T);
+    int rc = check_encoder("tsr_encoder_forward", out, wte, wpe, tokens, B, T, 0);
     if (rc)
         return rc;
     contrib_t *c = malloc(2 * (size_t)out->nb * sizeof *c);
@@ -235,14 +211,11 @@ int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, c
                          int accumulate, tsr_accum_t accum)
 {
     const char *fn = "tsr_encoder_backward";
-    int rc = check_encoder(fn, dout, dwte, dwpe, tokens, B, T);
+    int rc = check_encoder(fn, dout, dwte, dwpe, tokens, B, T, 1);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
-    if ((accumulate != 0 && accumulate != 1) || (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX)) {
-        tsr_log(TSR_LOG_ERROR, "%s: accumulate must be 0 or 1 (got %d), accum ordered or redux (got %d)", fn,
-                accumulate, accum);
-        return TSR_EINVAL;
-    }
     tsr_desc_t *grads[2] = { dwte, dwpe };
     buckets_t b[2] = { { NULL, NULL, 0 }, { NULL, NULL, 0 } };
     tsr_colmap_t *map = malloc((size_t)dout->n * sizeof *map);

@@ -1,61 +1,7 @@
 /* Tiled GEMM: C = alpha op(A) op(B) + beta C. */
 #include "tsr_algorithms.h"
 #include "tsr_runtime.h"
-
-/* Rows/cols (and tile sizes) of op(X). */
-static int op_rows(const tsr_desc_t *X, tsr_trans_t t) { return t == TSR_TRANS ? X->n : X->m; }
-static int op_cols(const tsr_desc_t *X, tsr_trans_t t) { return t == TSR_TRANS ? X->m : X->n; }
-static int op_rows_tile(const tsr_desc_t *X, tsr_trans_t t) { return t == TSR_TRANS ? X->nb : X->mb; }
-static int op_cols_tile(const tsr_desc_t *X, tsr_trans_t t) { return t == TSR_TRANS ? X->mb : X->nb; }
-
-static int same_grid(const tsr_desc_t *X, const tsr_desc_t *Y)
-{
-    if (X->dist.kind != TSR_DIST_BLOCK_CYCLIC || Y->dist.kind != TSR_DIST_BLOCK_CYCLIC)
-        return 1;
-    return X->dist.P == Y->dist.P && X->dist.Q == Y->dist.Q;
-}
-
-static int check_gemm(tsr_trans_t ta, tsr_trans_t tb, const tsr_desc_t *A, const tsr_desc_t *B,
-                      const tsr_desc_t *C, tsr_accum_t accum)
-{
-    if (!A || !B || !C)
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    /* C's tiles are written while A's or B's are still to be read */
-    if (C == A || C == B) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm: C and %s are the same descriptor: the output cannot also be an input",
-                C == A ? "A" : "B");
-        return TSR_EINVAL;
-    }
-    if ((ta != TSR_NOTRANS && ta != TSR_TRANS) || (tb != TSR_NOTRANS && tb != TSR_TRANS) ||
-        (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX)) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm: bad transpose (%d, %d) or accumulation (%d)", ta, tb, accum);
-        return TSR_EINVAL;
-    }
-    if (A->dtype != C->dtype || B->dtype != C->dtype) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm: element types differ (A %s, B %s, C %s)", tsr_dtype_name(A->dtype),
-                tsr_dtype_name(B->dtype), tsr_dtype_name(C->dtype));
-        return TSR_EDTYPE;
-    }
-    if (A->b != C->b || B->b != C->b || op_rows(A, ta) != C->m || op_cols(B, tb) != C->n ||
-        op_cols(A, ta) != op_rows(B, tb)) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm: shapes do not match: op(A) %d x %d x %d, op(B) %d x %d x %d, C %d x %d x %d",
-                A->b, op_rows(A, ta), op_cols(A, ta), B->b, op_rows(B, tb), op_cols(B, tb), C->b, C->m, C->n);
-        return TSR_ESHAPE;
-    }
-    if (A->bb != C->bb || B->bb != C->bb || op_rows_tile(A, ta) != C->mb || op_cols_tile(B, tb) != C->nb ||
-        op_cols_tile(A, ta) != op_rows_tile(B, tb)) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm: tile sizes do not line up: op(A) %d x %d, op(B) %d x %d, C %d x %d",
-                op_rows_tile(A, ta), op_cols_tile(A, ta), op_rows_tile(B, tb), op_cols_tile(B, tb), C->mb, C->nb);
-        return TSR_ETILE;
-    }
-    if (!same_grid(A, C) || !same_grid(B, C)) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm: A, B and C are not on the same process grid");
-        return TSR_EDIST;
-    }
-    return TSR_SUCCESS;
-}
+#include "internal/tsr_operands.h"
 
 /* Tile (bi, row, col) of X as op(X) sees it. */
 static tsr_tile_t op_tile(tsr_desc_t *X, tsr_trans_t t, int bi, int row, int col)
@@ -92,7 +38,22 @@ static int gemm_redux(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *
 int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
              double beta, tsr_desc_t *C, tsr_accum_t accum)
 {
-    int rc = check_gemm(ta, tb, A, B, C, accum);
+    /* the dimensions of A and B that are the rows and the columns of op(A) and op(B) */
+    int a_rows = ta == TSR_TRANS ? TSR_DIM_N : TSR_DIM_M, a_cols = ta == TSR_TRANS ? TSR_DIM_M : TSR_DIM_N;
+    int b_rows = tb == TSR_TRANS ? TSR_DIM_N : TSR_DIM_M, b_cols = tb == TSR_TRANS ? TSR_DIM_M : TSR_DIM_N;
+    tsr_operand_t ops[] = { { "A", A, TSR_OP_IN, TSR_DTYPE_FIRST, { TSR_BATCH(C) }, { TSR_BATCH(C) }, NULL },
+                            { "B", B, TSR_OP_IN, TSR_DTYPE_FIRST, { TSR_BATCH(C) }, { TSR_BATCH(C) }, NULL },
+                            { "C", C, TSR_OP_OUT, TSR_DTYPE_FIRST, { TSR_ANY }, { TSR_ANY }, NULL } };
+    /* op(A) is C->m x k and op(B) k x C->n, in shape and in tiles */
+    ops[0].shape[a_rows] = ops[0].tiles[a_rows] = (tsr_want_t)TSR_ROWS(C);
+    ops[1].shape[b_rows] = ops[1].tiles[b_rows] = (tsr_want_t)TSR_OF(A, a_cols);
+    ops[1].shape[b_cols] = ops[1].tiles[b_cols] = (tsr_want_t)TSR_COLS(C);
+    int rc = tsr_check_operands("tsr_gemm", ops, 3);
+    if (!rc && ((ta != TSR_NOTRANS && ta != TSR_TRANS) || (tb != TSR_NOTRANS && tb != TSR_TRANS))) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm: bad transpose (%d, %d)", ta, tb);
+        rc = TSR_EINVAL;
+    }
+    rc = rc ? rc : tsr_check_accum("tsr_gemm", accum);
     if (rc)
         return rc;
     int kt = ta == TSR_TRANS ? A->mt : A->nt;

@@ -5,160 +5,25 @@
  * STARPU_REDUX; parameter gradients reduce across token tiles j. */
 #include "tsr_layernorm.h"
 #include "tsr_runtime_layernorm.h"
+#include "internal/tsr_operands.h"
 
 #define LN_EPS 1e-5f
 
-/* ---- argument checking ------------------------------------------------ */
-
-/* A descriptor argument and the shape / tile sizes it must have (-1: any tile size). */
-typedef struct {
-    const char *name;
-    const tsr_desc_t *d;
-    int m, n, mb, nb;
-} ln_arg_t;
-
-/* Tile size as it cuts a dimension: a tile larger than the dimension is the dimension. */
-static int effective(int tile, int dim) { return tile < dim ? tile : dim; }
-
-static int same_grid(const tsr_desc_t *X, const tsr_desc_t *Y)
+/* The operands against inp (C x BT): an activation is C x BT in inp's tiles,
+ * a parameter C x 1 in inp's feature tiles, a per-token statistic rows x BT
+ * in one tile row and inp's token tiles. */
+static tsr_operand_t activation(const char *name, const tsr_desc_t *d, tsr_op_role_t role, const tsr_desc_t *inp)
 {
-    if (X->dist.kind != TSR_DIST_BLOCK_CYCLIC || Y->dist.kind != TSR_DIST_BLOCK_CYCLIC)
-        return 1;
-    return X->dist.P == Y->dist.P && X->dist.Q == Y->dist.Q;
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, TSR_2D(TSR_ROWS(inp), TSR_COLS(inp)), NULL };
 }
-
-static int check_present(const char *fn, const ln_arg_t *a, int n)
+static tsr_operand_t parameter(const char *name, const tsr_desc_t *d, tsr_op_role_t role, const tsr_desc_t *inp)
 {
-    for (int k = 0; k < n; k++)
-        if (!a[k].d) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is NULL", fn, a[k].name);
-            return TSR_EINVAL;
-        }
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    return TSR_SUCCESS;
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, TSR_2D(TSR_ROWS(inp), TSR_FIXED(1)), NULL };
 }
-
-/* Element type (float32), shape, tile sizes and grids of descriptors known to be non-NULL. */
-static int check_layout(const char *fn, const ln_arg_t *a, int n)
+static tsr_operand_t statistic(const char *name, const tsr_desc_t *d, tsr_op_role_t role, int rows,
+                               const tsr_desc_t *inp)
 {
-    for (int k = 0; k < n; k++)
-        if (a[k].d->dtype != TSR_FLOAT32) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is %s; float32 is required", fn, a[k].name, tsr_dtype_name(a[k].d->dtype));
-            return TSR_EDTYPE;
-        }
-    for (int k = 0; k < n; k++) {
-        const tsr_desc_t *d = a[k].d;
-        if (d->b != 1 || d->m != a[k].m || d->n != a[k].n) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, expected 1 x %d x %d", fn, a[k].name, d->b, d->m, d->n,
-                    a[k].m, a[k].n);
-            return TSR_ESHAPE;
-        }
-    }
-    for (int k = 0; k < n; k++) {
-        const tsr_desc_t *d = a[k].d;
-        int mb = effective(d->mb, d->m), nb = effective(d->nb, d->n);
-        if ((a[k].mb > 0 && mb != effective(a[k].mb, d->m)) || (a[k].nb > 0 && nb != effective(a[k].nb, d->n))) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s has tiles %d x %d, expected %d x %d", fn, a[k].name, mb, nb,
-                    a[k].mb > 0 ? effective(a[k].mb, d->m) : mb, a[k].nb > 0 ? effective(a[k].nb, d->n) : nb);
-            return TSR_ETILE;
-        }
-    }
-    for (int k = 1; k < n; k++)
-        for (int l = 0; l < k; l++)
-            if (!same_grid(a[k].d, a[l].d)) {
-                tsr_log(TSR_LOG_ERROR, "%s: %s and %s are not on the same process grid", fn, a[k].name, a[l].name);
-                return TSR_EDIST;
-            }
-    return TSR_SUCCESS;
-}
-
-static int check_accum(const char *fn, tsr_accum_t accum)
-{
-    if (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad accumulation mode %d", fn, (int)accum);
-        return TSR_EINVAL;
-    }
-    return TSR_SUCCESS;
-}
-
-static int check_distinct(const char *fn, const tsr_desc_t *x, const char *xname, const tsr_desc_t *y,
-                          const char *yname)
-{
-    if (x && x == y) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s and %s must be different descriptors", fn, xname, yname);
-        return TSR_EINVAL;
-    }
-    return TSR_SUCCESS;
-}
-
-/* inp-like (C x BT), parameter-like (C x 1) and statistics-like (rows x BT) expectations. */
-static ln_arg_t activation(const char *name, const tsr_desc_t *d, const tsr_desc_t *inp)
-{
-    ln_arg_t a = { name, d, inp->m, inp->n, inp->mb, inp->nb };
-    return a;
-}
-static ln_arg_t parameter(const char *name, const tsr_desc_t *d, const tsr_desc_t *inp)
-{
-    ln_arg_t a = { name, d, inp->m, 1, inp->mb, -1 };
-    return a;
-}
-static ln_arg_t statistic(const char *name, const tsr_desc_t *d, int rows, const tsr_desc_t *inp)
-{
-    ln_arg_t a = { name, d, rows, inp->n, rows, inp->nb };
-    return a;
-}
-
-static int check_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
-                         tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum)
-{
-    static const char *fn = "tsr_layernorm_forward";
-    ln_arg_t present[6] = { { "inp", inp, 0, 0, 0, 0 }, { "weight", weight, 0, 0, 0, 0 }, { "bias", bias, 0, 0, 0, 0 },
-                            { "out", out, 0, 0, 0, 0 }, { "mean", mean, 0, 0, 0, 0 }, { "rstd", rstd, 0, 0, 0, 0 } };
-    int rc = check_present(fn, present, 6);
-    if (!rc)
-        rc = check_accum(fn, accum);
-    if (!rc)
-        rc = check_distinct(fn, inp, "inp", out, "out");
-    if (!rc)
-        rc = check_distinct(fn, mean, "mean", rstd, "rstd");
-    if (rc)
-        return rc;
-    ln_arg_t args[6] = { activation("inp", inp, inp), parameter("weight", weight, inp), parameter("bias", bias, inp),
-                         activation("out", out, inp), statistic("mean", mean, 1, inp),
-                         statistic("rstd", rstd, 1, inp) };
-    return check_layout(fn, args, 6);
-}
-
-static int check_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
-                          tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
-                          int accumulate, tsr_accum_t accum, tsr_desc_t *work)
-{
-    static const char *fn = "tsr_layernorm_backward";
-    ln_arg_t present[8] = { { "dout", dout, 0, 0, 0, 0 }, { "inp", inp, 0, 0, 0, 0 }, { "weight", weight, 0, 0, 0, 0 },
-                            { "mean", mean, 0, 0, 0, 0 }, { "rstd", rstd, 0, 0, 0, 0 }, { "dinp", dinp, 0, 0, 0, 0 },
-                            { "dweight", dweight, 0, 0, 0, 0 }, { "dbias", dbias, 0, 0, 0, 0 } };
-    int rc = check_present(fn, present, 8);
-    if (!rc)
-        rc = check_accum(fn, accum);
-    if (!rc && (accumulate & ~TSR_LN_ACCUM_ALL)) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad accumulate flags 0x%x", fn, (unsigned)accumulate);
-        rc = TSR_EINVAL;
-    }
-    if (!rc)
-        rc = check_distinct(fn, dinp, "dinp", dout, "dout");
-    if (!rc)
-        rc = check_distinct(fn, dinp, "dinp", inp, "inp");
-    if (!rc)
-        rc = check_distinct(fn, dweight, "dweight", dbias, "dbias");
-    if (rc)
-        return rc;
-    ln_arg_t args[9] = { activation("dout", dout, inp), activation("inp", inp, inp),
-                         parameter("weight", weight, inp), statistic("mean", mean, 1, inp),
-                         statistic("rstd", rstd, 1, inp), activation("dinp", dinp, inp),
-                         parameter("dweight", dweight, inp), parameter("dbias", dbias, inp),
-                         statistic("work", work, 2, inp) };
-    return check_layout(fn, args, work ? 9 : 8);
+    return (tsr_operand_t){ name, d, role, TSR_FLOAT32, TSR_2D(TSR_FIXED(rows), TSR_COLS(inp)), NULL };
 }
 
 /* ---- forward ------------------------------------------------------------ */
@@ -262,7 +127,14 @@ static int forward_split(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, 
 int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
                           tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum)
 {
-    int rc = check_forward(inp, weight, bias, out, mean, rstd, accum);
+    const char *fn = "tsr_layernorm_forward";
+    const tsr_operand_t ops[] = {
+        activation("inp", inp, TSR_OP_IN, inp),         parameter("weight", weight, TSR_OP_IN, inp),
+        parameter("bias", bias, TSR_OP_IN, inp),        activation("out", out, TSR_OP_OUT, inp),
+        statistic("mean", mean, TSR_OP_OUT, 1, inp),    statistic("rstd", rstd, TSR_OP_OUT, 1, inp),
+    };
+    int rc = tsr_check_operands(fn, ops, 6);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     rc = inp->mt == 1 ? forward_single(inp, weight, bias, out, mean, rstd)
@@ -336,7 +208,17 @@ int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight
                            tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
                            int accumulate, tsr_accum_t accum, tsr_desc_t *work)
 {
-    int rc = check_backward(dout, inp, weight, mean, rstd, dinp, dweight, dbias, accumulate, accum, work);
+    const char *fn = "tsr_layernorm_backward";
+    const tsr_operand_t ops[] = {
+        activation("dout", dout, TSR_OP_IN, inp),       activation("inp", inp, TSR_OP_IN, inp),
+        parameter("weight", weight, TSR_OP_IN, inp),    statistic("mean", mean, TSR_OP_IN, 1, inp),
+        statistic("rstd", rstd, TSR_OP_IN, 1, inp),     activation("dinp", dinp, TSR_OP_OUT, inp),
+        parameter("dweight", dweight, TSR_OP_OUT, inp), parameter("dbias", dbias, TSR_OP_OUT, inp),
+        statistic("work", work, TSR_OP_OUT_OPT, 2, inp),
+    };
+    int rc = tsr_check_operands(fn, ops, 9);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, TSR_LN_ACCUM_ALL + 1);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     tsr_desc_t *own_work = NULL;
@@ -376,44 +258,6 @@ int tsr_layernorm_workspace_create(tsr_desc_t **work, const tsr_desc_t *mean)
 
 /* ---- residual ------------------------------------------------------------ */
 
-/* Operands of the residual: same type (float32 or float64), shape, tiles and grid as the first. */
-static int check_residual(const char *fn, const ln_arg_t *args, int n)
-{
-    const tsr_desc_t *first = args[0].d;
-    for (int k = 0; k < n; k++) {
-        const tsr_desc_t *d = args[k].d;
-        if ((d->dtype != TSR_FLOAT32 && d->dtype != TSR_FLOAT64) || d->dtype != first->dtype) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is %s, %s is %s", fn, args[k].name, tsr_dtype_name(d->dtype),
-                    args[0].name, tsr_dtype_name(first->dtype));
-            return TSR_EDTYPE;
-        }
-    }
-    for (int k = 1; k < n; k++) {
-        const tsr_desc_t *d = args[k].d;
-        if (d->b != first->b || d->m != first->m || d->n != first->n) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, %s is %d x %d x %d", fn, args[k].name, d->b, d->m, d->n,
-                    args[0].name, first->b, first->m, first->n);
-            return TSR_ESHAPE;
-        }
-    }
-    for (int k = 1; k < n; k++) {
-        const tsr_desc_t *d = args[k].d;
-        if (effective(d->bb, d->b) != effective(first->bb, first->b) ||
-            effective(d->mb, d->m) != effective(first->mb, first->m) ||
-            effective(d->nb, d->n) != effective(first->nb, first->n)) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s has tiles %d x %d x %d, %s %d x %d x %d", fn, args[k].name, d->bb, d->mb,
-                    d->nb, args[0].name, first->bb, first->mb, first->nb);
-            return TSR_ETILE;
-        }
-    }
-    for (int k = 1; k < n; k++)
-        if (!same_grid(args[k].d, first)) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s and %s are not on the same process grid", fn, args[k].name, args[0].name);
-            return TSR_EDIST;
-        }
-    return TSR_SUCCESS;
-}
-
 /* One output tile of out = a + b, in place when out is a or b. */
 static int residual_tile(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out, int bi, int i, int j)
 {
@@ -431,11 +275,11 @@ static int residual_tile(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out, int bi, 
 
 int tsr_residual_forward(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out)
 {
-    static const char *fn = "tsr_residual_forward";
-    ln_arg_t args[3] = { { "a", a, 0, 0, 0, 0 }, { "b", b, 0, 0, 0, 0 }, { "out", out, 0, 0, 0, 0 } };
-    int rc = check_present(fn, args, 3);
-    if (!rc)
-        rc = check_residual(fn, args, 3);
+    /* float32 or float64, all alike; out may be a or b (the sum is then made in place) */
+    const tsr_operand_t ops[] = { { "a", a, TSR_OP_IN, TSR_DTYPE_FIRST, TSR_LIKE(a), NULL },
+                                  { "b", b, TSR_OP_IN, TSR_DTYPE_FIRST, TSR_LIKE(a), NULL },
+                                  { "out", out, TSR_OP_OUT, TSR_DTYPE_FIRST, TSR_LIKE(a), out == b ? b : a } };
+    int rc = tsr_check_operands("tsr_residual_forward", ops, 3);
     if (rc)
         return rc;
     for (int bi = 0; bi < out->bt; bi++)
@@ -454,32 +298,12 @@ int tsr_residual_forward(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out)
 
 int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, int accumulate)
 {
-    static const char *fn = "tsr_residual_backward";
-    ln_arg_t args[3] = { { "dout", dout, 0, 0, 0, 0 }, { "da", da, 0, 0, 0, 0 }, { "db", db, 0, 0, 0, 0 } };
-    if (!dout || (!da && !db)) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s", fn, dout ? "da and db are both NULL" : "dout is NULL");
-        return TSR_EINVAL;
-    }
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    if (accumulate & ~(TSR_RESIDUAL_ACCUM_DA | TSR_RESIDUAL_ACCUM_DB)) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad accumulate flags 0x%x", fn, (unsigned)accumulate);
-        return TSR_EINVAL;
-    }
-    int rc = check_distinct(fn, da, "da", dout, "dout");
-    if (!rc)
-        rc = check_distinct(fn, db, "db", dout, "dout");
-    if (!rc)
-        rc = check_distinct(fn, da, "da", db, "db");
-    if (rc)
-        return rc;
-    /* the present outputs follow dout in args */
-    int n = 1;
-    if (da)
-        args[n++] = args[1];
-    if (db)
-        args[n++] = args[2];
-    rc = check_residual(fn, args, n);
+    const char *fn = "tsr_residual_backward";
+    const tsr_operand_t ops[] = { { "dout", dout, TSR_OP_IN, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL },
+                                  { "da", da, TSR_OP_OUT_SOME, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL },
+                                  { "db", db, TSR_OP_OUT_SOME, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL } };
+    int rc = tsr_check_operands(fn, ops, 3);
+    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, (TSR_RESIDUAL_ACCUM_DA | TSR_RESIDUAL_ACCUM_DB) + 1);
     if (rc)
         return rc;
     double beta_a = accumulate & TSR_RESIDUAL_ACCUM_DA ? 1.0 : 0.0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include "tsr_linear.h"
 #include "tsr_runtime_linear.h"
+#include "internal/tsr_operands.h"
 
 /* ---- operands: a 2D feature-major descriptor, or 3D head tensors ---------- */
 
@@ -422,141 +423,27 @@ static void temp_destroy(tsr_desc_t *d)
     tsr_desc_destroy(d);
 }
 
-/* ---- validation ------------------------------------------------------------------ */
+/* ---- checks the operand tables cannot state -------------------------------------- */
 
-static int check_common(const char *fn, tsr_accum_t accum)
+/* Head tensor H is [B*NH, hd, T] for C = NH*hd channels and B*T = BT tokens. */
+static int check_head_layout(const char *fn, const char *name, const tsr_desc_t *H, int C, int BT)
 {
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    if (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad accumulation %d", fn, (int)accum);
-        return TSR_EINVAL;
-    }
-    return TSR_SUCCESS;
-}
-
-static int check_mode(const char *fn, const char *name, tsr_linear_write_t mode)
-{
-    if (mode != TSR_LINEAR_OVERWRITE && mode != TSR_LINEAR_ACCUMULATE) {
-        tsr_log(TSR_LOG_ERROR, "%s: bad %s write mode %d", fn, name, (int)mode);
-        return TSR_EINVAL;
-    }
-    return TSR_SUCCESS;
-}
-
-static int check_f32(const char *fn, const char *name, const tsr_desc_t *d)
-{
-    if (d->dtype != TSR_FLOAT32) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s is %s, the linear layers need float32", fn, name, tsr_dtype_name(d->dtype));
-        return TSR_EDTYPE;
-    }
-    return TSR_SUCCESS;
-}
-
-/* A 2D float32 descriptor of m x n with tiles mb x nb (nb < 0: any). */
-static int check_2d(const char *fn, const char *name, const tsr_desc_t *d, int m, int n, int mb, int nb)
-{
-    int rc = check_f32(fn, name, d);
-    if (rc)
-        return rc;
-    if (d->b != 1 || d->m != m || d->n != n) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, expected 1 x %d x %d", fn, name, d->b, d->m, d->n, m, n);
-        return TSR_ESHAPE;
-    }
-    if (d->mb != mb || (nb >= 0 && d->nb != nb)) {
-        if (nb >= 0)
-            tsr_log(TSR_LOG_ERROR, "%s: %s has tiles %d x %d, expected %d x %d", fn, name, d->mb, d->nb, mb, nb);
-        else
-            tsr_log(TSR_LOG_ERROR, "%s: %s has row tiles of %d, expected %d", fn, name, d->mb, mb);
-        return TSR_ETILE;
-    }
-    return TSR_SUCCESS;
-}
-
-/* Head tensors: 3D float32 [B*NH, hd, T] with C = NH*hd and B*T = BT, all of
- * one shape, and of one tiling when same_tiles (the fused projections). */
-static int check_heads(const char *fn, tsr_desc_t *const *h, int nparts, int C, int BT, int same_tiles)
-{
-    static const char *names[3] = { "Q", "K", "V" };
-    for (int p = 0; p < nparts; p++) {
-        int rc = check_f32(fn, names[p], h[p]);
-        if (rc)
-            return rc;
-        const tsr_desc_t *a = h[0], *d = h[p];
-        if (d->b != a->b || d->m != a->m || d->n != a->n) {
-            tsr_log(TSR_LOG_ERROR, "%s: head tensors of different shapes", fn);
-            return TSR_ESHAPE;
-        }
-        if (same_tiles && (d->bb != a->bb || d->mb != a->mb || d->nb != a->nb)) {
-            tsr_log(TSR_LOG_ERROR, "%s: head tensors with different tiles", fn);
-            return TSR_ETILE;
-        }
-    }
-    int hd = h[0]->m, T = h[0]->n;
-    if (C % hd != 0 || h[0]->b % (C / hd) != 0 || (long)(h[0]->b / (C / hd)) * T != BT) {
-        tsr_log(TSR_LOG_ERROR, "%s: head tensors %d x %d x %d are not [B*NH, hd, T] for C = %d and B*T = %d", fn,
-                h[0]->b, hd, T, C, BT);
+    int hd = H->m, T = H->n;
+    if (C % hd != 0 || H->b % (C / hd) != 0 || (long)(H->b / (C / hd)) * T != BT) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s is %d x %d x %d, not [B*NH, hd, T] for C = %d and B*T = %d", fn, name, H->b,
+                hd, T, C, BT);
         return TSR_ESHAPE;
     }
     return TSR_SUCCESS;
 }
 
-static int same_grid(const tsr_desc_t *a, const tsr_desc_t *b)
+static int check_qkv_weight(const char *fn, const tsr_desc_t *W)
 {
-    if (a->dist.kind != TSR_DIST_BLOCK_CYCLIC || b->dist.kind != TSR_DIST_BLOCK_CYCLIC)
-        return 1;
-    return a->dist.P == b->dist.P && a->dist.Q == b->dist.Q;
-}
-
-/* Every block-cyclic descriptor in d[0..n) (NULLs skipped) on one grid. */
-static int check_grids(const char *fn, tsr_desc_t *const *d, int n)
-{
-    for (int a = 0; a < n; a++)
-        for (int b = a + 1; b < n; b++)
-            if (d[a] && d[b] && !same_grid(d[a], d[b])) {
-                tsr_log(TSR_LOG_ERROR, "%s: the descriptors are not on the same process grid", fn);
-                return TSR_EDIST;
-            }
-    return TSR_SUCCESS;
-}
-
-/* Outputs (NULLs skipped) differ from each other and from every input. */
-static int check_distinct(const char *fn, tsr_desc_t *const *outs, int nout, tsr_desc_t *const *ins, int nin)
-{
-    for (int o = 0; o < nout; o++) {
-        if (!outs[o])
-            continue;
-        for (int p = o + 1; p < nout; p++)
-            if (outs[p] == outs[o])
-                goto alias;
-        for (int i = 0; i < nin; i++)
-            if (ins[i] == outs[o])
-                goto alias;
+    if (W->n != 3 * W->m) {
+        tsr_log(TSR_LOG_ERROR, "%s: W is %d x %d, the QKV weight is C x 3C", fn, W->m, W->n);
+        return TSR_ESHAPE;
     }
     return TSR_SUCCESS;
-alias:
-    tsr_log(TSR_LOG_ERROR, "%s: an output descriptor is also another argument", fn);
-    return TSR_EINVAL;
-}
-
-/* Linear layer arguments: W (m = IC, n = OC, tiles kb x ob); inp IC x BT and
- * out OC x BT (either may be NULL: head tensors) with token tiles nb; bias
- * OC x 1 (may be NULL). */
-static int check_layer(const char *fn, const tsr_desc_t *W, const tsr_desc_t *inp, const tsr_desc_t *out,
-                       const tsr_desc_t *bias, int BT, int nb)
-{
-    int rc = check_f32(fn, "W", W);
-    if (!rc && W->b != 1) {
-        tsr_log(TSR_LOG_ERROR, "%s: W must be 2D", fn);
-        rc = TSR_ESHAPE;
-    }
-    if (!rc && inp)
-        rc = check_2d(fn, "inp", inp, W->m, BT, W->mb, nb);
-    if (!rc && out)
-        rc = check_2d(fn, "out", out, W->n, BT, W->nb, nb);
-    if (!rc && bias)
-        rc = check_2d(fn, "bias", bias, W->n, 1, W->nb, -1);
-    return rc;
 }
 
 /* ---- forward API ------------------------------------------------------------------ */
@@ -564,21 +451,15 @@ static int check_layer(const char *fn, const tsr_desc_t *W, const tsr_desc_t *in
 static int linear_forward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *pre,
                                tsr_desc_t *out, int gelu, tsr_accum_t accum)
 {
-    if (!inp || !W || !out || (gelu && !pre))
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    int rc = check_common(fn, accum);
-    if (!rc)
-        rc = check_layer(fn, W, inp, out, bias, inp->n, inp->nb);
-    if (!rc && gelu)
-        rc = check_2d(fn, "pre", pre, out->m, out->n, out->mb, out->nb);
-    tsr_desc_t *ins[] = { inp, W, bias }, *outs[] = { out, gelu ? pre : NULL };
-    if (!rc)
-        rc = check_distinct(fn, outs, 2, ins, 3);
-    tsr_desc_t *all[] = { inp, W, bias, out, gelu ? pre : NULL };
-    if (!rc)
-        rc = check_grids(fn, all, 5);
+    const tsr_operand_t ops[] = {
+        { "inp", inp, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ROWS(W), TSR_ANY), NULL },
+        { "W", W, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "bias", bias, TSR_OP_IN_OPT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+        { "out", out, TSR_OP_OUT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_COLS(inp)), NULL },
+        { "pre", pre, gelu ? TSR_OP_OUT : TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(out), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 5);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     fwd_plan_t p = { op_2d(inp), op_2d(gelu ? pre : out), W, bias, gelu ? out : NULL };
@@ -605,52 +486,26 @@ int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, ts
 
 /* ---- backward API ------------------------------------------------------------------ */
 
-/* Backward arguments around W; inp, dout, dinp NULL: head tensors, checked
- * by the caller (BT tokens in tiles of nb). */
-static int check_backward(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dinp,
-                          tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
-                          tsr_linear_write_t dparam_mode, tsr_accum_t accum, int BT, int nb)
-{
-    int rc = check_common(fn, accum);
-    if (!rc)
-        rc = check_mode(fn, "dinp", dinp_mode);
-    if (!rc)
-        rc = check_mode(fn, "parameter gradient", dparam_mode);
-    if (!rc)
-        rc = check_layer(fn, W, inp, NULL, NULL, BT, nb);
-    if (!rc && dout)
-        rc = check_2d(fn, "dout", dout, W->n, BT, W->nb, nb);
-    if (!rc && dinp)
-        rc = check_2d(fn, "dinp", dinp, W->m, BT, W->mb, nb);
-    if (!rc && dW)
-        rc = check_2d(fn, "dW", dW, W->m, W->n, W->mb, W->nb);
-    if (!rc && dbias)
-        rc = check_2d(fn, "dbias", dbias, W->n, 1, W->nb, -1);
-    return rc;
-}
-
 static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout,
                                 tsr_desc_t *dpre, tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias,
                                 tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode, tsr_accum_t accum,
                                 int gelu)
 {
-    if (!inp || !W || !dout || (gelu && (!pre || !dpre)) || (!dinp && !dW && !dbias))
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    int rc = check_backward(fn, inp, W, dout, dinp, dW, dbias, dinp_mode, dparam_mode, accum, dout->n, dout->nb);
-    if (!rc && gelu)
-        rc = check_2d(fn, "pre", pre, dout->m, dout->n, dout->mb, dout->nb);
-    if (!rc && gelu)
-        rc = check_2d(fn, "dpre", dpre, dout->m, dout->n, dout->mb, dout->nb);
-    /* dpre may be dout (in place), nothing else may alias */
-    tsr_desc_t *ins[] = { inp, W, dout, gelu ? pre : NULL };
-    tsr_desc_t *outs[] = { dinp, dW, dbias, gelu && dpre != dout ? dpre : NULL };
-    if (!rc)
-        rc = check_distinct(fn, outs, 4, ins, 4);
-    tsr_desc_t *all[] = { inp, W, dout, dinp, dW, dbias, gelu ? pre : NULL, gelu ? dpre : NULL };
-    if (!rc)
-        rc = check_grids(fn, all, 8);
+    /* dpre may be dout (computed in place) */
+    const tsr_operand_t ops[] = {
+        { "inp", inp, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ROWS(W), TSR_COLS(dout)), NULL },
+        { "W", W, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "dout", dout, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_ANY), NULL },
+        { "pre", pre, gelu ? TSR_OP_IN : TSR_OP_IN_OPT, TSR_FLOAT32, TSR_LIKE(dout), NULL },
+        { "dpre", dpre, gelu ? TSR_OP_OUT : TSR_OP_OUT_OPT, TSR_FLOAT32, TSR_LIKE(dout), dout },
+        { "dinp", dinp, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(inp), NULL },
+        { "dW", dW, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(W), NULL },
+        { "dbias", dbias, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 8);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     if (gelu)
@@ -711,35 +566,23 @@ int tsr_linear_attproj_fusable(const tsr_desc_t *Y, const tsr_desc_t *W, const t
     return Y && W && out && heads_aligned(Y, W->m, W->mb, out->nb);
 }
 
-static int check_qkv_weight(const char *fn, const tsr_desc_t *W)
-{
-    if (W->n != 3 * W->m) {
-        tsr_log(TSR_LOG_ERROR, "%s: W is %d x %d, the QKV weight is C x 3C", fn, W->m, W->n);
-        return TSR_ESHAPE;
-    }
-    return TSR_SUCCESS;
-}
-
 int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *Q, tsr_desc_t *K,
                            tsr_desc_t *V, tsr_accum_t accum)
 {
     const char *fn = "tsr_linear_qkv_forward";
-    if (!inp || !W || !Q || !K || !V)
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    tsr_desc_t *h[3] = { Q, K, V }, *ins[] = { inp, W, bias }, *all[] = { inp, W, bias, Q, K, V };
-    int rc = check_common(fn, accum);
-    if (!rc)
-        rc = check_layer(fn, W, inp, NULL, bias, inp->n, inp->nb);
-    if (!rc)
-        rc = check_qkv_weight(fn, W);
-    if (!rc)
-        rc = check_heads(fn, h, 3, W->m, inp->n, 1);
-    if (!rc)
-        rc = check_distinct(fn, h, 3, ins, 3);
-    if (!rc)
-        rc = check_grids(fn, all, 6);
+    tsr_desc_t *h[3] = { Q, K, V };
+    const tsr_operand_t ops[] = {
+        { "inp", inp, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ROWS(W), TSR_ANY), NULL },
+        { "W", W, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "bias", bias, TSR_OP_IN_OPT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+        { "Q", Q, TSR_OP_OUT, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
+        { "K", K, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(Q), NULL },
+        { "V", V, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(Q), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 6);
+    rc = rc ? rc : check_qkv_weight(fn, W);
+    rc = rc ? rc : check_head_layout(fn, "Q", Q, W->m, inp->n);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     if (heads_aligned(Q, W->m, W->nb, inp->nb)) {
@@ -769,21 +612,23 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
                             tsr_linear_write_t dparam_mode, tsr_accum_t accum)
 {
     const char *fn = "tsr_linear_qkv_backward";
-    if (!inp || !W || !dQ || !dK || !dV || (!dinp && !dW && !dbias))
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    tsr_desc_t *h[3] = { dQ, dK, dV }, *ins[] = { inp, W, dQ, dK, dV }, *outs[] = { dinp, dW, dbias };
-    tsr_desc_t *all[] = { inp, W, dQ, dK, dV, dinp, dW, dbias };
-    int rc = check_backward(fn, inp, W, NULL, dinp, dW, dbias, dinp_mode, dparam_mode, accum, inp->n, inp->nb);
-    if (!rc)
-        rc = check_qkv_weight(fn, W);
-    if (!rc)
-        rc = check_heads(fn, h, 3, W->m, inp->n, 1);
-    if (!rc)
-        rc = check_distinct(fn, outs, 3, ins, 5);
-    if (!rc)
-        rc = check_grids(fn, all, 8);
+    tsr_desc_t *h[3] = { dQ, dK, dV };
+    const tsr_operand_t ops[] = {
+        { "inp", inp, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ROWS(W), TSR_ANY), NULL },
+        { "W", W, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "dQ", dQ, TSR_OP_IN, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
+        { "dK", dK, TSR_OP_IN, TSR_FLOAT32, TSR_LIKE(dQ), NULL },
+        { "dV", dV, TSR_OP_IN, TSR_FLOAT32, TSR_LIKE(dQ), NULL },
+        { "dinp", dinp, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(inp), NULL },
+        { "dW", dW, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(W), NULL },
+        { "dbias", dbias, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 8);
+    rc = rc ? rc : check_qkv_weight(fn, W);
+    rc = rc ? rc : check_head_layout(fn, "dQ", dQ, W->m, inp->n);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
@@ -813,20 +658,15 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
 int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum)
 {
     const char *fn = "tsr_linear_attproj_forward";
-    if (!Y || !W || !out)
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    tsr_desc_t *ins[] = { Y, W, bias }, *outs[] = { out }, *all[] = { Y, W, bias, out };
-    int rc = check_common(fn, accum);
-    if (!rc)
-        rc = check_layer(fn, W, NULL, out, bias, out->n, out->nb);
-    if (!rc)
-        rc = check_heads(fn, &Y, 1, W->m, out->n, 1);
-    if (!rc)
-        rc = check_distinct(fn, outs, 1, ins, 3);
-    if (!rc)
-        rc = check_grids(fn, all, 4);
+    const tsr_operand_t ops[] = {
+        { "Y", Y, TSR_OP_IN, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
+        { "W", W, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "bias", bias, TSR_OP_IN_OPT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+        { "out", out, TSR_OP_OUT, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_ANY), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 4);
+    rc = rc ? rc : check_head_layout(fn, "Y", Y, W->m, out->n);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     if (heads_aligned(Y, W->m, W->mb, out->nb)) {
@@ -879,19 +719,19 @@ int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, 
                                 tsr_accum_t accum)
 {
     const char *fn = "tsr_linear_attproj_backward";
-    if (!Y || !W || !dout || (!dY && !dW && !dbias))
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    tsr_desc_t *ins[] = { Y, W, dout }, *outs[] = { dY, dW, dbias }, *all[] = { Y, W, dout, dY, dW, dbias };
-    tsr_desc_t *pair[2] = { Y, dY };
-    int rc = check_backward(fn, NULL, W, dout, NULL, dW, dbias, dinp_mode, dparam_mode, accum, dout->n, dout->nb);
-    if (!rc)
-        rc = check_heads(fn, pair, dY ? 2 : 1, W->m, dout->n, 1);
-    if (!rc)
-        rc = check_distinct(fn, outs, 3, ins, 3);
-    if (!rc)
-        rc = check_grids(fn, all, 6);
+    const tsr_operand_t ops[] = {
+        { "Y", Y, TSR_OP_IN, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
+        { "W", W, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "dout", dout, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_ANY), NULL },
+        { "dY", dY, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(Y), NULL },
+        { "dW", dW, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_LIKE(W), NULL },
+        { "dbias", dbias, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
+    };
+    int rc = tsr_check_operands(fn, ops, 6);
+    rc = rc ? rc : check_head_layout(fn, "Y", Y, W->m, dout->n);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
     double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
@@ -912,19 +752,11 @@ int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, 
 
 int tsr_linear_bias_add(tsr_desc_t *bias, tsr_desc_t *out)
 {
-    const char *fn = "tsr_linear_bias_add";
-    if (!bias || !out)
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    tsr_desc_t *all[] = { bias, out };
-    int rc = check_2d(fn, "out", out, out->m, out->n, out->mb, out->nb);
-    if (!rc)
-        rc = check_2d(fn, "bias", bias, out->m, 1, out->mb, -1);
-    if (!rc)
-        rc = check_distinct(fn, &out, 1, &bias, 1);
-    if (!rc)
-        rc = check_grids(fn, all, 2);
+    const tsr_operand_t ops[] = { { "bias", bias, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ROWS(out), TSR_FIXED(1)), NULL },
+                                  { "out", out, TSR_OP_OUT, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL } };
+    int rc = tsr_check_operands("tsr_linear_bias_add", ops, 2);
+    if (rc)
+        return rc;
     for (int i = 0; i < out->mt && !rc; i++)
         for (int j = 0; j < out->nt && !rc; j++)
             rc = tsr_insert_bias_add(tsr_tile(bias, 0, i, 0), tsr_tile(out, 0, i, j));
@@ -933,28 +765,14 @@ int tsr_linear_bias_add(tsr_desc_t *bias, tsr_desc_t *out)
     return rc;
 }
 
-/* Element-wise GeLU arguments: 2D float32 descriptors of one shape and tiling. */
-static int check_elementwise(const char *fn, tsr_desc_t *const *d, const char *const *names, int n)
-{
-    int rc = TSR_SUCCESS;
-    for (int k = 0; k < n && !rc; k++)
-        rc = check_2d(fn, names[k], d[k], d[0]->m, d[0]->n, d[0]->mb, d[0]->nb);
-    if (!rc && d[0]->b != 1) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s must be 2D", fn, names[0]);
-        rc = TSR_ESHAPE;
-    }
-    return rc ? rc : check_grids(fn, d, n);
-}
-
 int tsr_gelu_forward(tsr_desc_t *pre, tsr_desc_t *out)
 {
-    static const char *names[] = { "pre", "out" };
-    if (!pre || !out)
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    tsr_desc_t *d[] = { pre, out };
-    int rc = check_elementwise("tsr_gelu_forward", d, names, 2);
+    /* out may be pre (computed in place) */
+    const tsr_operand_t ops[] = { { "pre", pre, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+                                  { "out", out, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(pre), pre } };
+    int rc = tsr_check_operands("tsr_gelu_forward", ops, 2);
+    if (rc)
+        return rc;
     for (int i = 0; i < out->mt && !rc; i++)
         for (int j = 0; j < out->nt && !rc; j++)
             rc = tsr_insert_gelu_forward(tsr_tile(pre, 0, i, j), tsr_tile(out, 0, i, j));
@@ -965,15 +783,13 @@ int tsr_gelu_forward(tsr_desc_t *pre, tsr_desc_t *out)
 
 int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre)
 {
-    static const char *names[] = { "pre", "dout", "dpre" };
-    if (!pre || !dout || !dpre)
-        return TSR_EINVAL;
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    tsr_desc_t *d[] = { pre, dout, dpre };
-    int rc = check_elementwise("tsr_gelu_backward", d, names, 3);
-    if (!rc && (dpre == pre || dout == pre)) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gelu_backward: pre cannot be dout or dpre");
+    /* dpre may be dout (computed in place); pre may be neither */
+    const tsr_operand_t ops[] = { { "pre", pre, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+                                  { "dout", dout, TSR_OP_IN, TSR_FLOAT32, TSR_LIKE(pre), NULL },
+                                  { "dpre", dpre, TSR_OP_OUT, TSR_FLOAT32, TSR_LIKE(pre), dout } };
+    int rc = tsr_check_operands("tsr_gelu_backward", ops, 3);
+    if (!rc && dout == pre) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gelu_backward: pre and dout are the same descriptor");
         rc = TSR_EINVAL;
     }
     if (!rc)
@@ -986,37 +802,32 @@ int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre)
     return rc;
 }
 
-/* X and nparts head tensors (K and V both given or both NULL); to_heads:
- * the head tensors are the outputs (then they must differ from each other). */
-static int check_reshape(const char *fn, tsr_desc_t *X, tsr_desc_t *const *h, int nparts, int to_heads)
-{
-    if (!tsr_initialized())
-        return TSR_ENOTINIT;
-    int rc = check_f32(fn, "X", X);
-    if (!rc && (X->b != 1 || X->m % nparts != 0)) {
-        tsr_log(TSR_LOG_ERROR, "%s: X (%d x %d x %d) is not 2D with %d x C rows", fn, X->b, X->m, X->n, nparts);
-        rc = TSR_ESHAPE;
-    }
-    if (!rc)
-        rc = check_heads(fn, h, nparts, X->m / nparts, X->n, 0);
-    if (!rc)
-        rc = to_heads ? check_distinct(fn, h, nparts, &X, 1) : check_distinct(fn, &X, 1, h, nparts);
-    tsr_desc_t *all[] = { X, h[0], h[1], h[2] };
-    return rc ? rc : check_grids(fn, all, 1 + nparts);
-}
-
+/* X and nparts head tensors of one shape; to_heads: the head tensors are the outputs. */
 static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V,
                              tsr_linear_write_t mode, int to_heads)
 {
-    if (!X || !Q || (!K) != (!V))
+    tsr_op_role_t x_role = to_heads ? TSR_OP_IN : TSR_OP_OUT, q_role = to_heads ? TSR_OP_OUT : TSR_OP_IN;
+    tsr_op_role_t kv_role = to_heads ? TSR_OP_OUT_OPT : TSR_OP_IN_OPT;
+    const tsr_operand_t ops[] = {
+        { "X", X, x_role, TSR_FLOAT32, TSR_2D(TSR_ANY, TSR_ANY), NULL },
+        { "Q", Q, q_role, TSR_FLOAT32, TSR_SIZES(TSR_ANY, TSR_ANY, TSR_ANY), NULL },
+        { "K", K, kv_role, TSR_FLOAT32, { TSR_BATCH(Q), TSR_ROWS(Q), TSR_COLS(Q) }, { TSR_ANY }, NULL },
+        { "V", V, kv_role, TSR_FLOAT32, { TSR_BATCH(Q), TSR_ROWS(Q), TSR_COLS(Q) }, { TSR_ANY }, NULL },
+    };
+    if ((!K) != (!V)) {
+        tsr_log(TSR_LOG_ERROR, "%s: K and V must be both given or both NULL", fn);
         return TSR_EINVAL;
-    int nparts = K ? 3 : 1;
-    tsr_desc_t *h[3] = { Q, K, V };
-    int rc = check_reshape(fn, X, h, nparts, to_heads);
-    if (!rc)
-        rc = check_mode(fn, "destination", mode);
+    }
+    int nparts = K ? 3 : 1, rc = tsr_check_operands(fn, ops, 4);
+    if (!rc && X->m % nparts != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: X has %d rows, not %d x C", fn, X->m, nparts);
+        rc = TSR_ESHAPE;
+    }
+    rc = rc ? rc : check_head_layout(fn, "Q", Q, X->m / nparts, X->n);
+    rc = rc ? rc : tsr_check_choice(fn, "mode", mode, 2);
     if (rc)
         return rc;
+    tsr_desc_t *h[3] = { Q, K, V };
     heads_map_t m = heads_map(X, h, nparts);
     rc = heads_reshape(&m, to_heads, mode == TSR_LINEAR_ACCUMULATE ? 1.0 : 0.0);
     if (to_heads)

@@ -551,7 +551,7 @@ static void check_errors(void)
     tsr_desc_t *w2 = make_t(TSR_FLOAT32, 1, M, 2, MB, 1, NULL), *wtile = make_t(TSR_FLOAT32, 1, M, 1, 5, 1, NULL);
     tsr_desc_t *mu2 = make_t(TSR_FLOAT32, 1, 2, N, 1, NB, NULL), *mutile = make_t(TSR_FLOAT32, 1, 1, N, 1, 2, NULL);
     tsr_desc_t *work = NULL, *work1 = make_t(TSR_FLOAT32, 1, 2, N, 1, NB, NULL), *none = NULL;
-    tsr_desc_t *dw64 = make_t(TSR_FLOAT64, 1, M, 1, MB, 1, NULL);
+    tsr_desc_t *dw64 = make_t(TSR_FLOAT64, 1, M, 1, MB, 1, NULL), *work_row = make_t(TSR_FLOAT32, 1, 1, N, 1, NB, NULL);
     CHECK_RC(tsr_layernorm_workspace_create(&work, mu), TSR_SUCCESS);
     CHECK_RC(tsr_layernorm_workspace_create(NULL, mu), TSR_EINVAL);
     CHECK_RC(tsr_layernorm_workspace_create(&none, NULL), TSR_EINVAL);
@@ -585,7 +585,8 @@ static void check_errors(void)
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw64, db, A, O, work), TSR_EDTYPE, "bwd float64 dweight", t0);
     expect(tsr_layernorm_backward(xbig, x, w, mu, rs, dx, dw, db, A, O, work), TSR_ESHAPE, "bwd dout shape", t0);
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, w2, db, A, R, work), TSR_ESHAPE, "bwd dweight shape", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, mu), TSR_ESHAPE, "bwd work 1 x BT", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, work_row), TSR_ESHAPE, "bwd work 1 x BT", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, mu), TSR_EINVAL, "bwd work == mean", t0);
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, work1), TSR_ETILE, "bwd work tiles 1 x nb", t0);
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, xtile, dw, db, A, O, work), TSR_ETILE, "bwd dinp tiles", t0);
     expect(tsr_layernorm_backward(dy, x, w, mutile, rs, dx, dw, db, A, O, work), TSR_ETILE, "bwd mean tiles", t0);
@@ -627,7 +628,7 @@ static void check_errors(void)
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > t0 || tsr_size() > 1);
     tsr_desc_t *all[] = { x, y, dy, dx, w, b, dw, db, mu, rs, x64, xbig, x3d, xtile, w2, wtile, mu2, mutile, work,
-                          work1, dw64 };
+                          work1, dw64, work_row };
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         tsr_desc_destroy(all[k]);
 }

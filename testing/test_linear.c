@@ -896,7 +896,7 @@ static void test_errors(void)
     expect_err("bwd nothing wanted", tsr_linear_backward(inp, W, out, NULL, NULL, NULL, OW, OW, O), TSR_EINVAL);
     expect_err("bwd mode", tsr_linear_backward(inp, W, out, dinp, dW, NULL, (tsr_linear_write_t)2, OW, O), TSR_EINVAL);
     expect_err("bwd dinp = inp", tsr_linear_backward(inp, W, out, inp, dW, NULL, OW, OW, O), TSR_EINVAL);
-    expect_err("bwd dW shape", tsr_linear_backward(inp, W, out, dinp, out, NULL, OW, OW, O), TSR_ESHAPE);
+    expect_err("bwd dW shape", tsr_linear_backward(inp, W, out, dinp, pre, NULL, OW, OW, O), TSR_ESHAPE);
     expect_err("bwd dbias tiles", tsr_linear_backward(inp, W, out, dinp, dW, dbias_tile, OW, OW, O), TSR_ETILE);
     expect_err("gelu bwd dpre = pre", tsr_linear_gelu_backward(inp, W, pre, out, pre, dinp, dW, NULL, OW, OW, O),
                TSR_EINVAL);
@@ -909,14 +909,15 @@ static void test_errors(void)
     /* heads: C = 6 (NH 3, hd 2), B 1, T 5 */
     tsr_desc_t *Wq = make2(6, 18, 4, 2), *q = make3(3, 2, 5, 1, 2, 5), *k = make3(3, 2, 5, 1, 2, 5);
     tsr_desc_t *v = make3(3, 2, 5, 1, 2, 5), *v_bad = make3(3, 2, 4, 1, 2, 5), *v_tile = make3(3, 2, 5, 3, 2, 5);
-    tsr_desc_t *hd5 = make3(3, 5, 5, 1, 5, 5), *Wp = make2(6, 6, 2, 3), *outp = make2(6, 5, 3, 5);
+    tsr_desc_t *hd5 = make3(3, 5, 5, 1, 5, 5), *hd5k = make3(3, 5, 5, 1, 5, 5), *hd5v = make3(3, 5, 5, 1, 5, 5);
+    tsr_desc_t *Wp = make2(6, 6, 2, 3), *outp = make2(6, 5, 3, 5);
     tsr_desc_t *outp_tile = make2(6, 5, 2, 5), *qkv = make2(18, 5, 6, 5);
     err_before = tsr_tasks_submitted();
     expect_err("qkv NULL V", tsr_linear_qkv_forward(inp, Wq, NULL, q, k, NULL, O), TSR_EINVAL);
     expect_err("qkv W not C x 3C", tsr_linear_qkv_forward(inp, W, NULL, q, k, v, O), TSR_ESHAPE);
     expect_err("qkv V shape", tsr_linear_qkv_forward(inp, Wq, NULL, q, k, v_bad, O), TSR_ESHAPE);
     expect_err("qkv V tiles", tsr_linear_qkv_forward(inp, Wq, NULL, q, k, v_tile, O), TSR_ETILE);
-    expect_err("qkv hd does not divide C", tsr_linear_qkv_forward(inp, Wq, NULL, hd5, hd5, hd5, O), TSR_ESHAPE);
+    expect_err("qkv hd does not divide C", tsr_linear_qkv_forward(inp, Wq, NULL, hd5, hd5k, hd5v, O), TSR_ESHAPE);
     expect_err("qkv Q = K", tsr_linear_qkv_forward(inp, Wq, NULL, q, q, v, O), TSR_EINVAL);
     expect_err("qkv bwd float64 inp", tsr_linear_qkv_backward(inp64, Wq, q, k, v, dinp, NULL, NULL, OW, OW, O),
                TSR_EDTYPE);
@@ -951,7 +952,7 @@ static void test_errors(void)
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > err_before || tsr_size() > 1);
     tsr_desc_t *all[] = { inp, W, bias, out, pre, dinp, dW, inp_tile, out_nb, bias_len, inp3, inp_short, inp64,
-                          Wq, q, k, v, v_bad, v_tile, hd5, Wp, outp, outp_tile, dbias_tile, qkv };
+                          Wq, q, k, v, v_bad, v_tile, hd5, hd5k, hd5v, Wp, outp, outp_tile, dbias_tile, qkv };
     destroy_all(all, sizeof all / sizeof all[0]);
     tsr_set_verbose(verbose);
 }
