@@ -16,16 +16,8 @@
 #include "gpt2_model_io.h"
 #include "gpt2_tokenizer.h"
 #include "gpt2_train_state.h"
+#include "tsr_fuzz_random.h"
 
-static uint64_t rng_state;
-
-static uint64_t next_random(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 /* One to eight mutations of buf (capacity size + 4096); returns the new size. */
 static size_t mutate(unsigned char *buf, size_t size)

@@ -18,16 +18,8 @@
 #include "tessera.h"
 #include "tsr_check.h"
 #include "internal/tsr_tile_model.h"
+#include "tsr_fuzz_random.h"
 
-static uint64_t rng_state;
-
-static uint64_t next_random(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static const char *const edges[] = { "1e308", "-1e308", "1e30", "1e10", "0", "-0", "-1", "nan", "inf", "-inf",
                                      "1e-320", "99999999999999999999", "-2147483649", "2147483648", "0x10",

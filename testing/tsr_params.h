@@ -36,6 +36,12 @@ int tsr_param_set(tsr_param_t *p, const char *text);
 double tsr_param_real(const tsr_param_t *p, int i);
 void tsr_params_usage(const char *prog, const char *what, const tsr_param_t *params, int nparams,
                       const char **flag_names, const char **flag_help, int nflags);
+/* A driver whose only flag is --help: its flag tables for tsr_params_cli. */
+#define TSR_ONLY_HELP_FLAG                                                                                  \
+    enum { F_HELP, NF };                                                                                    \
+    static const char *flag_names[NF] = { "help" };                                                         \
+    static const char *flag_help[NF] = { "print this help" }
+
 /* A driver's options: parses them and prints the usage on --help (the
  * flag named "help"). Returns -1 to go on, else the exit status: 0 after --help,
  * 2 on a bad option (named). */

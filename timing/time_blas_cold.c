@@ -30,9 +30,7 @@ static tsr_param_t params[NP] = {
     [P_GEMM] = { "gemm", "tessera (tsr_cpu_gemm) and/or blas (the BLAS's own routine)", 1, 2, { 0 },
                  { "tessera", "blas" } },
 };
-enum { F_HELP, NF };
-static const char *flag_names[NF] = { "help" };
-static const char *flag_help[NF] = { "print this help" };
+TSR_ONLY_HELP_FLAG;
 static const char *about =
     "Time one single-threaded float32 GEMM call of the BLAS Tessera uses on operands in cache (warm) and\n"
     "not (cold: cycling through --sets copies; cold_read: each operand read first; cold_huge: on 2 MiB\n"

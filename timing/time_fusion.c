@@ -45,9 +45,7 @@ static tsr_param_t params[NP] = {
     [P_ACCUM] = { "accum", "k accumulation: ordered or redux", 1, 1, {0}, { "ordered" } },
 };
 
-enum { F_HELP, NF };
-static const char *flag_names[NF] = { "help" };
-static const char *flag_help[NF] = { "print this help" };
+TSR_ONLY_HELP_FLAG;
 static const char *about =
     "Time fused vs unfused Linear+bias+GeLU (op gelu) and Linear+bias+reshape into Q, K, V\n"
     "(op qkv). CSV columns: op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,\n"

@@ -31,9 +31,7 @@ static tsr_param_t params[NP] = {
     [P_THREADS] = { "threads", "BLAS threads (-1: all cores)", 0, 1, { -1 } },
     [P_STEPS] = { "steps", "timed steps (after one untimed step)", 0, 1, { 5 } },
 };
-enum { F_HELP, NF };
-static const char *flag_names[NF] = { "help" };
-static const char *flag_help[NF] = { "print this help" };
+TSR_ONLY_HELP_FLAG;
 static const char *about =
     "Time the GEMMs of one GPT-2 training step alone (forward, backward data, backward weights of every\n"
     "linear layer and the LM head), each one whole-matrix call of the BLAS's own multi-threaded routine.\n"
