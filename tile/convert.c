@@ -14,10 +14,16 @@ void *tsr_tile_storage(tsr_desc_t *d, int bi, int i, int j)
     return d->storage[(bi * d->mt + i) * d->nt + j];
 }
 
+void tsr_desc_keep_received(tsr_desc_t *d, int keep)
+{
+    if (d)
+        d->keep_received = keep != 0;
+}
+
 void tsr_desc_flush(tsr_desc_t *d)
 {
 #if TSR_USE_MPI
-    if (!tsr_ctx.mpi_active)
+    if (!tsr_ctx.mpi_active || d->keep_received)
         return;
     int n = tsr_desc_ntiles(d);
     for (int t = 0; t < n; t++)

@@ -54,6 +54,7 @@ typedef struct tsr_desc {
     size_t slab_bytes, slab_used;
     starpu_data_handle_t *handles; /* registered lazily */
     int id;
+    int keep_received;  /* tsr_desc_keep_received: flushes leave received copies */
 } tsr_desc_t;
 
 /* Create a descriptor; dist NULL = 1 x 1 grid (everything on rank 0 with one
@@ -93,6 +94,12 @@ starpu_data_handle_t tsr_tile_registered_handle(const tsr_desc_t *d, int bi, int
 /* Forget StarPU-MPI cached copies of every tile of d, so that no stale copy
  * survives a later write (collective; nothing to do without MPI). */
 void tsr_desc_flush(tsr_desc_t *d);
+/* Keep (keep != 0) the copies this rank receives of d's tiles until their
+ * owner writes them (StarPU-MPI drops them then), whatever the algorithms
+ * flush: for data read several times between writes, such as a model's
+ * parameters within a training step (fetched once a step instead of once
+ * a read). */
+void tsr_desc_keep_received(tsr_desc_t *d, int keep);
 
 /* User buffer layout: column-major b x (m x n), leading dimension lda >= m,
  * matrix bi starts at A + bi * lda * n elements. */

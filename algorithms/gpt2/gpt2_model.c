@@ -213,6 +213,9 @@ static int create_param_sets(tsr_gpt2_model_t *m)
         }
         for (int k = 0; k < nsets; k++)
             (*sets[k])[s] = make(&rc, 1, rows, cols, 1, rt, ct, &dist);
+        /* a step reads each parameter tile in the forward and the backward:
+         * one fetch a step from its owner, dropped when AdamW rewrites it */
+        tsr_desc_keep_received(m->params[s], 1);
     }
     return rc;
 }
