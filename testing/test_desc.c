@@ -124,6 +124,53 @@ static void check_invalidate(tsr_desc_t *d)
     check_fill(d, 9);
 }
 
+/* Received copies kept for reads (tsr_desc_keep_received) never go stale:
+ * C (rank 1) = A (rank 0) I, three times; between the products A is
+ * rewritten on its owner by a task (A = 2 X I, which drops the other
+ * rank's copy) and then by a scatter (which drops it too). */
+static tsr_desc_t *small(int rank, const double *values)
+{
+    tsr_dist_t on = tsr_dist_single(rank);
+    tsr_desc_t *d = NULL;
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT64, 4, 4, 4, 4, &on), TSR_SUCCESS);
+    if (d)
+        CHECK_RC(tsr_desc_scatter(d, values, 4, 0), TSR_SUCCESS);
+    return d;
+}
+
+static void check_keep_received(void)
+{
+    double a[16], id[16] = { 0 }, c[16], scale[3] = { 1, 2, 10 };
+    for (int k = 0; k < 16; k++)
+        a[k] = k + 1;
+    for (int k = 0; k < 4; k++)
+        id[k * 5] = 1;
+    tsr_desc_t *A = small(0, a), *X = small(0, a), *I = small(1, id), *C = small(1, id);
+    if (!A || !X || !I || !C)
+        return;
+    tsr_desc_keep_received(A, 1);
+    for (int round = 0; round < 3; round++) {
+        if (round == 1) /* a task on rank 0 rewrites A */
+            CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 2.0, X, I, 0.0, A, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        if (round == 2) { /* a scatter rewrites A */
+            double b[16];
+            for (int k = 0; k < 16; k++)
+                b[k] = 10 * a[k];
+            CHECK_RC(tsr_desc_scatter(A, b, 4, 0), TSR_SUCCESS);
+        }
+        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, I, 0.0, C, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_desc_gather(C, c, 4, 0), TSR_SUCCESS);
+        int bad = 0;
+        for (int k = 0; tsr_rank() == 0 && k < 16; k++)
+            bad += c[k] != scale[round] * a[k];
+        CHECK(bad == 0);
+    }
+    tsr_desc_destroy(A);
+    tsr_desc_destroy(X);
+    tsr_desc_destroy(I);
+    tsr_desc_destroy(C);
+}
+
 static void check_descriptor(tsr_dtype_t dtype, tiling_t t, const tsr_dist_t *dist)
 {
     tsr_desc_t *d = NULL;
@@ -161,6 +208,8 @@ int main(int argc, char **argv)
             tsr_dist_t custom = tsr_dist_custom(diagonal_owner, &size);
             check_descriptor(dt, tilings[t], &custom);
         }
+    if (size >= 2)
+        check_keep_received();
     /* the block-cyclic formula itself */
     if (size >= 4) {
         tsr_desc_t *d = NULL;

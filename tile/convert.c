@@ -20,10 +20,11 @@ void tsr_desc_keep_received(tsr_desc_t *d, int keep)
         d->keep_received = keep != 0;
 }
 
-void tsr_desc_flush(tsr_desc_t *d)
+/* Drops the StarPU-MPI copies of d's tiles this rank received. */
+static void drop_received(tsr_desc_t *d)
 {
 #if TSR_USE_MPI
-    if (!tsr_ctx.mpi_active || d->keep_received)
+    if (!tsr_ctx.mpi_active)
         return;
     int n = tsr_desc_ntiles(d);
     for (int t = 0; t < n; t++)
@@ -34,11 +35,17 @@ void tsr_desc_flush(tsr_desc_t *d)
 #endif
 }
 
+void tsr_desc_flush(tsr_desc_t *d)
+{
+    if (!d->keep_received)
+        drop_received(d);
+}
+
 void tsr_desc_invalidate(tsr_desc_t *d)
 {
     if (!d)
         return;
-    tsr_desc_flush(d); /* MPI: drops (invalidates) the received copies */
+    drop_received(d); /* MPI: its copies elsewhere are dead too */
     int n = tsr_desc_ntiles(d);
     for (int t = 0; t < n; t++)
         if (d->handles[t] && d->storage[t]) /* registered, owned here */
@@ -174,7 +181,7 @@ static int move_all(tsr_desc_t *d, void *A, int lda, int root, int to_tile)
     if (rc == TSR_ENOTINIT || (rc = agree(rc)) != 0)
         return rc;
     if (to_tile)
-        tsr_desc_flush(d);
+        drop_received(d); /* the user's data replaces every tile */
     for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++)

@@ -95,10 +95,10 @@ starpu_data_handle_t tsr_tile_registered_handle(const tsr_desc_t *d, int bi, int
  * survives a later write (collective; nothing to do without MPI). */
 void tsr_desc_flush(tsr_desc_t *d);
 /* Keep (keep != 0) the copies this rank receives of d's tiles until their
- * owner writes them (StarPU-MPI drops them then), whatever the algorithms
- * flush: for data read several times between writes, such as a model's
- * parameters within a training step (fetched once a step instead of once
- * a read). */
+ * owner writes them (StarPU-MPI drops them then; tsr_desc_scatter and
+ * tsr_desc_invalidate drop them too), whatever the algorithms flush: for
+ * data read several times between writes, such as a model's parameters
+ * within a training step (fetched once a step instead of once a read). */
 void tsr_desc_keep_received(tsr_desc_t *d, int keep);
 
 /* User buffer layout: column-major b x (m x n), leading dimension lda >= m,
