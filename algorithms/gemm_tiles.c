@@ -96,14 +96,15 @@ static int read_model(gemm_model_t *m)
 
 static void write_model(const gemm_model_t *m)
 {
-    FILE *f = tsr_tile_cache_write(&m->cache);
+    tsr_atomic_file_t af;
+    FILE *f = tsr_tile_cache_write(&m->cache, &af);
     if (!f)
         return;
     for (int i = 0; i < NCAL; i++)
         fprintf(f, "%d %.17g\n", CALIBRATED[i], m->seconds[i]);
     for (int i = 0; i < m->nshapes; i++)
         fprintf(f, "%d %d %d %.17g\n", m->shapes[i].mb, m->shapes[i].nb, m->shapes[i].kb, m->shapes[i].seconds);
-    tsr_tile_cache_commit(&m->cache, f);
+    tsr_tile_cache_commit(&af);
 }
 
 /* The fastest of `runs` products C (M x N) = A B in tiles mb x nb x kb

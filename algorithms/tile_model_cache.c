@@ -127,41 +127,18 @@ FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c)
     return NULL;
 }
 
-/* The temporary a cache file is written to before its rename (its name is
- * kept with the open file: see tsr_tile_cache_write). */
-static char cache_tmp[sizeof ((tsr_tile_cache_t *)0)->path + 128];
-static FILE *cache_tmp_file;
-
-FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c)
+FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c, tsr_atomic_file_t *af)
 {
-    if (!c->path[0] || private_dir(c->path) != 0 || cache_tmp_file)
+    if (!c->path[0] || private_dir(c->path) != 0 || tsr_atomic_begin(af, c->path) != 0)
         return NULL;
-    tsr_remove_stale_temps(c->path);
-    int fd = tsr_temp_beside(c->path, cache_tmp, sizeof cache_tmp); /* processes may calibrate at once */
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        tsr_log(TSR_LOG_INFO, "tile models: cannot cache a calibration in %s: %s", c->path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(cache_tmp);
-        }
-        return NULL;
-    }
-    fprintf(f, "# %s\n", c->key);
-    cache_tmp_file = f;
-    return f;
+    fprintf(af->f, "# %s\n", c->key);
+    return af->f;
 }
 
-void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f)
+void tsr_tile_cache_commit(tsr_atomic_file_t *af)
 {
-    if (!f || f != cache_tmp_file)
-        return;
-    cache_tmp_file = NULL;
-    int bad = ferror(f) || tsr_temp_publish_mode(fileno(f), c->path) != 0;
-    if ((fclose(f) != 0) | bad || rename(cache_tmp, c->path) != 0) {
-        tsr_log(TSR_LOG_INFO, "tile models: cannot cache a calibration in %s: %s", c->path, strerror(errno));
-        unlink(cache_tmp);
-    }
+    if (tsr_atomic_commit(af) != 0)
+        tsr_log(TSR_LOG_INFO, "tile models: the calibration is not cached");
 }
 
 int tsr_tile_time_ok(double seconds)
@@ -229,14 +206,15 @@ void tsr_trials_add(tsr_trials_t *tr, const int *key, double seconds)
 
 void tsr_trials_save(tsr_trials_t *tr)
 {
-    FILE *f = tr->added && tsr_rank() == 0 ? tsr_tile_cache_write(&tr->cache) : NULL;
+    tsr_atomic_file_t af;
+    FILE *f = tr->added && tsr_rank() == 0 ? tsr_tile_cache_write(&tr->cache, &af) : NULL;
     for (int j = 0; f && j < tr->n; j++) {
         for (int i = 0; i < tr->nkeys; i++)
             fprintf(f, "%d ", tr->key[j][i]);
         fprintf(f, "%.17g\n", tr->seconds[j]);
     }
     if (f)
-        tsr_tile_cache_commit(&tr->cache, f);
+        tsr_tile_cache_commit(&af);
     tr->added = 0;
 }
 

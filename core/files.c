@@ -154,3 +154,180 @@ int tsr_same_file(const char *a, const char *b)
         return strcmp(a, b) == 0;
     return strcmp(ra, rb) == 0;
 }
+
+/* ---- atomic files ---------------------------------------------------------- */
+
+/* The file an atomic write replaces: path itself, or the file a symlink
+ * points to (the link stays a link). Existing targets must be regular files:
+ * a device, FIFO or directory is never replaced. Returns a malloc'd path or
+ * NULL (message printed). */
+static char *atomic_target(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return strdup(path);
+        tsr_log(TSR_LOG_ERROR, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *target = S_ISLNK(st.st_mode) ? realpath(path, NULL) : strdup(path);
+    if (!target) {
+        tsr_log(TSR_LOG_ERROR, "%s: a symbolic link to a missing file: give the target itself", path);
+        return NULL;
+    }
+    if (stat(target, &st) == 0 && !S_ISREG(st.st_mode)) {
+        tsr_log(TSR_LOG_ERROR, "%s exists and is not a regular file: refusing to replace it", path);
+        free(target);
+        return NULL;
+    }
+    return target;
+}
+
+int tsr_atomic_begin(tsr_atomic_file_t *af, const char *path)
+{
+    if (!af || !path || !*path) {
+        tsr_log(TSR_LOG_ERROR, "tsr_atomic_begin: no file name");
+        return TSR_EINVAL;
+    }
+    memset(af, 0, sizeof *af);
+    char *target = atomic_target(path);
+    if (!target)
+        return TSR_EIO;
+    path = target;
+    size_t n = strlen(path) + 128;
+    af->path = malloc(strlen(path) + 1);
+    af->tmp_path = malloc(n);
+    if (!af->path || !af->tmp_path) {
+        free(af->path);
+        free(af->tmp_path);
+        af->path = af->tmp_path = NULL;
+        tsr_log(TSR_LOG_ERROR, "%s: out of memory", path);
+        free(target);
+        return TSR_ENOMEM;
+    }
+    strcpy(af->path, path);
+    free(target);
+    path = af->path;
+    tsr_remove_stale_temps(path);
+    int fd = tsr_temp_beside(path, af->tmp_path, n);
+    if (fd < 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: cannot create temporary file %s: %s", path, af->tmp_path,
+                strerror(errno));
+        free(af->path);
+        free(af->tmp_path);
+        af->path = af->tmp_path = NULL;
+        return TSR_EIO;
+    }
+    af->f = fdopen(fd, "wb");
+    if (!af->f) {
+        tsr_log(TSR_LOG_ERROR, "%s: fdopen: %s", af->tmp_path, strerror(errno));
+        close(fd);
+        unlink(af->tmp_path);
+        free(af->path);
+        free(af->tmp_path);
+        af->path = af->tmp_path = NULL;
+        return TSR_EIO;
+    }
+    return 0;
+}
+
+int tsr_atomic_write(tsr_atomic_file_t *af, const void *data, size_t bytes)
+{
+    if (!af || !af->f)
+        return TSR_EINVAL;
+    if (af->failed)
+        return TSR_EIO;
+    if (bytes && fwrite(data, 1, bytes, af->f) != bytes) {
+        tsr_log(TSR_LOG_ERROR, "%s: write failed: %s", af->tmp_path, strerror(errno));
+        af->failed = 1;
+        return TSR_EIO;
+    }
+    return 0;
+}
+
+static void free_af(tsr_atomic_file_t *af)
+{
+    free(af->path);
+    free(af->tmp_path);
+    af->path = af->tmp_path = NULL;
+    af->f = NULL;
+}
+
+void tsr_atomic_abort(tsr_atomic_file_t *af)
+{
+    if (!af)
+        return;
+    if (af->f)
+        fclose(af->f);
+    if (af->tmp_path)
+        unlink(af->tmp_path);
+    free_af(af);
+}
+
+static void fsync_parent_dir(const char *path)
+{
+    char *dir = malloc(strlen(path) + 2);
+    if (!dir)
+        return;
+    strcpy(dir, path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd); /* best effort: some file systems refuse fsync on directories */
+        close(fd);
+    }
+    free(dir);
+}
+
+int tsr_atomic_commit(tsr_atomic_file_t *af)
+{
+    if (!af || !af->f)
+        return TSR_EINVAL;
+    int ok = !af->failed && !ferror(af->f); /* also writes made with fprintf(af->f) */
+    if (ok && fflush(af->f) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: write failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && fsync(fileno(af->f)) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: fsync failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && tsr_temp_publish_mode(fileno(af->f), af->path) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: chmod failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    int closed = fclose(af->f);
+    af->f = NULL;
+    if (ok && closed != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: close failed: %s", af->tmp_path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && rename(af->tmp_path, af->path) != 0) {
+        tsr_log(TSR_LOG_ERROR, "%s: cannot rename %s over it: %s", af->path, af->tmp_path,
+                strerror(errno));
+        ok = 0;
+    }
+    if (!ok) {
+        unlink(af->tmp_path);
+        free_af(af);
+        return TSR_EIO;
+    }
+    fsync_parent_dir(af->path);
+    free_af(af);
+    return 0;
+}
+
+int tsr_atomic_check(const char *path)
+{
+    tsr_atomic_file_t af;
+    int rc = tsr_atomic_begin(&af, path);
+    if (!rc)
+        tsr_atomic_abort(&af);
+    return rc;
+}

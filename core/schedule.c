@@ -26,7 +26,6 @@
 #include <unistd.h>
 #include <starpu.h>
 #include <starpu_profiling.h>
-#include <sys/stat.h>
 #include "tsr_context.h"
 #include "tsr_files.h"
 
@@ -68,26 +67,6 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* An output the run will write at its end: a regular file or absent, in a
- * directory where a temporary can be made (nothing is created). */
-static int check_output_target(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        tsr_log(TSR_LOG_ERROR, "schedule: %s exists and is not a regular file", path);
-        return TSR_EIO;
-    }
-    char tmp[4096 + 128];
-    int fd = tsr_temp_beside(path, tmp, sizeof tmp);
-    if (fd < 0) {
-        tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", path, strerror(errno));
-        return TSR_EIO;
-    }
-    close(fd);
-    unlink(tmp);
-    return TSR_SUCCESS;
-}
-
 static void rank_path(char *out, size_t size, const char *png, const char *ext);
 
 int tsr_schedule_prepare(const char *png, int summary)
@@ -110,8 +89,8 @@ static int check_outputs(void)
     char csv[4200], png[4200];
     rank_path(csv, sizeof csv, rec.png, ".csv");
     rank_path(png, sizeof png, rec.png, ".png");
-    int rc = check_output_target(csv);
-    return rc ? rc : check_output_target(png);
+    int rc = tsr_atomic_check(csv); /* a regular file or absent, in a writable directory */
+    return rc ? rc : tsr_atomic_check(png);
 }
 
 int tsr_schedule_start(void)
@@ -817,32 +796,27 @@ static const char *gp_text(const char *s, char *out, size_t n)
     return out;
 }
 
-/* Copies the file from over to (atomically: a private temporary beside to,
- * renamed over it). */
+/* Copies the file from over to (atomically: tsr_atomic_*). */
 static int copy_over(const char *from, const char *to)
 {
-    char tmp[4096 + 128];
     FILE *in = tsr_open_regular(from);
-    int fd = in ? tsr_temp_beside(to, tmp, sizeof tmp) : -1;
-    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
-    int rc = in && out ? TSR_SUCCESS : TSR_EIO;
+    if (!in) {
+        tsr_log(TSR_LOG_ERROR, "schedule: cannot read the drawn chart %s: %s", from, strerror(errno));
+        return TSR_EIO;
+    }
+    tsr_atomic_file_t af;
+    int rc = tsr_atomic_begin(&af, to);
     char buf[65536];
     size_t got;
     while (!rc && (got = fread(buf, 1, sizeof buf, in)) > 0)
-        rc = fwrite(buf, 1, got, out) == got ? TSR_SUCCESS : TSR_EIO;
-    if (!rc && (ferror(in) || fflush(out) != 0 || tsr_temp_publish_mode(fileno(out), to) != 0))
+        rc = tsr_atomic_write(&af, buf, got);
+    if (!rc && ferror(in))
         rc = TSR_EIO;
-    if (in)
-        fclose(in);
-    if (out ? fclose(out) != 0 : fd >= 0 && close(fd) != 0)
-        rc = TSR_EIO;
-    if (!rc && rename(tmp, to) != 0)
-        rc = TSR_EIO;
-    if (rc) {
-        tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", to, strerror(errno));
-        if (fd >= 0)
-            unlink(tmp);
-    }
+    if (!rc)
+        rc = tsr_atomic_commit(&af);
+    else
+        tsr_atomic_abort(&af); /* nothing left when begin failed */
+    fclose(in);
     return rc;
 }
 

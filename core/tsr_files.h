@@ -32,4 +32,27 @@ FILE *tsr_open_regular(const char *path);
  * exist, otherwise the same directory (resolved) and the same last name. */
 int tsr_same_file(const char *a, const char *b);
 
+/* Atomic file writing, for every file Tessera writes by name: begin removes
+ * the temporaries of path that dead processes of this host left, then
+ * creates a private one next to path (tsr_temp_beside: O_EXCL, mode 0600,
+ * never a planted file or link); write appends (errors are remembered);
+ * commit flushes, fsyncs, gives it path's mode (or 0666 less the umask),
+ * closes, renames over path and fsyncs the directory (af->f may also be
+ * written directly: a write error there fails the commit); abort (or a
+ * failed commit) removes the temp file. An existing
+ * path must be a regular file (never a device, FIFO or directory); a symlink
+ * is followed: its target is replaced atomically and the link stays. check
+ * does begin + abort: is the path writable, before a long run. */
+typedef struct {
+    FILE *f;
+    char *path;
+    char *tmp_path;
+    int failed;
+} tsr_atomic_file_t;
+int tsr_atomic_begin(tsr_atomic_file_t *af, const char *path);
+int tsr_atomic_write(tsr_atomic_file_t *af, const void *data, size_t bytes);
+int tsr_atomic_commit(tsr_atomic_file_t *af);
+void tsr_atomic_abort(tsr_atomic_file_t *af);
+int tsr_atomic_check(const char *path);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "tsr_check.h"
 #include "tsr_core.h"
+#include "tsr_files.h"
 #include "tsr_gpt2_io.h"
 
 static const char *tmpdir;
@@ -132,10 +133,10 @@ static void test_roundtrip(const char *datadir)
     CHECK(no_temp_files());
 
     /* atomic writer directly: abort leaves the old file untouched */
-    tsr_gpt2_atomic_file_t af;
-    CHECK_RC(tsr_gpt2_atomic_begin(&af, dst), 0);
-    CHECK_RC(tsr_gpt2_atomic_write(&af, "garbage", 7), 0);
-    tsr_gpt2_atomic_abort(&af);
+    tsr_atomic_file_t af;
+    CHECK_RC(tsr_atomic_begin(&af, dst), 0);
+    CHECK_RC(tsr_atomic_write(&af, "garbage", 7), 0);
+    tsr_atomic_abort(&af);
     CHECK(no_temp_files());
     CHECK_RC(tsr_gpt2_checkpoint_read_config(dst, &c2), 0);
     free(p);

@@ -83,27 +83,6 @@ int tsr_gpt2_checkpoint_read(const char *path, tsr_gpt2_config_t *cfg, float **p
 /* Writes atomically (temp file in the same directory, fsync, rename). */
 int tsr_gpt2_checkpoint_write(const char *path, const tsr_gpt2_config_t *cfg, const float *params);
 
-/* Atomic file writing, also for the driver's own state files: begin removes
- * the temporaries of path that dead processes of this host left, then
- * creates a private one next to path (tsr_temp_beside: O_EXCL, mode 0600,
- * never a planted file or link); write appends (errors are remembered);
- * commit flushes, fsyncs, gives it path's mode (or 0666 less the umask),
- * closes, renames over path and fsyncs the directory; abort (or a failed
- * commit) removes the temp file. An existing
- * path must be a regular file (never a device, FIFO or directory); a symlink
- * is followed: its target is replaced atomically and the link stays. check
- * does begin + abort: is the path writable, before a long run. */
-typedef struct {
-    FILE *f;
-    char *path;
-    char *tmp_path;
-    int failed;
-} tsr_gpt2_atomic_file_t;
-int tsr_gpt2_atomic_begin(tsr_gpt2_atomic_file_t *af, const char *path);
-int tsr_gpt2_atomic_write(tsr_gpt2_atomic_file_t *af, const void *data, size_t bytes);
-int tsr_gpt2_atomic_commit(tsr_gpt2_atomic_file_t *af);
-void tsr_gpt2_atomic_abort(tsr_gpt2_atomic_file_t *af);
-int tsr_gpt2_atomic_check(const char *path);
 
 /* Small helpers shared by the readers: open + size (TSR_EIO with a message
  * when missing), exact reads (TSR_EFORMAT "truncated" on a short read). */

@@ -3,6 +3,7 @@
 #include <string.h>
 #include "gpt2_train_state.h"
 #include "tsr_core.h"
+#include "tsr_files.h"
 
 #define STATE_MAGIC 0x31525354 /* "TSR1" */
 #define STATE_VERSION 1
@@ -32,17 +33,17 @@ int tsr_gpt2_train_state_write(const char *path, const tsr_gpt2_config_t *cfg, i
     if (!ls)
         return TSR_ENOMEM;
     int rc = tsr_gpt2_loader_save_state(train, ls, lb);
-    tsr_gpt2_atomic_file_t af;
+    tsr_atomic_file_t af;
     if (!rc)
-        rc = tsr_gpt2_atomic_begin(&af, path);
+        rc = tsr_atomic_begin(&af, path);
     if (!rc) {
-        rc = tsr_gpt2_atomic_write(&af, &h, sizeof h);
-        if (!rc) rc = tsr_gpt2_atomic_write(&af, st->params, np * sizeof(float));
-        if (!rc) rc = tsr_gpt2_atomic_write(&af, st->m, np * sizeof(float));
-        if (!rc) rc = tsr_gpt2_atomic_write(&af, st->v, np * sizeof(float));
-        if (!rc) rc = tsr_gpt2_atomic_write(&af, ls, lb);
-        if (!rc) rc = tsr_gpt2_atomic_commit(&af);
-        else tsr_gpt2_atomic_abort(&af);
+        rc = tsr_atomic_write(&af, &h, sizeof h);
+        if (!rc) rc = tsr_atomic_write(&af, st->params, np * sizeof(float));
+        if (!rc) rc = tsr_atomic_write(&af, st->m, np * sizeof(float));
+        if (!rc) rc = tsr_atomic_write(&af, st->v, np * sizeof(float));
+        if (!rc) rc = tsr_atomic_write(&af, ls, lb);
+        if (!rc) rc = tsr_atomic_commit(&af);
+        else tsr_atomic_abort(&af);
     }
     free(ls);
     return rc;

@@ -23,7 +23,7 @@ typedef struct {
     float *params, *m, *v; /* tsr_gpt2_num_params(cfg) floats each */
 } tsr_gpt2_train_state_t;
 
-/* Writes st and train's position atomically (tsr_gpt2_atomic_*). */
+/* Writes st and train's position atomically (tsr_atomic_*). */
 int tsr_gpt2_train_state_write(const char *path, const tsr_gpt2_config_t *cfg, int B, int T,
                                const tsr_gpt2_train_state_t *st, const tsr_gpt2_loader_t *train);
 

@@ -817,9 +817,9 @@ static int check_output_paths(const options_t *o)
 {
     int rc = 0;
     if (o->save)
-        rc = tsr_gpt2_atomic_check(o->save);
+        rc = tsr_atomic_check(o->save);
     if (!rc && o->write_ckpt)
-        rc = tsr_gpt2_atomic_check(o->write_ckpt);
+        rc = tsr_atomic_check(o->write_ckpt);
     return rc;
 }
 

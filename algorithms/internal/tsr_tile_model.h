@@ -5,6 +5,7 @@
 #define TSR_TILE_MODEL_H
 
 #include <stdio.h>
+#include "tsr_files.h"
 
 /* Memory traffic one core sustains streaming tiles: a GEMM task that
  * accumulates into C (every k-tile after the first) reads and writes its C
@@ -31,11 +32,12 @@ void tsr_tile_cache_init(tsr_tile_cache_t *c, const char *name);
 /* The cache file opened after its key line, or NULL when there is none or
  * it belongs to another key. */
 FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c);
-/* A new version of the file (its directory made, the key line written),
- * written aside and put in place by tsr_tile_cache_commit; NULL (logged)
- * when it cannot be created: the model then lives for the process only. */
-FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c);
-void tsr_tile_cache_commit(const tsr_tile_cache_t *c, FILE *f);
+/* A new version of the file (its directory made, the key line written):
+ * the FILE * of af, an atomic file (tsr_files.h) put in place by
+ * tsr_tile_cache_commit; NULL (logged) when it cannot be created: the
+ * model then lives for the process only. */
+FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c, tsr_atomic_file_t *af);
+void tsr_tile_cache_commit(tsr_atomic_file_t *af);
 
 /* A measured time read back from a cache file is used only within these
  * bounds (a damaged or planted 1e308, 0, NaN is dropped): no tile task,
