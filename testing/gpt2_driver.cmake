@@ -41,22 +41,20 @@ tsr_add_test(replay_gpt2_tiles bash ${CMAKE_CURRENT_SOURCE_DIR}/check_replay_gpt
 # on stand-in trainers
 tsr_add_test(gpu_node_script bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpu_node.sh
              ${PROJECT_SOURCE_DIR}/timing/gpu_node.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu_node_work)
-# hostile files and names (docs/files.md): planted links, a command in a
-# chart's name, outputs onto inputs, stale temporaries, planted tile caches;
-# under mpirun also SIGUSR1 to mpirun saving the state
-tsr_add_test(hostile_files bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_files.sh $<TARGET_FILE:tsr_gpt2>
-             $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_files_work)
-if(TSR_USE_MPI)
-  tsr_add_test(hostile_files_mpi2 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_files.sh $<TARGET_FILE:tsr_gpt2>
-               $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_files_mpi2_work ${TSR_MPIRUN} 2)
-  set_tests_properties(hostile_files_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
-endif()
-# hostile environment variables (StarPU's, BLIS_ARCH_TYPE), a lost stdout,
-# and under mpirun ranks started with different options
-tsr_add_test(hostile_env bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_env.sh $<TARGET_FILE:tsr_gpt2>
-             $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_env_work)
-if(TSR_USE_MPI)
-  tsr_add_test(hostile_env_mpi bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_env.sh $<TARGET_FILE:tsr_gpt2>
-               $<TARGET_FILE:time_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_env_mpi_work ${TSR_MPIRUN} 2)
-  set_tests_properties(hostile_env_mpi PROPERTIES PROCESSORS 2 LABELS mpi)
-endif()
+# A hostile-input script (docs/files.md) on tsr_gpt2 and time_gemm, alone and
+# (as MPI_NAME) under mpirun -np 2.
+function(tsr_add_hostile_test name mpi_name script)
+  set(args bash ${CMAKE_CURRENT_SOURCE_DIR}/${script} $<TARGET_FILE:tsr_gpt2> $<TARGET_FILE:time_gemm>)
+  tsr_add_test(${name} ${args} ${CMAKE_CURRENT_BINARY_DIR}/${name}_work)
+  if(TSR_USE_MPI)
+    tsr_add_test(${mpi_name} ${args} ${CMAKE_CURRENT_BINARY_DIR}/${mpi_name}_work ${TSR_MPIRUN} 2)
+    set_tests_properties(${mpi_name} PROPERTIES PROCESSORS 2 LABELS mpi)
+  endif()
+endfunction()
+# planted links, a command in a chart's name, outputs onto inputs, stale
+# temporaries, planted tile caches; under mpirun also SIGUSR1 to mpirun
+# saving the state and every rank's chart names
+tsr_add_hostile_test(hostile_files hostile_files_mpi2 check_hostile_files.sh)
+# StarPU's variables, BLIS_ARCH_TYPE, a lost stdout; under mpirun ranks
+# started with different options
+tsr_add_hostile_test(hostile_env hostile_env_mpi check_hostile_env.sh)
