@@ -645,8 +645,6 @@ static int train(trainer_t *t)
     return rc;
 }
 
-/* Steady-state figures come from the steady steps (see step_timing); the
- * rate over all steps from the sum of their times (evaluations excluded). */
 /* --profile: what each rank holds (the tiles it owns) and sends and
  * receives a steady step, and its peak RSS (collective; rank 0 prints). */
 static void rank_report(trainer_t *t)
@@ -685,6 +683,8 @@ static void rank_report(trainer_t *t)
     free(all);
 }
 
+/* Steady-state figures come from the steady steps (see step_timing); the
+ * rate over all steps from the sum of their times (evaluations excluded). */
 static void summary(const trainer_t *t, int first)
 {
     if (tsr_rank() != 0)
