@@ -68,8 +68,19 @@ static int count_bound_cores(void)
     return n > 0 ? n : 1;
 }
 
+int tsr_simulated(void)
+{
+#ifdef STARPU_SIMGRID
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 int tsr_mpi_launched(void)
 {
+    if (tsr_simulated()) /* a simulated build runs only under (starpu_)smpirun */
+        return 1;
     const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *s = getenv(vars[i]);
@@ -85,6 +96,8 @@ static int want_mpi(const tsr_config_t *cfg)
     if (cfg->mpi == TSR_MPI_OFF)
         return 0;
     if (cfg->mpi == TSR_MPI_ON)
+        return 1;
+    if (tsr_simulated()) /* StarPU started SMPI before main; MPI_Initialized is not ours to call */
         return 1;
     int already = 0;
     MPI_Initialized(&already);
@@ -144,6 +157,9 @@ static int validate_config(const tsr_config_t *c)
 #if TSR_USE_MPI
 static int start_mpi(int *argc, char ***argv)
 {
+    tsr_ctx.comm = MPI_COMM_WORLD;
+    if (tsr_simulated()) /* MPI runs in StarPU-MPI's actor; rank and size come from it once started */
+        return TSR_SUCCESS;
     int already = 0, provided = 0;
     MPI_Initialized(&already);
     if (!already) {
@@ -155,12 +171,12 @@ static int start_mpi(int *argc, char ***argv)
     } else {
         MPI_Query_thread(&provided);
     }
-    /* Our scatter/gather/norm calls run beside StarPU-MPI's progress thread. */
-    if (provided < MPI_THREAD_MULTIPLE) {
+    /* Our scatter/gather/norm calls run beside StarPU-MPI's progress thread
+     * (SMPI's ranks and threads are SimGrid actors: it reports level 0). */
+    if (provided < MPI_THREAD_MULTIPLE && !tsr_simulated()) {
         tsr_log(TSR_LOG_ERROR, "tsr_init: the MPI library must provide MPI_THREAD_MULTIPLE (got level %d)", provided);
         return TSR_ERUNTIME;
     }
-    tsr_ctx.comm = MPI_COMM_WORLD;
     MPI_Comm_dup(MPI_COMM_WORLD, &tsr_ctx.raw_comm);
     MPI_Comm_rank(MPI_COMM_WORLD, &tsr_ctx.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &tsr_ctx.size);
@@ -332,6 +348,12 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     }
     tsr_ctx.mpi_active = use_mpi;
 #if TSR_USE_MPI
+    if (use_mpi && tsr_simulated()) {
+        starpu_mpi_comm_rank(tsr_ctx.comm, &tsr_ctx.rank);
+        starpu_mpi_comm_size(tsr_ctx.comm, &tsr_ctx.size);
+    }
+#endif
+#if TSR_USE_MPI
     if (use_mpi && (cfg.schedule_summary || cfg.schedule_png))
         starpu_mpi_comm_stats_enable(); /* tsr_comm_bytes_sent, when profiling */
 #endif
@@ -389,7 +411,7 @@ int tsr_finalize(void)
         rc = rc ? rc : trace_rc;
     }
 #if TSR_USE_MPI
-    if (tsr_ctx.mpi_active) {
+    if (tsr_ctx.mpi_active && !tsr_simulated()) {
         MPI_Comm_free(&tsr_ctx.raw_comm);
         if (tsr_ctx.we_initialized_mpi)
             MPI_Finalize();
@@ -442,53 +464,6 @@ int tsr_resume(void)
     return TSR_SUCCESS;
 }
 
-int tsr_barrier(void)
-{
-    if (!tsr_ctx.initialized)
-        return TSR_ENOTINIT;
-#if TSR_USE_MPI
-    if (tsr_ctx.mpi_active)
-        return MPI_Barrier(tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS : TSR_ERUNTIME;
-#endif
-    return TSR_SUCCESS;
-}
-
-int tsr_broadcast(void *buf, size_t bytes, int root)
-{
-#if TSR_USE_MPI
-    if (tsr_ctx.mpi_active && bytes > 0)
-        return MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS
-                                                                                         : TSR_ERUNTIME;
-#else
-    (void)buf;
-    (void)bytes;
-    (void)root;
-#endif
-    return TSR_SUCCESS;
-}
-
-int tsr_any(int flag)
-{
-    int any = flag != 0;
-#if TSR_USE_MPI
-    if (tsr_ctx.mpi_active)
-        MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, tsr_ctx.raw_comm);
-#endif
-    return any;
-}
-
-int tsr_allgather(const void *mine, void *all, size_t bytes)
-{
-#if TSR_USE_MPI
-    if (tsr_ctx.mpi_active)
-        return MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, tsr_ctx.raw_comm) == MPI_SUCCESS
-                   ? TSR_SUCCESS
-                   : TSR_ERUNTIME;
-#endif
-    memcpy(all, mine, bytes);
-    return TSR_SUCCESS;
-}
-
 void tsr_comm_bytes_sent(double *sent)
 {
     for (int r = 0; r < tsr_ctx.size; r++)
@@ -517,8 +492,12 @@ void tsr_count_task(void) { atomic_fetch_add(&tasks_submitted, 1); }
 void tsr_count_failed_task(void) { atomic_fetch_add(&tasks_failed, 1); }
 uint64_t tsr_tasks_submitted(void) { return atomic_load(&tasks_submitted); }
 
+/* Seconds on a monotonic clock; under StarPU-SimGrid, the simulated clock
+ * (kernels do not run there, so the wall clock would measure nothing). */
 double tsr_wtime(void)
 {
+    if (tsr_simulated())
+        return starpu_timing_now() * 1e-6;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;

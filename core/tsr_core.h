@@ -82,6 +82,9 @@ int tsr_initialized(void);
  * times under MPI initialises MPI itself first (tsr_finalize only finalises
  * MPI when tsr_init started it). */
 int tsr_mpi_launched(void);
+/* 1 in a build against StarPU-SimGrid (docs/simulation.md): kernels do not
+ * run, tsr_wtime is the simulated clock, every rank shares one process. */
+int tsr_simulated(void);
 int tsr_rank(void);          /* MPI rank, 0 without MPI */
 int tsr_size(void);          /* number of MPI ranks, 1 without MPI */
 int tsr_mpi_active(void);    /* 1 when StarPU-MPI is in use */
@@ -116,7 +119,7 @@ void tsr_comm_bytes_sent(double *sent);
 /* Number of tasks this rank has submitted since tsr_init (for tests/timing). */
 uint64_t tsr_tasks_submitted(void);
 
-/* Wall clock in seconds. */
+/* Wall clock in seconds (the simulated clock when tsr_simulated()). */
 double tsr_wtime(void);
 
 /* Logging, on stderr (stdout is the program's: CSV, step lines): messages are

@@ -265,7 +265,8 @@ int tsr_stdout_close(int status)
 {
     errno = 0;
     int failed = fflush(stdout) != 0 || ferror(stdout), err = errno;
-    if (fclose(stdout) != 0 && !failed) {
+    /* simulated ranks share one process and its stdout: flush, do not close */
+    if (!tsr_simulated() && fclose(stdout) != 0 && !failed) {
         failed = 1;
         err = errno;
     }

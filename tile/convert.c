@@ -129,30 +129,22 @@ static int move_tile(tsr_desc_t *d, int bi, int i, int j, void *A, int lda, int 
     if (owner == root) {
         copy_tile(d, bi, i, j, storage, A, lda, to_tile);
     } else {
-#if TSR_USE_MPI
         size_t bytes = tile_bytes(d, bi, i, j);
         if (me == owner) {
-            if (to_tile)
-                rc = MPI_Recv(storage, (int)bytes, MPI_BYTE, root, 0, tsr_ctx.raw_comm, MPI_STATUS_IGNORE);
-            else
-                rc = MPI_Send(storage, (int)bytes, MPI_BYTE, root, 0, tsr_ctx.raw_comm);
+            rc = to_tile ? tsr_recv_bytes(storage, bytes, root) : tsr_send_bytes(storage, bytes, root);
         } else {
             void *tmp = malloc(bytes);
             if (!tmp)
                 return TSR_ENOMEM;
             if (to_tile) {
                 copy_tile(d, bi, i, j, tmp, A, lda, 1);
-                rc = MPI_Send(tmp, (int)bytes, MPI_BYTE, owner, 0, tsr_ctx.raw_comm);
+                rc = tsr_send_bytes(tmp, bytes, owner);
             } else {
-                rc = MPI_Recv(tmp, (int)bytes, MPI_BYTE, owner, 0, tsr_ctx.raw_comm, MPI_STATUS_IGNORE);
+                rc = tsr_recv_bytes(tmp, bytes, owner);
                 copy_tile(d, bi, i, j, tmp, A, lda, 0);
             }
             free(tmp);
         }
-        rc = rc == MPI_SUCCESS ? TSR_SUCCESS : TSR_ERUNTIME;
-#else
-        rc = TSR_EDIST;
-#endif
     }
     if (owner == me)
         starpu_data_release(h);
@@ -163,14 +155,8 @@ static int move_tile(tsr_desc_t *d, int bi, int i, int j, void *A, int lda, int 
  * not leave the other ranks waiting for tiles. */
 static int agree(int rc)
 {
-#if TSR_USE_MPI
-    if (tsr_ctx.mpi_active) {
-        int all = rc;
-        MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, tsr_ctx.raw_comm);
-        return all;
-    }
-#endif
-    return rc;
+    double worst = rc; /* error codes are negative: the lowest wins */
+    return tsr_allreduce_double(&worst, TSR_REDUCE_MIN) ? TSR_ERUNTIME : (int)worst;
 }
 
 static int move_all(tsr_desc_t *d, void *A, int lda, int root, int to_tile)

@@ -76,10 +76,9 @@ int tsr_desc_norm(tsr_desc_t *d, tsr_norm_t which, double *value)
     if (rc)
         return rc;
     double total = acc.value;
-#if TSR_USE_MPI
-    if (tsr_ctx.mpi_active)
-        MPI_Allreduce(&acc.value, &total, 1, MPI_DOUBLE, which == TSR_NORM_MAX ? MPI_MAX : MPI_SUM, tsr_ctx.raw_comm);
-#endif
+    rc = tsr_allreduce_double(&total, which == TSR_NORM_MAX ? TSR_REDUCE_MAX : TSR_REDUCE_SUM);
+    if (rc)
+        return rc;
     *value = which == TSR_NORM_FRO ? sqrt(total) : total;
     return TSR_SUCCESS;
 }

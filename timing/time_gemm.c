@@ -111,7 +111,7 @@ static int mpi_start(int *argc, char ***argv)
 {
 #if TSR_USE_MPI
     int provided;
-    if (!tsr_mpi_launched())
+    if (!tsr_mpi_launched() || tsr_simulated()) /* simulated: StarPU started MPI before main */
         return 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return -1;
@@ -332,7 +332,7 @@ static int run(int argc, char **argv)
     }
     int status = 0;
     for (int t = 0; !status && t < params[P_THREADS].count; t++)
-        status = run_worker_count((int)params[P_THREADS].values[t], !flags[F_NO_BASELINE], &argc, &argv);
+        status = run_worker_count((int)params[P_THREADS].values[t], !flags[F_NO_BASELINE] && !tsr_simulated(), &argc, &argv);
     mpi_stop();
     return status;
 }

@@ -1,0 +1,168 @@
+/* Host-side communication between ranks, outside tasks: barriers, broadcasts,
+ * gathers, reductions of one value and tile moves for scatter/gather.
+ *
+ * Normally these are MPI calls on Tessera's own communicator. Under
+ * StarPU-SimGrid (tsr_simulated) the application may not call MPI itself:
+ * SMPI's ranks are SimGrid actors and only StarPU-MPI's progress actor is an
+ * MPI process. There every operation is built from StarPU-MPI point-to-point
+ * messages (rank 0 gathers, then sends to all), so that it also costs
+ * simulated network time. */
+#include <stdlib.h>
+#include <string.h>
+#include <starpu.h>
+#include "tsr_context.h"
+#if TSR_USE_MPI
+#include <starpu_mpi.h>
+#endif
+
+#if TSR_USE_MPI
+/* The message tag of host-side transfers under simulation: far above the
+ * tags tsr_tag_alloc hands out to tiles. Messages between two ranks with one
+ * tag arrive in the order they were sent. */
+#define HOST_TAG ((starpu_mpi_tag_t)1 << 60)
+
+static int simulated_transfer(void *buf, size_t bytes, int peer, int send)
+{
+    if (bytes == 0)
+        return TSR_SUCCESS;
+    starpu_data_handle_t h;
+    starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)buf, (uint32_t)bytes, 1);
+    int rc = send ? starpu_mpi_send(h, peer, HOST_TAG, tsr_ctx.comm)
+                  : starpu_mpi_recv(h, peer, HOST_TAG, tsr_ctx.comm, MPI_STATUS_IGNORE);
+    starpu_data_unregister(h);
+    return rc == 0 ? TSR_SUCCESS : TSR_ERUNTIME;
+}
+#endif
+
+int tsr_send_bytes(const void *buf, size_t bytes, int to)
+{
+#if TSR_USE_MPI
+    if (tsr_simulated())
+        return simulated_transfer((void *)buf, bytes, to, 1);
+    return MPI_Send(buf, (int)bytes, MPI_BYTE, to, 0, tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS : TSR_ERUNTIME;
+#else
+    (void)buf, (void)bytes, (void)to;
+    return TSR_EDIST;
+#endif
+}
+
+int tsr_recv_bytes(void *buf, size_t bytes, int from)
+{
+#if TSR_USE_MPI
+    if (tsr_simulated())
+        return simulated_transfer(buf, bytes, from, 0);
+    return MPI_Recv(buf, (int)bytes, MPI_BYTE, from, 0, tsr_ctx.raw_comm, MPI_STATUS_IGNORE) == MPI_SUCCESS
+               ? TSR_SUCCESS
+               : TSR_ERUNTIME;
+#else
+    (void)buf, (void)bytes, (void)from;
+    return TSR_EDIST;
+#endif
+}
+
+/* root's buf to every rank, one message each (simulation only) */
+static int simulated_broadcast(void *buf, size_t bytes, int root)
+{
+    int rc = TSR_SUCCESS;
+    if (tsr_ctx.rank != root)
+        return tsr_recv_bytes(buf, bytes, root);
+    for (int r = 0; r < tsr_ctx.size && !rc; r++)
+        if (r != root)
+            rc = tsr_send_bytes(buf, bytes, r);
+    return rc;
+}
+
+int tsr_barrier(void)
+{
+    if (!tsr_ctx.initialized)
+        return TSR_ENOTINIT;
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active && tsr_simulated())
+        return starpu_mpi_barrier(tsr_ctx.comm) == 0 ? TSR_SUCCESS : TSR_ERUNTIME;
+    if (tsr_ctx.mpi_active)
+        return MPI_Barrier(tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS : TSR_ERUNTIME;
+#endif
+    return TSR_SUCCESS;
+}
+
+int tsr_broadcast(void *buf, size_t bytes, int root)
+{
+    if (!tsr_ctx.mpi_active || bytes == 0)
+        return TSR_SUCCESS;
+    if (tsr_simulated())
+        return simulated_broadcast(buf, bytes, root);
+#if TSR_USE_MPI
+    return MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS : TSR_ERUNTIME;
+#else
+    (void)root;
+    return TSR_SUCCESS;
+#endif
+}
+
+int tsr_allgather(const void *mine, void *all, size_t bytes)
+{
+    if (!tsr_ctx.mpi_active) {
+        memcpy(all, mine, bytes);
+        return TSR_SUCCESS;
+    }
+    if (tsr_simulated()) {
+        if (tsr_ctx.rank != 0) {
+            int rc = tsr_send_bytes(mine, bytes, 0);
+            return rc ? rc : tsr_recv_bytes(all, bytes * (size_t)tsr_ctx.size, 0);
+        }
+        memcpy(all, mine, bytes);
+        int rc = TSR_SUCCESS;
+        for (int r = 1; r < tsr_ctx.size && !rc; r++)
+            rc = tsr_recv_bytes((char *)all + (size_t)r * bytes, bytes, r);
+        return rc ? rc : simulated_broadcast(all, bytes * (size_t)tsr_ctx.size, 0);
+    }
+#if TSR_USE_MPI
+    return MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, tsr_ctx.raw_comm) == MPI_SUCCESS
+               ? TSR_SUCCESS
+               : TSR_ERUNTIME;
+#else
+    return TSR_SUCCESS;
+#endif
+}
+
+/* one value per rank, combined in rank order on every rank (simulation only) */
+static int simulated_allreduce(double *value, tsr_reduce_op_t op)
+{
+    double *all = malloc((size_t)tsr_ctx.size * sizeof *all);
+    if (!all)
+        return TSR_ENOMEM;
+    int rc = tsr_allgather(value, all, sizeof *value);
+    if (!rc) {
+        double v = all[0];
+        for (int r = 1; r < tsr_ctx.size; r++)
+            v = op == TSR_REDUCE_SUM ? v + all[r] : op == TSR_REDUCE_MAX ? (all[r] > v ? all[r] : v)
+                                                                         : (all[r] < v ? all[r] : v);
+        *value = v;
+    }
+    free(all);
+    return rc;
+}
+
+int tsr_allreduce_double(double *value, tsr_reduce_op_t op)
+{
+    if (!tsr_ctx.mpi_active)
+        return TSR_SUCCESS;
+    if (tsr_simulated())
+        return simulated_allreduce(value, op);
+#if TSR_USE_MPI
+    MPI_Op mop = op == TSR_REDUCE_SUM ? MPI_SUM : op == TSR_REDUCE_MAX ? MPI_MAX : MPI_MIN;
+    return MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, mop, tsr_ctx.raw_comm) == MPI_SUCCESS ? TSR_SUCCESS
+                                                                                                : TSR_ERUNTIME;
+#else
+    (void)op;
+    return TSR_SUCCESS;
+#endif
+}
+
+int tsr_any(int flag)
+{
+    double any = flag != 0;
+    if (tsr_allreduce_double(&any, TSR_REDUCE_MAX))
+        return 1; /* cannot agree: every rank that sees this stops */
+    return any != 0;
+}
