@@ -5,7 +5,8 @@
 # supported. Defines the imported targets STARPU::starpu and (when present)
 # STARPU::starpumpi, and STARPU_FOUND, STARPU_VERSION, STARPU_PKG,
 # STARPU_PREFIX, STARPU_MPI_FOUND, STARPU_MPI_PKG, STARPU_HAS_CUDA and
-# STARPU_HAS_FXT (what StarPU itself was built with), STARPU_MAXCPUS.
+# STARPU_HAS_FXT and STARPU_HAS_SIMGRID (what StarPU itself was built with),
+# STARPU_MAXCPUS.
 find_package(PkgConfig REQUIRED)
 if(STARPU_DIR)
   set(ENV{PKG_CONFIG_PATH} "${STARPU_DIR}/lib/pkgconfig:${STARPU_DIR}/lib64/pkgconfig:$ENV{PKG_CONFIG_PATH}")
@@ -27,14 +28,18 @@ if(STARPU_PC_FOUND)
   find_file(STARPU_CONFIG_H starpu_config.h PATHS ${STARPU_PC_INCLUDE_DIRS} NO_DEFAULT_PATH NO_CACHE)
   set(STARPU_HAS_CUDA OFF)
   set(STARPU_HAS_FXT OFF)
+  set(STARPU_HAS_SIMGRID OFF)
   set(STARPU_MAXCPUS 0)
   if(STARPU_CONFIG_H)
-    file(STRINGS ${STARPU_CONFIG_H} _cfg REGEX "^#define STARPU_(USE_CUDA|USE_FXT|MAXCPUS) ")
+    file(STRINGS ${STARPU_CONFIG_H} _cfg REGEX "^#define STARPU_(USE_CUDA|USE_FXT|SIMGRID|MAXCPUS) ")
     if(_cfg MATCHES "STARPU_USE_CUDA 1")
       set(STARPU_HAS_CUDA ON)
     endif()
     if(_cfg MATCHES "STARPU_USE_FXT 1")
       set(STARPU_HAS_FXT ON)
+    endif()
+    if(_cfg MATCHES "STARPU_SIMGRID 1")
+      set(STARPU_HAS_SIMGRID ON)
     endif()
     if(_cfg MATCHES "STARPU_MAXCPUS ([0-9]+)")
       set(STARPU_MAXCPUS ${CMAKE_MATCH_1})

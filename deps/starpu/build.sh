@@ -6,6 +6,10 @@
 #
 #   deps/starpu/build.sh            build (or reuse) and print the prefix
 #   deps/starpu/build.sh --prefix   print the prefix it would use, build nothing
+#   deps/starpu/build.sh --simgrid [--prefix]
+#                                   the same for the simulation runtime: StarPU
+#                                   on SimGrid (Debian's libsimgrid-dev, SMPI),
+#                                   static, without CUDA and FxT (docs/simulation.md)
 #
 # Environment:
 #   TSR_CACHE_DIR     cache root (default ${XDG_CACHE_HOME:-~/.cache}/tessera)
@@ -34,11 +38,25 @@ find_nvcc() {
     echo "$nvcc"
 }
 
+simgrid=0
+if [ "${1:-}" = "--simgrid" ]; then
+    simgrid=1
+    shift
+fi
+
 # ---- configure options (part of the cache key) ------------------------------
 options=(--enable-mpi --with-fxt --enable-maxcpus=256 --enable-maxcudadev=16
          --disable-build-doc --disable-build-tests --disable-build-examples
          --disable-starpufft --disable-socl --disable-glpk --disable-starpupy
          --disable-opencl --disable-fortran --disable-hip --disable-mlr --disable-static)
+if [ $simgrid = 1 ]; then
+    # SMPI runs every rank in one process: StarPU-MPI must be linked
+    # statically to be privatised per rank (StarPU refuses shared libraries
+    # there), its configure refuses CUDA, and FxT would need a static PIC libfxt
+    options=(--enable-simgrid --enable-mpi --enable-static --disable-shared --disable-cuda
+             "${options[@]:2:13}")
+    TSR_STARPU_CUDA=off
+fi
 nvcc=""
 case ${TSR_STARPU_CUDA:-auto} in
     off) ;;
@@ -62,13 +80,13 @@ key_of() {   # $1 = source version
         sha256sum | cut -c1-12
 }
 upstream_of() { local v=${1%%+*}; echo "${v%%-*}"; }   # 1.4.10+dfsg-2 -> 1.4.10
-prefix_for() { echo "$cache/starpu-$(upstream_of "$1")-$(key_of "$1")"; }
+prefix_for() { echo "$cache/starpu-$(upstream_of "$1")$([ $simgrid = 1 ] && echo -simgrid)-$(key_of "$1")"; }
 
 if [ "${1:-}" = "--prefix" ]; then
     prefix_for "$WANTED_VERSION"
     exit 0
 fi
-[ $# -eq 0 ] || die "unknown argument '$1' (usage: $0 [--prefix])"
+[ $# -eq 0 ] || die "unknown argument '$1' (usage: $0 [--simgrid] [--prefix])"
 
 prefix=$(prefix_for "$WANTED_VERSION")
 if [ -f "$prefix/.tessera-complete" ]; then
@@ -84,6 +102,12 @@ done
 for pc in hwloc fxt; do
     pkg-config --exists "$pc" || die "pkg-config cannot find '$pc' (install libhwloc-dev and libfxt-dev)"
 done
+if [ $simgrid = 1 ]; then
+    pkg-config --exists simgrid || die "pkg-config cannot find 'simgrid' (install libsimgrid-dev: run .ci/install-deps)"
+    for tool in smpicc smpirun xsltproc; do
+        command -v "$tool" >/dev/null || die "'$tool' is missing (install libsimgrid-dev and xsltproc: run .ci/install-deps)"
+    done
+fi
 
 # ---- fetch Debian's source package through a private apt configuration -------
 # The system's Debian mirror is reused (its sources are not edited); only
@@ -156,7 +180,11 @@ export LIBRARY_PATH=${cuda_home:+$cuda_home/lib64/stubs:}${LIBRARY_PATH:-}
 if [ -n "$nvcc" ]; then
     grep -q '^#define STARPU_USE_CUDA 1' "$build/include/starpu_config.h" || fail "configure did not enable CUDA"
 fi
-grep -q '^#define STARPU_USE_FXT 1' "$build/include/starpu_config.h" || fail "configure did not enable FxT"
+if [ $simgrid = 1 ]; then
+    grep -q '^#define STARPU_SIMGRID 1' "$build/include/starpu_config.h" || fail "configure did not enable SimGrid"
+else
+    grep -q '^#define STARPU_USE_FXT 1' "$build/include/starpu_config.h" || fail "configure did not enable FxT"
+fi
 (cd "$build" && make -j"$jobs") >>"$log" 2>&1 || fail "make"
 (cd "$build" && make install) >>"$log" 2>&1 || fail "make install"
 rm -rf "$build"
