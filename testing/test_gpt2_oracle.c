@@ -106,7 +106,7 @@ int main(int argc, char **argv)
         tiles.k = atoi(argv[12]);
     }
     tsr_gpt2_model_t m;
-    int rc = tsr_gpt2_model_create(&m, &cfg, st.B, st.T, nsub, &tiles);
+    int rc = tsr_gpt2_model_create(&m, &cfg, st.B, st.T, nsub, &tiles, 0);
     CHECK_RC(rc, TSR_SUCCESS);
     if (rc == 0 && tsr_rank() == 0)
         printf("tiles tok %d q %d k %d: %s attention projections\n", m.tiles.tok, m.tiles.q, m.tiles.k,

@@ -190,9 +190,9 @@ static int owner_shard(int bi, int i, int j, void *arg)
 /* Parameters, AdamW moments and, with several sub-batches under MPI, the
  * summed gradients: one rank alone holds them all, under MPI each rank a
  * round-robin share of their tiles. */
-static int create_param_sets(tsr_gpt2_model_t *m)
+static int create_param_sets(tsr_gpt2_model_t *m, int state_on_rank0)
 {
-    int sharded = tsr_size() > 1, rc = 0, tiles = 0;
+    int sharded = tsr_size() > 1 && !state_on_rank0, rc = 0, tiles = 0;
     tsr_desc_t ***sets[4] = { &m->params, &m->adam_m, &m->adam_v, &m->grad_sum };
     int nsets = sharded && m->nsub > 1 ? 4 : 3;
     for (int k = 0; k < nsets; k++) {
@@ -304,7 +304,7 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 }
 
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
-                          const tsr_gpt2_tiles_t *tiles)
+                          const tsr_gpt2_tiles_t *tiles, int state_on_rank0)
 {
     memset(m, 0, sizeof *m);
     tsr_gpt2_tiles_t t = *tiles;
@@ -329,7 +329,7 @@ int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int
     m->ntensors = NGLOBAL + TSR_GPT2_PER_LAYER * cfg->L;
     if (!(m->sub = calloc(nsub, sizeof *m->sub)))
         return TSR_ENOMEM;
-    rc = create_param_sets(m);
+    rc = create_param_sets(m, state_on_rank0);
     for (int r = 0; r < nsub && rc == 0; r++) {
         m->sub[r].B = B / nsub;
         rc = create_batch(m, &m->sub[r], r * (B / nsub));

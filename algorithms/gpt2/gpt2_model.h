@@ -109,7 +109,7 @@ typedef struct {
     tsr_desc_t **params, **adam_m, **adam_v;
     tsr_desc_t **grad_sum;   /* the sub-batches' gradients added, placed like the
                               * parameters (NULL: sub-batch 0's are the sum) */
-    tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI */
+    tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI (NULL: all on rank 0) */
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
 } tsr_gpt2_model_t;
 
@@ -122,9 +122,10 @@ typedef struct {
  * and the summed gradients) is sharded: its tiles are dealt round-robin
  * over the ranks, each rank receives the partial gradients of the tiles it
  * owns (a reduce-scatter), updates them, and the forward fetches the tiles
- * it reads from their owners. */
+ * it reads from their owners. state_on_rank0 keeps the earlier placement
+ * instead, every state tile on rank 0 (a parameter server; for comparison). */
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
-                          const tsr_gpt2_tiles_t *tiles);
+                          const tsr_gpt2_tiles_t *tiles, int state_on_rank0);
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
 
 /* The bytes of the tiles this rank owns: parameters, AdamW moments,

@@ -190,7 +190,7 @@ static int trial_step(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, cons
     tsr_gpt2_model_t m;
     memset(&m, 0, sizeof m);
     int *tokens = malloc((size_t)B * T * sizeof(int));
-    int rc = tokens ? tsr_gpt2_model_create(&m, cfg, B, T, nsub, t) : TSR_ENOMEM;
+    int rc = tokens ? tsr_gpt2_model_create(&m, cfg, B, T, nsub, t, 0) : TSR_ENOMEM;
     for (int i = 0; tokens && i < B * T; i++)
         tokens[i] = (int)((i * 7919L) % cfg->V);
     double steps[MAX_TRIAL_STEPS] = { 0 }, last = tsr_wtime(), timed = 0;

@@ -22,7 +22,7 @@
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
     int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
-    int threads, gpus, pws, nsub, no_shuffle, quiet, profile, auto_tiles, strict_fp32;
+    int threads, gpus, pws, nsub, no_shuffle, quiet, profile, auto_tiles, strict_fp32, state_on_rank0;
     unsigned seed;
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
@@ -73,6 +73,9 @@ static void usage(FILE *out)
 "  --sub-batches N     data parallelism: N sub-batches with their own activations and\n"
 "                      gradients, added before the update (divides B; default 1, one per\n"
 "                      rank under MPI so each rank reduces its own gradients, one per GPU)\n"
+"  --state-on-rank0    under MPI, keep the parameters, gradient sums and AdamW state on\n"
+"                      rank 0 (a parameter server) instead of sharding their tiles\n"
+"                      round-robin over the ranks; for comparison (docs/gpt2.md)\n"
 "  --pws N             parallel-worker size: GEMM tasks on combined workers of N cores\n"
 "                      with multi-threaded BLAS inside (tensor parallelism)\n"
 "  --sched NAME        StarPU scheduler\n"
@@ -181,7 +184,7 @@ static int parse_float(const char *s, const char *name, float *out)
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32 };
+       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0 };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -193,6 +196,7 @@ static const struct option long_options[] = {
     { "tile-k", 1, 0, O_TK }, { "tiles", 1, 0, O_TILES }, { "redux", 0, 0, O_REDUX },
     { "threads", 1, 0, O_THREADS }, { "gpus", 1, 0, O_GPUS }, { "strict-fp32", 0, 0, O_STRICT_FP32 },
     { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
+    { "state-on-rank0", 0, 0, O_STATE_RANK0 },
     { "trace", 1, 0, O_TRACE }, { "profile", 0, 0, O_PROFILE },
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
@@ -266,6 +270,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_STRICT_FP32: o->strict_fp32 = 1; break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
+        case O_STATE_RANK0: o->state_on_rank0 = 1; break;
         case O_SCHED: o->sched = optarg; break;
         case O_TRACE: o->trace = optarg; break;
         case O_PROFILE: o->profile = 1; break;
@@ -850,7 +855,7 @@ static int setup(trainer_t *t)
         t->opt.nsub = tsr_gpt2_default_sub_batches(o->B);
     rc = fill_tiles(t);
     if (!rc)
-        rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles);
+        rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles, o->state_on_rank0);
     if (!rc && tsr_rank() == 0)
         printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
                "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
