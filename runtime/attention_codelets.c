@@ -53,11 +53,11 @@ static tsr_attn_pair_t pair_of(tsr_view_t q, tsr_view_t k, tsr_attn_pos_t pos)
 }
 
 /* buffers: Q, K, V, O, L */
-static void cpu_fwd(void *buffers[], void *cl_arg)
+static void cpu_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t O = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t O = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     size_t n = tsr_cpu_attention_fwd_scratch(p.nq, p.nk);
     float *s = scratch_alloc(n);
@@ -77,11 +77,11 @@ static void cpu_fwd(void *buffers[], void *cl_arg)
  * every head of a tile in one call). */
 static size_t head_stride(tsr_view_t v) { return v.zstride / sizeof(float); }
 
-static void cuda_fwd(void *buffers[], void *cl_arg)
+static void cuda_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t O = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t O = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     tsr_kernel_check(tsr_cuda_attention_fwd_step(starpu_cublas_get_local_handle(), &p, O.depth, Q.ptr, Q.ld,
                                                  head_stride(Q), K.ptr, K.ld, head_stride(K), V.ptr, V.ld,
@@ -95,21 +95,21 @@ static tsr_op_t op_fwd = { .name = "attention_fwd", .cpu = cpu_fwd, .cuda = TSR_
                            .float32_only = 1 };
 
 /* buffers: O, dO, L */
-static void cpu_bwd_prep(void *buffers[], void *cl_arg)
+static void cpu_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t O = tsr_view(buffers[0]), dO = tsr_view(buffers[1]), L = tsr_view(buffers[2]);
+    tsr_view_t O = tsr_view(buffers[0], ex), dO = tsr_view(buffers[1], ex), L = tsr_view(buffers[2], ex);
     for (int z = 0; z < O.depth; z++)
         tsr_cpu_attention_bwd_prep(O.rows, O.cols, tsr_view_at(O, z), O.ld, tsr_view_at(dO, z), dO.ld,
                                    tsr_view_at(L, z), L.ld);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_bwd_prep(void *buffers[], void *cl_arg)
+static void cuda_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t O = tsr_view(buffers[0]), dO = tsr_view(buffers[1]), L = tsr_view(buffers[2]);
-    tsr_kernel_check(tsr_cuda_attention_bwd_prep(starpu_cuda_get_local_stream(), O.rows, O.cols, O.depth, O.ptr,
+    tsr_view_t O = tsr_view(buffers[0], ex), dO = tsr_view(buffers[1], ex), L = tsr_view(buffers[2], ex);
+    tsr_kernel_check(tsr_cuda_attention_bwd_prep(ex->stream, O.rows, O.cols, O.depth, O.ptr,
                                                  O.ld, head_stride(O), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld,
                                                  head_stride(L)));
 }
@@ -119,12 +119,12 @@ static tsr_op_t op_bwd_prep = { .name = "attention_bwd_prep", .cpu = cpu_bwd_pre
                                 .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .float32_only = 1 };
 
 /* buffers: Q, K, V, dO, L, dQ, dK, dV */
-static void cpu_bwd(void *buffers[], void *cl_arg)
+static void cpu_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t dO = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
-    tsr_view_t dQ = tsr_view(buffers[5]), dK = tsr_view(buffers[6]), dV = tsr_view(buffers[7]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t dO = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
+    tsr_view_t dQ = tsr_view(buffers[5], ex), dK = tsr_view(buffers[6], ex), dV = tsr_view(buffers[7], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     size_t n = tsr_cpu_attention_bwd_scratch(p.nq, p.nk);
     float *s = scratch_alloc(n);
@@ -143,12 +143,12 @@ static void cpu_bwd(void *buffers[], void *cl_arg)
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_bwd(void *buffers[], void *cl_arg)
+static void cuda_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t dO = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
-    tsr_view_t dQ = tsr_view(buffers[5]), dK = tsr_view(buffers[6]), dV = tsr_view(buffers[7]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t dO = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
+    tsr_view_t dQ = tsr_view(buffers[5], ex), dK = tsr_view(buffers[6], ex), dV = tsr_view(buffers[7], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     tsr_kernel_check(tsr_cuda_attention_bwd_step(
         starpu_cublas_get_local_handle(), &p, Q.depth, Q.ptr, Q.ld, head_stride(Q), K.ptr, K.ld, head_stride(K),

@@ -18,36 +18,35 @@ static float *wf(tsr_view_t v) { return (float *)v.ptr; }
 
 /* ---- layernorm_fwd --------------------------------------------------------- */
 
-static void ln_fwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
-    tsr_view_t O = tsr_view(buffers[3]), M = tsr_view(buffers[4]), R = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
+    tsr_view_t X = tsr_view(buffers[0], ex), W = tsr_view(buffers[1], ex), B = tsr_view(buffers[2], ex);
+    tsr_view_t O = tsr_view(buffers[3], ex), M = tsr_view(buffers[4], ex), R = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
             R.ld, a->eps);
 }
-TSR_OP_ENTRY_POINTS(ln_fwd)
 
-static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = cpu_ln_fwd, .cuda = TSR_CUDA(cuda_ln_fwd), .nbuffers = 6,
+static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = ln_fwd, .cuda = TSR_CUDA(ln_fwd), .nbuffers = 6,
                               .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W },
                               .float32_only = 1 };
 
 /* ---- layernorm_sum --------------------------------------------------------- */
 
-static void cpu_ln_sum(void *buffers[], void *cl_arg)
+static void cpu_ln_sum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
     tsr_cpu_layernorm_sum(X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_ln_sum(void *buffers[], void *cl_arg)
+static void cuda_ln_sum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
     tsr_kernel_check(
-        tsr_cuda_layernorm_sum(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0));
+        tsr_cuda_layernorm_sum(ex->stream, X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0));
 }
 #endif
 
@@ -57,34 +56,33 @@ static tsr_op_t op_ln_sum = { .name = "layernorm_sum", .cpu = cpu_ln_sum, .cuda 
 
 /* ---- layernorm_sqdev ------------------------------------------------------- */
 
-static void ln_sqdev(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_sqdev(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]), Q = tsr_view(buffers[2]);
-    TSR_KERNEL(gpu, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex), Q = tsr_view(buffers[2], ex);
+    TSR_KERNEL(ex, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
 }
-TSR_OP_ENTRY_POINTS(ln_sqdev)
 
 /* the output's mode varies per task */
-static tsr_op_t op_ln_sqdev = { .name = "layernorm_sqdev", .cpu = cpu_ln_sqdev, .cuda = TSR_CUDA(cuda_ln_sqdev),
+static tsr_op_t op_ln_sqdev = { .name = "layernorm_sqdev", .cpu = ln_sqdev, .cuda = TSR_CUDA(ln_sqdev),
                                 .float32_only = 1 };
 
 /* ---- layernorm_stats ------------------------------------------------------- */
 
-static void cpu_ln_stats(void *buffers[], void *cl_arg)
+static void cpu_ln_stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t M = tsr_view(buffers[0]), R = tsr_view(buffers[1]);
+    tsr_view_t M = tsr_view(buffers[0], ex), R = tsr_view(buffers[1], ex);
     tsr_cpu_layernorm_stats(M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_ln_stats(void *buffers[], void *cl_arg)
+static void cuda_ln_stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t M = tsr_view(buffers[0]), R = tsr_view(buffers[1]);
+    tsr_view_t M = tsr_view(buffers[0], ex), R = tsr_view(buffers[1], ex);
     tsr_kernel_check(
-        tsr_cuda_layernorm_stats(starpu_cuda_get_local_stream(), M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld));
+        tsr_cuda_layernorm_stats(ex->stream, M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld));
 }
 #endif
 
@@ -93,104 +91,98 @@ static tsr_op_t op_ln_stats = { .name = "layernorm_stats", .cpu = cpu_ln_stats, 
 
 /* ---- layernorm_normalize --------------------------------------------------- */
 
-static void ln_normalize(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_normalize(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), O = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_normalize, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t X = tsr_view(buffers[0], ex), W = tsr_view(buffers[1], ex), B = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), O = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_normalize, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld,
             wf(O), O.ld);
 }
-TSR_OP_ENTRY_POINTS(ln_normalize)
 
-static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = cpu_ln_normalize,
-                                    .cuda = TSR_CUDA(cuda_ln_normalize), .nbuffers = 6,
+static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = ln_normalize,
+                                    .cuda = TSR_CUDA(ln_normalize), .nbuffers = 6,
                                     .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W },
                                     .float32_only = 1 };
 
 /* ---- layernorm_bwd --------------------------------------------------------- */
 
-static void ln_bwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), DI = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), DI = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             wf(DI), DI.ld,
                                    a->acc0);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd)
 
 /* dinp's mode varies per task */
-static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = cpu_ln_bwd, .cuda = TSR_CUDA(cuda_ln_bwd),
+static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = ln_bwd, .cuda = TSR_CUDA(ln_bwd),
                               .float32_only = 1 };
 
 /* ---- layernorm_bwd_sums ---------------------------------------------------- */
 
-static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), S = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             wf(S), S.ld,
                                         a->acc0);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd_sums)
 
 /* the sums' mode varies per task */
-static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = cpu_ln_bwd_sums,
-                                   .cuda = TSR_CUDA(cuda_ln_bwd_sums), .float32_only = 1 };
+static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = ln_bwd_sums,
+                                   .cuda = TSR_CUDA(ln_bwd_sums), .float32_only = 1 };
 
 /* ---- layernorm_bwd_dinp ---------------------------------------------------- */
 
-static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    tsr_view_t DI = tsr_view(buffers[6]);
-    TSR_KERNEL(gpu, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), S = tsr_view(buffers[5], ex);
+    tsr_view_t DI = tsr_view(buffers[6], ex);
+    TSR_KERNEL(ex, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             cf(S), S.ld,
                                         a->C, wf(DI), DI.ld, a->acc0);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd_dinp)
 
 /* dinp's mode varies per task */
-static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = cpu_ln_bwd_dinp,
-                                   .cuda = TSR_CUDA(cuda_ln_bwd_dinp), .float32_only = 1 };
+static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = ln_bwd_dinp,
+                                   .cuda = TSR_CUDA(ln_bwd_dinp), .float32_only = 1 };
 
 /* ---- layernorm_bwd_params -------------------------------------------------- */
 
-static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), M = tsr_view(buffers[2]);
-    tsr_view_t R = tsr_view(buffers[3]), DW = tsr_view(buffers[4]), DB = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), M = tsr_view(buffers[2], ex);
+    tsr_view_t R = tsr_view(buffers[3], ex), DW = tsr_view(buffers[4], ex), DB = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
             wf(DW), a->acc0,
                                           wf(DB), a->acc1);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd_params)
 
 /* the gradients' modes vary per task */
-static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = cpu_ln_bwd_params,
-                                     .cuda = TSR_CUDA(cuda_ln_bwd_params), .float32_only = 1 };
+static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = ln_bwd_params,
+                                     .cuda = TSR_CUDA(ln_bwd_params), .float32_only = 1 };
 
 /* ---- residual_fwd ---------------------------------------------------------- */
 
-static void residual_fwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void residual_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), O = tsr_view(buffers[2]);
+    tsr_view_t A = tsr_view(buffers[0], ex), B = tsr_view(buffers[1], ex), O = tsr_view(buffers[2], ex);
     for (int z = 0; z < O.depth; z++)
-        TSR_KERNEL(gpu, residual_fwd, O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
+        TSR_KERNEL(ex, residual_fwd, O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
                                       tsr_view_at(O, z), O.ld);
 }
-TSR_OP_ENTRY_POINTS(residual_fwd)
 
-static tsr_op_t op_residual_fwd = { .name = "residual_fwd", .cpu = cpu_residual_fwd,
-                                    .cuda = TSR_CUDA(cuda_residual_fwd), .nbuffers = 3,
+static tsr_op_t op_residual_fwd = { .name = "residual_fwd", .cpu = residual_fwd,
+                                    .cuda = TSR_CUDA(residual_fwd), .nbuffers = 3,
                                     .modes = { STARPU_R, STARPU_R, STARPU_W } };
 
 /* ---- insert helpers ------------------------------------------------------------- */
