@@ -27,10 +27,14 @@ enum {
     TSR_EALREADY = -13  /* tsr_init called twice */
 };
 
-/* Element types and transposition, shared by every layer. */
+/* Element types, transposition and write mode, shared by every layer. */
 typedef enum { TSR_FLOAT32 = 0, TSR_FLOAT64 = 1 } tsr_dtype_t;
 #define TSR_NDTYPES 2
 typedef enum { TSR_NOTRANS = 0, TSR_TRANS = 1 } tsr_trans_t;
+/* Whether a result overwrites its destination or is added to it (llm.c's
+ * "+=" for gradients: accumulating lets a training step skip the zero-grad
+ * pass), from the public calls down to the tile kernels. */
+typedef enum { TSR_OVERWRITE = 0, TSR_ACCUMULATE = 1 } tsr_write_t;
 
 /* Text for a TSR_E* code (never NULL). */
 const char *tsr_strerror(int code);

@@ -5,12 +5,12 @@
 #include "tsr_runtime_layernorm.h"
 #include "tsr_compute_layernorm.h"
 
-/* Arguments of every task of this file. acc0/acc1: the kernel adds to its
- * first/second output instead of overwriting it. */
+/* Arguments of every task of this file. out0/out1: how the kernel writes
+ * its first/second output. */
 typedef struct {
     int C;
     float eps;
-    int acc0, acc1;
+    tsr_write_t out0, out1;
 } tsr_ln_args_t;
 
 static const float *cf(tsr_view_t v) { return (const float *)v.ptr; }
@@ -37,7 +37,7 @@ static void cpu_ln_sum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
-    tsr_cpu_layernorm_sum(X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0);
+    tsr_cpu_layernorm_sum(X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->out0);
 }
 
 #if TSR_HAVE_CUDA
@@ -46,7 +46,7 @@ static void cuda_ln_sum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
     tsr_kernel_check(
-        tsr_cuda_layernorm_sum(ex->stream, X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0));
+        tsr_cuda_layernorm_sum(ex->stream, X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->out0));
 }
 #endif
 
@@ -60,7 +60,7 @@ static void ln_sqdev(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex), Q = tsr_view(buffers[2], ex);
-    TSR_KERNEL(ex, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
+    TSR_KERNEL(ex, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->out0);
 }
 
 /* the output's mode varies per task */
@@ -114,7 +114,7 @@ static void ln_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), DI = tsr_view(buffers[5], ex);
     TSR_KERNEL(ex, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             wf(DI), DI.ld,
-                                   a->acc0);
+                                   a->out0);
 }
 
 /* dinp's mode varies per task */
@@ -130,7 +130,7 @@ static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), S = tsr_view(buffers[5], ex);
     TSR_KERNEL(ex, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             wf(S), S.ld,
-                                        a->acc0);
+                                        a->out0);
 }
 
 /* the sums' mode varies per task */
@@ -147,7 +147,7 @@ static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     tsr_view_t DI = tsr_view(buffers[6], ex);
     TSR_KERNEL(ex, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             cf(S), S.ld,
-                                        a->C, wf(DI), DI.ld, a->acc0);
+                                        a->C, wf(DI), DI.ld, a->out0);
 }
 
 /* dinp's mode varies per task */
@@ -162,8 +162,8 @@ static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), M = tsr_view(buffers[2], ex);
     tsr_view_t R = tsr_view(buffers[3], ex), DW = tsr_view(buffers[4], ex), DB = tsr_view(buffers[5], ex);
     TSR_KERNEL(ex, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
-            wf(DW), a->acc0,
-                                          wf(DB), a->acc1);
+            wf(DW), a->out0,
+                                          wf(DB), a->out1);
 }
 
 /* the gradients' modes vary per task */
@@ -187,15 +187,13 @@ static tsr_op_t op_residual_fwd = { .name = "residual_fwd", .cpu = residual_fwd,
 
 /* ---- insert helpers ------------------------------------------------------------- */
 
-static int adds(enum starpu_data_access_mode mode) { return mode != STARPU_W; }
-
 /* Elements of a tile (for the flop estimates given to the perf models). */
 static double tile_size(tsr_tile_t t) { return (double)tsr_tile_rows(t.d, t.i) * tsr_tile_cols(t.d, t.j); }
 
 int tsr_insert_layernorm_fwd(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_t out, tsr_tile_t mean, tsr_tile_t rstd,
                              float eps)
 {
-    tsr_ln_args_t args = {x.d->m, eps, 0, 0};
+    tsr_ln_args_t args = {x.d->m, eps, TSR_OVERWRITE, TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {x, w, b, out, mean, rstd};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W};
     /* out first among the written tiles: the task runs where out lives */
@@ -204,7 +202,7 @@ int tsr_insert_layernorm_fwd(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_
 
 int tsr_insert_layernorm_sum(tsr_tile_t x, tsr_tile_t s, enum starpu_data_access_mode smode, int exec_rank)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(smode), 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(smode), TSR_OVERWRITE};
     tsr_tile_t tiles[2] = {x, s};
     enum starpu_data_access_mode modes[2] = {STARPU_R, smode};
     return tsr_submit(&op_ln_sum, tiles, modes, 2, &args, sizeof args, exec_rank, tile_size(x));
@@ -213,7 +211,7 @@ int tsr_insert_layernorm_sum(tsr_tile_t x, tsr_tile_t s, enum starpu_data_access
 int tsr_insert_layernorm_sqdev(tsr_tile_t x, tsr_tile_t s, int C, tsr_tile_t q, enum starpu_data_access_mode qmode,
                                int exec_rank)
 {
-    tsr_ln_args_t args = {C, 0.0f, adds(qmode), 0};
+    tsr_ln_args_t args = {C, 0.0f, tsr_write_of(qmode), TSR_OVERWRITE};
     tsr_tile_t tiles[3] = {x, s, q};
     enum starpu_data_access_mode modes[3] = {STARPU_R, STARPU_R, qmode};
     return tsr_submit(&op_ln_sqdev, tiles, modes, 3, &args, sizeof args, exec_rank, 3.0 * tile_size(x));
@@ -221,7 +219,7 @@ int tsr_insert_layernorm_sqdev(tsr_tile_t x, tsr_tile_t s, int C, tsr_tile_t q, 
 
 int tsr_insert_layernorm_stats(int C, float eps, tsr_tile_t mean, tsr_tile_t rstd)
 {
-    tsr_ln_args_t args = {C, eps, 0, 0};
+    tsr_ln_args_t args = {C, eps, TSR_OVERWRITE, TSR_OVERWRITE};
     tsr_tile_t tiles[2] = {mean, rstd};
     enum starpu_data_access_mode modes[2] = {STARPU_RW, STARPU_RW};
     return tsr_submit(&op_ln_stats, tiles, modes, 2, &args, sizeof args, -1, 4.0 * tile_size(mean));
@@ -230,7 +228,7 @@ int tsr_insert_layernorm_stats(int C, float eps, tsr_tile_t mean, tsr_tile_t rst
 int tsr_insert_layernorm_normalize(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_t mean, tsr_tile_t rstd,
                                    tsr_tile_t out)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, 0, 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, TSR_OVERWRITE, TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {x, w, b, mean, rstd, out};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W};
     return tsr_submit(&op_ln_normalize, tiles, modes, 6, &args, sizeof args, -1, 4.0 * tile_size(x));
@@ -239,7 +237,7 @@ int tsr_insert_layernorm_normalize(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr
 int tsr_insert_layernorm_bwd(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                              tsr_tile_t dinp, enum starpu_data_access_mode dmode)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(dmode), 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(dmode), TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {dout, x, w, mean, rstd, dinp};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode};
     return tsr_submit(&op_ln_bwd, tiles, modes, 6, &args, sizeof args, -1, 14.0 * tile_size(x));
@@ -248,7 +246,7 @@ int tsr_insert_layernorm_bwd(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_ti
 int tsr_insert_layernorm_bwd_sums(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                                   tsr_tile_t sums, enum starpu_data_access_mode smode, int exec_rank)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(smode), 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(smode), TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {dout, x, w, mean, rstd, sums};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, smode};
     return tsr_submit(&op_ln_bwd_sums, tiles, modes, 6, &args, sizeof args, exec_rank, 6.0 * tile_size(x));
@@ -257,7 +255,7 @@ int tsr_insert_layernorm_bwd_sums(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, t
 int tsr_insert_layernorm_bwd_dinp(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                                   tsr_tile_t sums, int C, tsr_tile_t dinp, enum starpu_data_access_mode dmode)
 {
-    tsr_ln_args_t args = {C, 0.0f, adds(dmode), 0};
+    tsr_ln_args_t args = {C, 0.0f, tsr_write_of(dmode), TSR_OVERWRITE};
     tsr_tile_t tiles[7] = {dout, x, w, mean, rstd, sums, dinp};
     enum starpu_data_access_mode modes[7] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode};
     return tsr_submit(&op_ln_bwd_dinp, tiles, modes, 7, &args, sizeof args, -1, 8.0 * tile_size(x));
@@ -267,7 +265,7 @@ int tsr_insert_layernorm_bwd_params(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t me
                                     enum starpu_data_access_mode wmode, tsr_tile_t db,
                                     enum starpu_data_access_mode bmode, int exec_rank)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(wmode), adds(bmode)};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(wmode), tsr_write_of(bmode)};
     tsr_tile_t tiles[6] = {dout, x, mean, rstd, dw, db};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, wmode, bmode};
     return tsr_submit(&op_ln_bwd_params, tiles, modes, 6, &args, sizeof args, exec_rank, 5.0 * tile_size(x));

@@ -10,8 +10,8 @@
 #endif
 
 /* cl_arg layouts: a fixed header followed by a variable-length array */
-typedef struct { int zero_first, nsrc, nmap; } gather_args_t;        /* + tsr_colmap_t[nmap] */
-typedef struct { int rows, merge; } stats_args_t;
+typedef struct { tsr_write_t mode; int nsrc, nmap; } gather_args_t;        /* + tsr_colmap_t[nmap] */
+typedef struct { int rows; tsr_write_t mode; } stats_args_t;
 typedef struct { int nrefs; } loss_args_t;                           /* + tsr_loss_ref_t[nrefs] */
 typedef struct { int row0, V, cols; float dloss; } ce_backward_args_t; /* + int[cols] */
 
@@ -36,7 +36,7 @@ static void gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     const gather_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0], ex);
     sources_t s = sources(buffers, 1, a->nsrc, ex);
-    TSR_KERNEL(ex, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, s.ptr, s.ld,
+    TSR_KERNEL(ex, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->mode, s.ptr, s.ld,
                                         (const tsr_colmap_t *)(a + 1), a->nmap);
 }
 
@@ -50,7 +50,7 @@ static void stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const stats_args_t *a = cl_arg;
     tsr_view_t S = tsr_view(buffers[0], ex), L = tsr_view(buffers[1], ex);
-    TSR_KERNEL(ex, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->merge);
+    TSR_KERNEL(ex, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->mode);
 }
 
 /* the statistics' mode (W, RW, REDUX) varies per task */
@@ -146,9 +146,8 @@ static void *pack_args(const void *header, size_t hsize, const void *items, size
     return buf;
 }
 
-int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode, int zero_first,
-                              const tsr_tile_t *src, int nsrc, const tsr_colmap_t *map, int nmap,
-                              int exec_rank)
+int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode, const tsr_tile_t *src, int nsrc,
+                              const tsr_colmap_t *map, int nmap, int exec_rank)
 {
     if (nsrc < 0 || nsrc > TSR_MAX_TASK_TILES - 1 || nmap < 0)
         return TSR_EINVAL;
@@ -160,7 +159,7 @@ int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode
         tiles[1 + k] = src[k];
         modes[1 + k] = STARPU_R;
     }
-    gather_args_t h = { zero_first, nsrc, nmap };
+    gather_args_t h = { tsr_write_of(dmode), nsrc, nmap };
     size_t size;
     void *arg = pack_args(&h, sizeof h, map, sizeof *map, nmap, &size);
     if (!arg)
@@ -174,7 +173,7 @@ int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode
 int tsr_insert_softmax_stats(tsr_tile_t stats, enum starpu_data_access_mode smode, tsr_tile_t logits,
                              int rows, int exec_rank)
 {
-    stats_args_t a = { rows, smode != STARPU_W };
+    stats_args_t a = { rows, tsr_write_of(smode) };
     tsr_tile_t tiles[2] = { stats, logits };
     enum starpu_data_access_mode modes[2] = { smode, STARPU_R };
     double flops = 3.0 * rows * tsr_tile_cols(logits.d, logits.j);

@@ -49,6 +49,12 @@ static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex)
     v.dtype = dtype;
     return v;
 }
+/* How a kernel writes an output that its task has in mode m: STARPU_W
+ * overwrites it, STARPU_RW and STARPU_REDUX add to it. */
+static inline tsr_write_t tsr_write_of(enum starpu_data_access_mode m)
+{
+    return m == STARPU_W ? TSR_OVERWRITE : TSR_ACCUMULATE;
+}
 /* Pointer to matrix z of the view. */
 static inline void *tsr_view_at(tsr_view_t v, int z) { return (char *)v.ptr + (size_t)z * v.zstride; }
 /* Threads available to the running task (>1 on a combined worker). */
