@@ -5,6 +5,7 @@
  * STARPU_REDUX; parameter gradients reduce across token tiles j. */
 #include "tsr_layernorm.h"
 #include "tsr_runtime_layernorm.h"
+#include "tsr_runtime_rows.h"
 #include "internal/tsr_operands.h"
 
 #define LN_EPS 1e-5f
@@ -143,6 +144,36 @@ int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias,
     tsr_desc_flush(inp);
     tsr_desc_flush(weight);
     tsr_desc_flush(bias);
+    return rc;
+}
+
+/* ---- RMSNorm forward: a row op, the features of a token in one tile ------ */
+
+int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, tsr_desc_t *rstd, float eps)
+{
+    const char *fn = "tsr_rmsnorm_forward";
+    const tsr_operand_t ops[] = {
+        activation("inp", inp, TSR_OP_IN, inp),      parameter("weight", weight, TSR_OP_IN, inp),
+        activation("out", out, TSR_OP_OUT, inp),     statistic("rstd", rstd, TSR_OP_OUT, 1, inp),
+    };
+    int rc = tsr_check_operands(fn, ops, 4);
+    if (rc)
+        return rc;
+    if (inp->mt != 1) {
+        tsr_log(TSR_LOG_ERROR, "%s: the %d features must be in one tile (tiles of %d)", fn, inp->m, inp->mb);
+        return TSR_ETILE;
+    }
+    if (!(eps > 0.0f)) {
+        tsr_log(TSR_LOG_ERROR, "%s: eps is %g, expected > 0", fn, (double)eps);
+        return TSR_EINVAL;
+    }
+    for (int j = 0; j < inp->nt && !rc; j++) {
+        const tsr_tile_t tiles[4] = { tsr_tile(inp, 0, 0, j), tsr_tile(weight, 0, 0, 0), tsr_tile(out, 0, 0, j),
+                                      tsr_tile(rstd, 0, 0, j) };
+        rc = tsr_insert_row(TSR_ROW_rmsnorm_fwd, tiles, eps);
+    }
+    tsr_desc_flush(inp);
+    tsr_desc_flush(weight);
     return rc;
 }
 

@@ -23,6 +23,13 @@ extern "C" {
 int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
                           tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum);
 
+/* RMSNorm over the C features of each token: rstd = 1 / sqrt(mean(x^2) + eps),
+ * out = x * rstd * weight. inp, out: C x BT, every feature in one tile
+ * (mb >= C, else TSR_ETILE), tokens in tiles of nb; weight: C x 1; rstd:
+ * 1 x BT (written), tiles nb along tokens. float32, 2D, on one process grid,
+ * out distinct from inp; eps > 0 (TSR_EINVAL). */
+int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, tsr_desc_t *rstd, float eps);
+
 /* LayerNorm backward (llm.c layernorm_backward), with norm = (x - mean) * rstd,
  * dnorm = weight * dout:
  *   dinp    (+)= rstd * (dnorm - mean_C(dnorm) - norm * mean_C(dnorm * norm)),

@@ -638,6 +638,66 @@ static void check_errors(void)
         tsr_desc_destroy(all[k]);
 }
 
+/* ---- RMSNorm forward ---- */
+
+/* RMSNorm forward against a plain double loop, over token tiles that do not
+ * divide BT (one feature tile: the op needs every feature of a token in one
+ * tile), then its argument errors. Tolerance: a float sum of C squares is
+ * within C eps of the exact one, so rstd moves by a relative C eps and out by
+ * C eps |out| (+ a few eps). */
+static void check_rmsnorm(const tsr_dist_t *grid)
+{
+    static const int token_tiles[] = { 1, 7, 16, 45 };
+    const float eps = 1e-5f;
+    static float out_ref[C * BT];
+    float rstd_ref[BT];
+    for (int t = 0; t < BT; t++) {
+        double ss = 0;
+        for (int i = 0; i < C; i++)
+            ss += (double)D.x[t * C + i] * D.x[t * C + i];
+        double r = 1.0 / sqrt(ss / C + eps);
+        rstd_ref[t] = (float)r;
+        for (int i = 0; i < C; i++)
+            out_ref[t * C + i] = (float)(D.x[t * C + i] * r * D.w[i]);
+    }
+    for (size_t k = 0; k < sizeof token_tiles / sizeof token_tiles[0]; k++) {
+        int nb = token_tiles[k];
+        tsr_desc_t *x = make_t(TSR_FLOAT32, 1, C, BT, C, nb, grid), *w = make_t(TSR_FLOAT32, 1, C, 1, C, 1, grid);
+        tsr_desc_t *y = make_t(TSR_FLOAT32, 1, C, BT, C, nb, grid), *r = make_t(TSR_FLOAT32, 1, 1, BT, 1, nb, grid);
+        scatter(x, D.x);
+        scatter(w, D.w);
+        scatter(y, D.g_act); /* garbage that must be overwritten */
+        scatter(r, D.g_stat);
+        CHECK_RC(tsr_rmsnorm_forward(x, w, y, r, eps), TSR_SUCCESS);
+        float *out = tsr_test_gather_f32(y), *rstd = tsr_test_gather_f32(r);
+        if (tsr_rank() == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "rmsnorm nb %d", nb);
+            expect_close("rmsnorm out", name, out, out_ref, C * BT, (C + 4) * EPS32 * max_abs(out_ref, C * BT));
+            expect_close("rmsnorm rstd", name, rstd, rstd_ref, BT, (C + 4) * EPS32 * max_abs(rstd_ref, BT));
+        }
+        free(out);
+        free(rstd);
+        tsr_desc_destroy(x);
+        tsr_desc_destroy(w);
+        tsr_desc_destroy(y);
+        tsr_desc_destroy(r);
+    }
+    /* errors: features over two tiles, eps <= 0, out == inp; nothing submitted */
+    tsr_desc_t *x = make_t(TSR_FLOAT32, 1, C, BT, 32, 16, grid), *w = make_t(TSR_FLOAT32, 1, C, 1, 32, 1, grid);
+    tsr_desc_t *y = make_t(TSR_FLOAT32, 1, C, BT, 32, 16, grid), *r = make_t(TSR_FLOAT32, 1, 1, BT, 1, 16, grid);
+    uint64_t t0 = tsr_tasks_submitted();
+    expect(tsr_rmsnorm_forward(x, w, y, r, eps), TSR_ETILE, "rmsnorm features over two tiles", t0);
+    tsr_desc_t *x1 = make_t(TSR_FLOAT32, 1, C, BT, C, 16, grid), *w1 = make_t(TSR_FLOAT32, 1, C, 1, C, 1, grid);
+    tsr_desc_t *y1 = make_t(TSR_FLOAT32, 1, C, BT, C, 16, grid);
+    expect(tsr_rmsnorm_forward(x1, w1, y1, r, 0.0f), TSR_EINVAL, "rmsnorm eps 0", t0);
+    expect(tsr_rmsnorm_forward(x1, w1, x1, r, eps), TSR_EINVAL, "rmsnorm out == inp", t0);
+    expect(tsr_rmsnorm_forward(x1, w1, y1, NULL, eps), TSR_EINVAL, "rmsnorm NULL rstd", t0);
+    tsr_desc_t *all[] = { x, w, y, r, x1, w1, y1 };
+    for (int k = 0; k < 7; k++)
+        tsr_desc_destroy(all[k]);
+}
+
 int main(int argc, char **argv)
 {
     tsr_config_t cfg;
@@ -660,6 +720,7 @@ int main(int argc, char **argv)
     tsr_dist_t grid = tsr_dist_block_cyclic(P, size / P);
     check_layernorm(grid);
     check_residual(&grid);
+    check_rmsnorm(&grid);
     int rc = tsr_rank() == 0 ? tsr_check_report("test_layernorm") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();
     return rc;
