@@ -58,13 +58,13 @@ int tsr_attention_forward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_
     return TSR_SUCCESS;
 }
 
-/* REDUX: give every tile of X the reduction methods; overwrite: zero it on
- * its owner; under MPI every other rank starts its partial sum at zero. */
-static int redux_prepare(tsr_desc_t *X, int accumulate)
+/* REDUX: give every tile of X the reduction methods; TSR_OVERWRITE: zero it
+ * on its owner; under MPI every other rank starts its partial sum at zero. */
+static int redux_prepare(tsr_desc_t *X, tsr_write_t mode)
 {
     for (int bi = 0; bi < X->bt; bi++)
         for (int j = 0; j < X->nt; j++) {
-            int rc = tsr_redux_start(tsr_tile(X, bi, 0, j), accumulate ? 1.0 : 0.0, NULL);
+            int rc = tsr_redux_start(tsr_tile(X, bi, 0, j), mode == TSR_ACCUMULATE ? 1.0 : 0.0, NULL);
             if (rc)
                 return rc;
         }
@@ -78,14 +78,14 @@ typedef struct {
 /* The tasks of one head tile: query tiles in order and, inside, key tiles in
  * order, so the ordered chains of dQ (over key tiles) and of dK, dV (over
  * query tiles) both start with their first contribution. */
-static int backward_head_tile(const bwd_operands_t *o, int bi, int accumulate, tsr_accum_t accum)
+static int backward_head_tile(const bwd_operands_t *o, int bi, tsr_write_t mode, tsr_accum_t accum)
 {
     for (int qi = 0; qi < o->Q->nt; qi++)
         for (int kj = 0; kj <= last_key_tile(o->Q, o->K, qi); kj++) {
             enum starpu_data_access_mode qmode = STARPU_REDUX, kvmode = STARPU_REDUX;
             if (accum == TSR_ACCUM_ORDERED) {
-                qmode = kj == 0 && !accumulate ? STARPU_W : STARPU_RW;
-                kvmode = qi == first_query_tile(o->Q, o->K, kj) && !accumulate ? STARPU_W : STARPU_RW;
+                qmode = kj == 0 && mode == TSR_OVERWRITE ? STARPU_W : STARPU_RW;
+                kvmode = qi == first_query_tile(o->Q, o->K, kj) && mode == TSR_OVERWRITE ? STARPU_W : STARPU_RW;
             }
             int rc = tsr_insert_attention_bwd(tsr_tile(o->Q, bi, 0, qi), tsr_tile(o->K, bi, 0, kj),
                                               tsr_tile(o->V, bi, 0, kj), tsr_tile(o->dout, bi, 0, qi),
@@ -99,7 +99,7 @@ static int backward_head_tile(const bwd_operands_t *o, int bi, int accumulate, t
 }
 
 int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *dout,
-                           tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, int accumulate,
+                           tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, tsr_write_t mode,
                            tsr_accum_t accum)
 {
     const char *fn = "tsr_attention_backward";
@@ -111,7 +111,7 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
         head_op("dV", dV, TSR_OP_OUT, Q, K, 0),
     };
     int rc = tsr_check_operands(fn, ops, 9);
-    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "mode", mode, 2);
     rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
@@ -119,12 +119,12 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
         for (int qi = 0; qi < Q->nt && !rc; qi++)
             rc = tsr_insert_attention_bwd_prep(tsr_tile(out, bi, 0, qi), tsr_tile(dout, bi, 0, qi),
                                                tsr_tile(stats, bi, 0, qi));
-    if (!rc && accum == TSR_ACCUM_REDUX && !(rc = redux_prepare(dQ, accumulate)) &&
-        !(rc = redux_prepare(dK, accumulate)))
-        rc = redux_prepare(dV, accumulate);
+    if (!rc && accum == TSR_ACCUM_REDUX && !(rc = redux_prepare(dQ, mode)) &&
+        !(rc = redux_prepare(dK, mode)))
+        rc = redux_prepare(dV, mode);
     const bwd_operands_t o = { Q, K, V, dout, stats, dQ, dK, dV };
     for (int bi = 0; bi < Q->bt && !rc; bi++)
-        rc = backward_head_tile(&o, bi, accumulate, accum);
+        rc = backward_head_tile(&o, bi, mode, accum);
     if (rc)
         return rc;
     if (accum == TSR_ACCUM_REDUX && tsr_size() > 1) {

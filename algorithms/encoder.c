@@ -52,12 +52,12 @@ static int check_encoder(const char *fn, const tsr_desc_t *act, const tsr_desc_t
 
 /* Pack the contributions c[0..n) (consecutive per source tile) into tasks of
  * at most TSR_MAX_TASK_TILES - 1 source tiles, chained in order on dst. With
- * overwrite the first task writes dst from zero (a tile nothing hits is
+ * TSR_OVERWRITE the first task writes dst from zero (a tile nothing hits is
  * zeroed). */
-static int submit_ordered(tsr_tile_t dst, const contrib_t *c, int n, int overwrite, tsr_colmap_t *map)
+static int submit_ordered(tsr_tile_t dst, const contrib_t *c, int n, tsr_write_t mode, tsr_colmap_t *map)
 {
     if (n == 0)
-        return overwrite ? tsr_insert_zero(dst) : TSR_SUCCESS;
+        return mode == TSR_OVERWRITE ? tsr_insert_zero(dst) : TSR_SUCCESS;
     int first = 1;
     for (int k = 0; k < n;) {
         tsr_tile_t src[TSR_MAX_TASK_TILES];
@@ -71,9 +71,8 @@ static int submit_ordered(tsr_tile_t dst, const contrib_t *c, int n, int overwri
             }
             map[nmap++] = (tsr_colmap_t){ c[k].dst_col, nsrc - 1, c[k].src_col };
         }
-        int zero_first = first && overwrite;
-        int rc = tsr_insert_gather_columns(dst, zero_first ? STARPU_W : STARPU_RW, zero_first, src, nsrc, map,
-                                           nmap, -1);
+        enum starpu_data_access_mode dmode = first && mode == TSR_OVERWRITE ? STARPU_W : STARPU_RW;
+        int rc = tsr_insert_gather_columns(dst, dmode, src, nsrc, map, nmap, -1);
         if (rc)
             return rc;
         first = 0;
@@ -86,19 +85,19 @@ static int submit_ordered(tsr_tile_t dst, const contrib_t *c, int n, int overwri
  * tiles travel there, as in the ordered chain): a cross-rank reduction would
  * send a whole partial gradient tile from every rank, mostly zeros for an
  * embedding. */
-static int submit_redux(tsr_tile_t dst, const contrib_t *c, int n, int overwrite, tsr_colmap_t *map)
+static int submit_redux(tsr_tile_t dst, const contrib_t *c, int n, tsr_write_t mode, tsr_colmap_t *map)
 {
     if (n == 0)
-        return overwrite ? tsr_insert_zero(dst) : TSR_SUCCESS;
+        return mode == TSR_OVERWRITE ? tsr_insert_zero(dst) : TSR_SUCCESS;
     int rc = tsr_tile_enable_redux(dst);
-    if (!rc && overwrite)
+    if (!rc && mode == TSR_OVERWRITE)
         rc = tsr_insert_zero(dst);
     for (int k = 0; k < n && !rc;) {
         tsr_tile_t src = tsr_tile(c[k].src, 0, dst.i, c[k].j);
         int nmap = 0;
         for (; k < n && c[k].src == src.d && c[k].j == src.j; k++)
             map[nmap++] = (tsr_colmap_t){ c[k].dst_col, 0, c[k].src_col };
-        rc = tsr_insert_gather_columns(dst, STARPU_REDUX, 0, &src, 1, map, nmap, -1);
+        rc = tsr_insert_gather_columns(dst, STARPU_REDUX, &src, 1, map, nmap, -1);
     }
     return rc;
 }
@@ -139,7 +138,7 @@ int tsr_encoder_forward(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, const
     for (int j = 0; j < out->nt && !rc; j++) {
         int n = forward_contribs(out, wte, wpe, tokens, T, j, c);
         for (int i = 0; i < out->mt && !rc; i++)
-            rc = submit_ordered(tsr_tile(out, 0, i, j), c, n, 1, map);
+            rc = submit_ordered(tsr_tile(out, 0, i, j), c, n, TSR_OVERWRITE, map);
     }
     free(c);
     free(map);
@@ -193,7 +192,8 @@ static int gradient_buckets(tsr_desc_t *dout, tsr_desc_t *grad, const int *token
 }
 
 /* Submit every tile of one gradient descriptor. */
-static int submit_gradient(tsr_desc_t *grad, const buckets_t *b, int overwrite, tsr_accum_t accum, tsr_colmap_t *map)
+static int submit_gradient(tsr_desc_t *grad, const buckets_t *b, tsr_write_t mode, tsr_accum_t accum,
+                           tsr_colmap_t *map)
 {
     int rc = TSR_SUCCESS;
     for (int i = 0; i < grad->mt && !rc; i++)
@@ -201,18 +201,18 @@ static int submit_gradient(tsr_desc_t *grad, const buckets_t *b, int overwrite, 
             const contrib_t *c = b->c + b->start[k];
             int n = b->start[k + 1] - b->start[k];
             tsr_tile_t dst = tsr_tile(grad, 0, i, k);
-            rc = accum == TSR_ACCUM_REDUX ? submit_redux(dst, c, n, overwrite, map)
-                                          : submit_ordered(dst, c, n, overwrite, map);
+            rc = accum == TSR_ACCUM_REDUX ? submit_redux(dst, c, n, mode, map)
+                                          : submit_ordered(dst, c, n, mode, map);
         }
     return rc;
 }
 
 int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, const int *tokens, int B, int T,
-                         int accumulate, tsr_accum_t accum)
+                         tsr_write_t mode, tsr_accum_t accum)
 {
     const char *fn = "tsr_encoder_backward";
     int rc = check_encoder(fn, dout, dwte, dwpe, tokens, B, T, 1);
-    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "mode", mode, 2);
     rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
@@ -226,7 +226,7 @@ int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, c
             rc = gradient_buckets(dout, grads[w], tokens, T, w, &b[w]);
     for (int w = 0; w < 2 && !rc; w++)
         if (grads[w])
-            rc = submit_gradient(grads[w], &b[w], !accumulate, accum, map);
+            rc = submit_gradient(grads[w], &b[w], mode, accum, map);
     for (int w = 0; w < 2; w++) {
         free(b[w].c);
         free(b[w].start);

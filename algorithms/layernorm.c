@@ -5,6 +5,7 @@
  * STARPU_REDUX; parameter gradients reduce across token tiles j. */
 #include "tsr_layernorm.h"
 #include "tsr_runtime_layernorm.h"
+#include "tsr_runtime_rows.h"
 #include "internal/tsr_operands.h"
 
 #define LN_EPS 1e-5f
@@ -146,31 +147,64 @@ int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias,
     return rc;
 }
 
+/* ---- RMSNorm forward: a row op, the features of a token in one tile ------ */
+
+int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, tsr_desc_t *rstd, float eps)
+{
+    const char *fn = "tsr_rmsnorm_forward";
+    const tsr_operand_t ops[] = {
+        activation("inp", inp, TSR_OP_IN, inp),      parameter("weight", weight, TSR_OP_IN, inp),
+        activation("out", out, TSR_OP_OUT, inp),     statistic("rstd", rstd, TSR_OP_OUT, 1, inp),
+    };
+    int rc = tsr_check_operands(fn, ops, 4);
+    if (rc)
+        return rc;
+    if (inp->mt != 1) {
+        tsr_log(TSR_LOG_ERROR, "%s: the %d features must be in one tile (tiles of %d)", fn, inp->m, inp->mb);
+        return TSR_ETILE;
+    }
+    if (!(eps > 0.0f)) {
+        tsr_log(TSR_LOG_ERROR, "%s: eps is %g, expected > 0", fn, (double)eps);
+        return TSR_EINVAL;
+    }
+    for (int j = 0; j < inp->nt && !rc; j++) {
+        const tsr_tile_t tiles[4] = { tsr_tile(inp, 0, 0, j), tsr_tile(weight, 0, 0, 0), tsr_tile(out, 0, 0, j),
+                                      tsr_tile(rstd, 0, 0, j) };
+        rc = tsr_insert_row(TSR_ROW_rmsnorm_fwd, tiles, eps);
+    }
+    tsr_desc_flush(inp);
+    tsr_desc_flush(weight);
+    return rc;
+}
+
 /* ---- backward ----------------------------------------------------------- */
 
-static enum starpu_data_access_mode chain_mode(int first, int keep)
+/* The mode of a chain's task on its output: the first one writes it unless
+ * the call accumulates. */
+static enum starpu_data_access_mode chain_mode(int first, tsr_write_t mode)
 {
-    return first && !keep ? STARPU_W : STARPU_RW;
+    return first && mode == TSR_OVERWRITE ? STARPU_W : STARPU_RW;
 }
 
 /* dweight, dbias: feature tile i reduced over the token tiles. */
 static int backward_params(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *mean, tsr_desc_t *rstd,
-                           tsr_desc_t *dweight, tsr_desc_t *dbias, int keep_w, int keep_b, tsr_accum_t accum)
+                           tsr_desc_t *dweight, tsr_desc_t *dbias, tsr_write_t mode, tsr_accum_t accum)
 {
     for (int i = 0; i < inp->mt; i++) {
         tsr_tile_t dw = tsr_tile(dweight, 0, i, 0), db = tsr_tile(dbias, 0, i, 0);
         int rc = TSR_SUCCESS;
         if (accum == TSR_ACCUM_REDUX) {
-            rc = tsr_redux_start(dw, keep_w ? 1.0 : 0.0, NULL);
+            double beta = mode == TSR_ACCUMULATE ? 1.0 : 0.0;
+            rc = tsr_redux_start(dw, beta, NULL);
             if (!rc)
-                rc = tsr_redux_start(db, keep_b ? 1.0 : 0.0, NULL);
+                rc = tsr_redux_start(db, beta, NULL);
         }
         for (int j = 0; j < inp->nt && !rc; j++) {
             int redux = accum == TSR_ACCUM_REDUX;
             rc = tsr_insert_layernorm_bwd_params(tsr_tile(dout, 0, i, j), tsr_tile(inp, 0, i, j),
                                                  tsr_tile(mean, 0, 0, j), tsr_tile(rstd, 0, 0, j), dw,
-                                                 redux ? STARPU_REDUX : chain_mode(j == 0, keep_w), db,
-                                                 redux ? STARPU_REDUX : chain_mode(j == 0, keep_b),
+                                                 redux ? STARPU_REDUX : chain_mode(j == 0, mode), db,
+                                                 redux ? STARPU_REDUX : chain_mode(j == 0, mode),
                                                  exec_rank(inp, i, j, redux ? STARPU_REDUX : STARPU_RW));
         }
         if (rc)
@@ -180,14 +214,15 @@ static int backward_params(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *mean, 
 }
 
 static int backward_dinp(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
-                         tsr_desc_t *rstd, tsr_desc_t *dinp, int keep, tsr_accum_t accum, tsr_desc_t *work)
+                         tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_write_t mode, tsr_accum_t accum,
+                         tsr_desc_t *work)
 {
-    enum starpu_data_access_mode mode = keep ? STARPU_RW : STARPU_W;
+    enum starpu_data_access_mode dmode = mode == TSR_ACCUMULATE ? STARPU_RW : STARPU_W;
     if (inp->mt == 1) {
         for (int j = 0; j < inp->nt; j++) {
             int rc = tsr_insert_layernorm_bwd(tsr_tile(dout, 0, 0, j), tsr_tile(inp, 0, 0, j),
                                               tsr_tile(weight, 0, 0, 0), tsr_tile(mean, 0, 0, j),
-                                              tsr_tile(rstd, 0, 0, j), tsr_tile(dinp, 0, 0, j), mode);
+                                              tsr_tile(rstd, 0, 0, j), tsr_tile(dinp, 0, 0, j), dmode);
             if (rc)
                 return rc;
         }
@@ -200,13 +235,13 @@ static int backward_dinp(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, 
             rc = tsr_insert_layernorm_bwd_dinp(tsr_tile(dout, 0, i, j), tsr_tile(inp, 0, i, j),
                                                tsr_tile(weight, 0, i, 0), tsr_tile(mean, 0, 0, j),
                                                tsr_tile(rstd, 0, 0, j), tsr_tile(work, 0, 0, j), inp->m,
-                                               tsr_tile(dinp, 0, i, j), mode);
+                                               tsr_tile(dinp, 0, i, j), dmode);
     return rc;
 }
 
 int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
                            tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
-                           int accumulate, tsr_accum_t accum, tsr_desc_t *work)
+                           tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_accum_t accum, tsr_desc_t *work)
 {
     const char *fn = "tsr_layernorm_backward";
     const tsr_operand_t ops[] = {
@@ -217,7 +252,8 @@ int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight
         statistic("work", work, TSR_OP_OUT_OPT, 2, inp),
     };
     int rc = tsr_check_operands(fn, ops, 9);
-    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, TSR_LN_ACCUM_ALL + 1);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
     rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
@@ -228,10 +264,9 @@ int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight
             return rc;
         work = own_work;
     }
-    rc = backward_dinp(dout, inp, weight, mean, rstd, dinp, accumulate & TSR_LN_ACCUM_DINP, accum, work);
+    rc = backward_dinp(dout, inp, weight, mean, rstd, dinp, dinp_mode, accum, work);
     if (!rc)
-        rc = backward_params(dout, inp, mean, rstd, dweight, dbias, accumulate & TSR_LN_ACCUM_DWEIGHT,
-                             accumulate & TSR_LN_ACCUM_DBIAS, accum);
+        rc = backward_params(dout, inp, mean, rstd, dweight, dbias, dparam_mode, accum);
     if (!rc && accum == TSR_ACCUM_REDUX) {
         tsr_redux_finish(dweight);
         tsr_redux_finish(dbias);
@@ -296,18 +331,19 @@ int tsr_residual_forward(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out)
     return TSR_SUCCESS;
 }
 
-int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, int accumulate)
+int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, tsr_write_t da_mode, tsr_write_t db_mode)
 {
     const char *fn = "tsr_residual_backward";
     const tsr_operand_t ops[] = { { "dout", dout, TSR_OP_IN, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL },
                                   { "da", da, TSR_OP_OUT_SOME, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL },
                                   { "db", db, TSR_OP_OUT_SOME, TSR_DTYPE_FIRST, TSR_LIKE(dout), NULL } };
     int rc = tsr_check_operands(fn, ops, 3);
-    rc = rc ? rc : tsr_check_choice(fn, "accumulate", accumulate, (TSR_RESIDUAL_ACCUM_DA | TSR_RESIDUAL_ACCUM_DB) + 1);
+    rc = rc ? rc : tsr_check_choice(fn, "da_mode", da_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "db_mode", db_mode, 2);
     if (rc)
         return rc;
-    double beta_a = accumulate & TSR_RESIDUAL_ACCUM_DA ? 1.0 : 0.0;
-    double beta_b = accumulate & TSR_RESIDUAL_ACCUM_DB ? 1.0 : 0.0;
+    double beta_a = da_mode == TSR_ACCUMULATE ? 1.0 : 0.0;
+    double beta_b = db_mode == TSR_ACCUMULATE ? 1.0 : 0.0;
     for (int bi = 0; bi < dout->bt; bi++)
         for (int i = 0; i < dout->mt; i++)
             for (int j = 0; j < dout->nt; j++) {

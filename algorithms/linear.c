@@ -488,7 +488,7 @@ int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, ts
 
 static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout,
                                 tsr_desc_t *dpre, tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias,
-                                tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode, tsr_accum_t accum,
+                                tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_accum_t accum,
                                 int gelu)
 {
     /* dpre may be dout (computed in place) */
@@ -511,7 +511,7 @@ static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, 
     if (gelu)
         rc = gelu_backward_tiles(pre, dout, dpre);
     bwd_plan_t p = { op_2d(inp), op_2d(gelu ? dpre : dout), op_2d(dinp), dinp != NULL, W, dW, dbias,
-                     dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_mode == TSR_LINEAR_ACCUMULATE };
+                     dinp_mode == TSR_ACCUMULATE, dparam_mode == TSR_ACCUMULATE };
     if (!rc)
         rc = bwd_run(&p, accum);
     tsr_desc_flush(inp);
@@ -526,7 +526,7 @@ static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, 
 }
 
 int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dinp, tsr_desc_t *dW,
-                        tsr_desc_t *dbias, tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode,
+                        tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
                         tsr_accum_t accum)
 {
     return linear_backward_impl("tsr_linear_backward", inp, W, NULL, dout, NULL, dinp, dW, dbias, dinp_mode,
@@ -534,8 +534,8 @@ int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_de
 }
 
 int tsr_linear_gelu_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre,
-                             tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
-                             tsr_linear_write_t dparam_mode, tsr_accum_t accum)
+                             tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
+                             tsr_write_t dparam_mode, tsr_accum_t accum)
 {
     return linear_backward_impl("tsr_linear_gelu_backward", inp, W, pre, dout, dpre, dinp, dW, dbias, dinp_mode,
                                 dparam_mode, accum, 1);
@@ -608,8 +608,8 @@ int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr
 }
 
 int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV,
-                            tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
-                            tsr_linear_write_t dparam_mode, tsr_accum_t accum)
+                            tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
+                            tsr_write_t dparam_mode, tsr_accum_t accum)
 {
     const char *fn = "tsr_linear_qkv_backward";
     tsr_desc_t *h[3] = { dQ, dK, dV };
@@ -631,7 +631,7 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
     rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
-    double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
+    double dinp_beta = dinp_mode == TSR_ACCUMULATE, dparam_beta = dparam_mode == TSR_ACCUMULATE;
     if (heads_aligned(dQ, W->m, W->nb, inp->nb)) {
         bwd_plan_t p = { op_2d(inp), op_heads(h, 3, W->m, W->nb), op_2d(dinp), dinp != NULL, W, dW, dbias,
                          dinp_beta, dparam_beta };
@@ -715,7 +715,7 @@ static int attproj_backward_unfused(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *do
 }
 
 int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
-                                tsr_desc_t *dbias, tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode,
+                                tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
                                 tsr_accum_t accum)
 {
     const char *fn = "tsr_linear_attproj_backward";
@@ -734,7 +734,7 @@ int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, 
     rc = rc ? rc : tsr_check_accum(fn, accum);
     if (rc)
         return rc;
-    double dinp_beta = dinp_mode == TSR_LINEAR_ACCUMULATE, dparam_beta = dparam_mode == TSR_LINEAR_ACCUMULATE;
+    double dinp_beta = dinp_mode == TSR_ACCUMULATE, dparam_beta = dparam_mode == TSR_ACCUMULATE;
     if (heads_aligned(Y, W->m, W->mb, dout->nb)) {
         bwd_plan_t p = { op_heads(&Y, 1, W->m, W->mb), op_2d(dout), dY ? op_heads(&dY, 1, W->m, W->mb) : op_2d(NULL),
                          dY != NULL, W, dW, dbias, dinp_beta, dparam_beta };
@@ -804,7 +804,7 @@ int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre)
 
 /* X and nparts head tensors of one shape; to_heads: the head tensors are the outputs. */
 static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V,
-                             tsr_linear_write_t mode, int to_heads)
+                             tsr_write_t mode, int to_heads)
 {
     tsr_op_role_t x_role = to_heads ? TSR_OP_IN : TSR_OP_OUT, q_role = to_heads ? TSR_OP_OUT : TSR_OP_IN;
     tsr_op_role_t kv_role = to_heads ? TSR_OP_OUT_OPT : TSR_OP_IN_OPT;
@@ -829,7 +829,7 @@ static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_d
         return rc;
     tsr_desc_t *h[3] = { Q, K, V };
     heads_map_t m = heads_map(X, h, nparts);
-    rc = heads_reshape(&m, to_heads, mode == TSR_LINEAR_ACCUMULATE ? 1.0 : 0.0);
+    rc = heads_reshape(&m, to_heads, mode == TSR_ACCUMULATE ? 1.0 : 0.0);
     if (to_heads)
         tsr_desc_flush(X);
     else
@@ -838,12 +838,12 @@ static int heads_reshape_api(const char *fn, tsr_desc_t *X, tsr_desc_t *Q, tsr_d
     return rc;
 }
 
-int tsr_heads_split(tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_linear_write_t mode)
+int tsr_heads_split(tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_write_t mode)
 {
     return heads_reshape_api("tsr_heads_split", X, Q, K, V, mode, 1);
 }
 
-int tsr_heads_merge(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *X, tsr_linear_write_t mode)
+int tsr_heads_merge(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *X, tsr_write_t mode)
 {
     return heads_reshape_api("tsr_heads_merge", X, Q, K, V, mode, 0);
 }

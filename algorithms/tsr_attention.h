@@ -29,7 +29,7 @@ extern "C" {
  * keys beyond its last query; on a GPU it holds a qb x kb block per head.
  *
  * Errors (nothing is submitted): TSR_EINVAL (NULL, an output that is also an
- * input or another output, bad accumulate / accum), TSR_ENOTINIT, TSR_EDTYPE
+ * input or another output, bad mode / accum), TSR_ENOTINIT, TSR_EDTYPE
  * (not float32), TSR_ESHAPE, TSR_ETILE (tile sizes above not met), TSR_EDIST
  * (block-cyclic descriptors on different process grids). Asynchronous, like
  * the other algorithms (except REDUX under MPI, see tsr_accum_t). */
@@ -41,15 +41,15 @@ extern "C" {
 int tsr_attention_forward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *stats);
 
 /* Backward: from the forward's Q, K, V, out, stats and the output gradient
- * dout, computes dQ, dK, dV. accumulate = 0 overwrites them, 1 adds to them
- * (llm.c's +=). One preprocessing task per query tile writes D (stats row 1);
+ * dout, computes dQ, dK, dV: mode TSR_OVERWRITE overwrites them,
+ * TSR_ACCUMULATE adds to them (llm.c's +=). One preprocessing task per query tile writes D (stats row 1);
  * then each tile-pair task recomputes its scores from Q, K and the logsumexp
  * and contributes to dQ (summed over key tiles) and dK, dV (summed over query
  * tiles): TSR_ACCUM_ORDERED chains them (RW), TSR_ACCUM_REDUX lets them run
  * in parallel with STARPU_REDUX (per-worker copies of dQ, dK, dV tiles, so
  * more temporary memory). */
 int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *dout,
-                           tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, int accumulate,
+                           tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, tsr_write_t mode,
                            tsr_accum_t accum);
 
 /* Tiles for one pass (backward 0: the forward; 1: the backward with accum)

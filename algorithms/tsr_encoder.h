@@ -20,8 +20,8 @@ int tsr_encoder_forward(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, const
 /* Backward: the columns of dout are scatter-added into the rows of the
  * embeddings they came from:
  *   dwte[:, tokens[bt]] += dout[:, bt],  dwpe[:, bt % T] += dout[:, bt].
- * accumulate 1: added to the gradients already there; 0: the gradients are
- * overwritten (columns no token hits become 0), so no separate zero pass is
+ * mode TSR_ACCUMULATE: added to the gradients already there; TSR_OVERWRITE: the
+ * gradients are overwritten (columns no token hits become 0), so no separate zero pass is
  * needed. accum: TSR_ACCUM_ORDERED chains the tasks writing a gradient tile
  * in token order (the result is the sequential sum, bit for bit);
  * TSR_ACCUM_REDUX runs the contributions of the token tiles to a gradient
@@ -30,7 +30,7 @@ int tsr_encoder_forward(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, const
  * NULL (not computed), not both.
  * Same requirements as the forward. */
 int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, const int *tokens, int B, int T,
-                         int accumulate, tsr_accum_t accum);
+                         tsr_write_t mode, tsr_accum_t accum);
 
 #ifdef __cplusplus
 }

@@ -23,19 +23,19 @@ extern "C" {
 int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
                           tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum);
 
-/* Flags of tsr_layernorm_backward's `accumulate`: a flagged gradient is added
- * to (+=, as llm.c does), the others are overwritten. */
-enum {
-    TSR_LN_ACCUM_DINP = 1,
-    TSR_LN_ACCUM_DWEIGHT = 2,
-    TSR_LN_ACCUM_DBIAS = 4,
-    TSR_LN_ACCUM_ALL = 7
-};
+/* RMSNorm over the C features of each token: rstd = 1 / sqrt(mean(x^2) + eps),
+ * out = x * rstd * weight. inp, out: C x BT, every feature in one tile
+ * (mb >= C, else TSR_ETILE), tokens in tiles of nb; weight: C x 1; rstd:
+ * 1 x BT (written), tiles nb along tokens. float32, 2D, on one process grid,
+ * out distinct from inp; eps > 0 (TSR_EINVAL). */
+int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, tsr_desc_t *rstd, float eps);
 
 /* LayerNorm backward (llm.c layernorm_backward), with norm = (x - mean) * rstd,
  * dnorm = weight * dout:
  *   dinp    (+)= rstd * (dnorm - mean_C(dnorm) - norm * mean_C(dnorm * norm)),
- *   dweight (+)= sum over tokens of norm * dout, dbias (+)= sum over tokens of dout.
+ *   dweight (+)= sum over tokens of norm * dout, dbias (+)= sum over tokens of dout,
+ * where dinp_mode (dinp) and dparam_mode (dweight, dbias) say TSR_OVERWRITE (=) or
+ * TSR_ACCUMULATE (+=, as llm.c does).
  * dout, inp, dinp: C x BT like inp of the forward; weight, dweight, dbias:
  * C x 1; mean, rstd: what the forward wrote. `accum` chooses how the
  * contributions of the token tiles to dweight/dbias (and, when C spans several
@@ -47,7 +47,7 @@ enum {
  * dout and inp, dweight from dbias (TSR_EINVAL). */
 int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
                            tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
-                           int accumulate, tsr_accum_t accum, tsr_desc_t *work);
+                           tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_accum_t accum, tsr_desc_t *work);
 
 /* The backward's workspace for the per-token sums: a float32 2 x BT descriptor
  * tiled and distributed like mean (1 x BT). Free it with tsr_desc_destroy.
@@ -59,17 +59,12 @@ int tsr_layernorm_workspace_create(tsr_desc_t **work, const tsr_desc_t *mean);
  * TSR_EDTYPE); out may be a or b (in-place add). */
 int tsr_residual_forward(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out);
 
-/* Flags of tsr_residual_backward's `accumulate`. */
-enum {
-    TSR_RESIDUAL_ACCUM_DA = 1,
-    TSR_RESIDUAL_ACCUM_DB = 2
-};
-
-/* Residual backward: da (+)= dout, db (+)= dout (flagged: +=, otherwise =).
+/* Residual backward: da (+)= dout, db (+)= dout (da_mode, db_mode:
+ * TSR_ACCUMULATE +=, TSR_OVERWRITE =).
  * da or db may be NULL (that gradient is not wanted), not both; neither may
  * be dout, and da must differ from db (TSR_EINVAL). Same requirements on
  * shapes, tiles and types as the forward. */
-int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, int accumulate);
+int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, tsr_write_t da_mode, tsr_write_t db_mode);
 
 #ifdef __cplusplus
 }

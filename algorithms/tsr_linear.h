@@ -24,10 +24,6 @@ extern "C" {
  * bias-fill task initialises, and the GeLU is a task of its own after the
  * reduction. A single k tile always gives one task per output tile. */
 
-/* Whether a gradient overwrites its destination or is added to it (llm.c's
- * "+="): accumulating lets a training step skip the zero-grad pass. */
-typedef enum { TSR_LINEAR_OVERWRITE = 0, TSR_LINEAR_ACCUMULATE = 1 } tsr_linear_write_t;
-
 /* out = W^T inp + bias */
 int tsr_linear_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum);
 
@@ -44,7 +40,7 @@ int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, ts
  * bias gradient rides in the dW tasks of the first IC tile (one task less per
  * tile); accum picks ordered chains or REDUX for every sum over tiles. */
 int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dinp, tsr_desc_t *dW,
-                        tsr_desc_t *dbias, tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode,
+                        tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
                         tsr_accum_t accum);
 
 /* Backward of tsr_linear_gelu_forward: dout is d(out); first
@@ -52,8 +48,8 @@ int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_de
  * (llm.c's dfch); dpre may be dout itself (overwritten in place, no extra
  * memory). Then as tsr_linear_backward with dpre in place of dout. */
 int tsr_linear_gelu_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre,
-                             tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
-                             tsr_linear_write_t dparam_mode, tsr_accum_t accum);
+                             tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
+                             tsr_write_t dparam_mode, tsr_accum_t accum);
 
 /* Linear layers fused with the attention reshape. Q, K, V and the attention
  * output Y are 3D [B*NH, hd, T] (head z = b*NH + h, m = hd, n = T), all of
@@ -73,14 +69,14 @@ int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr
                            tsr_desc_t *V, tsr_accum_t accum);
 /* Its backward: dout = [dQ; dK; dV] read straight from the 3D tiles. */
 int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV,
-                            tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_linear_write_t dinp_mode,
-                            tsr_linear_write_t dparam_mode, tsr_accum_t accum);
+                            tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
+                            tsr_write_t dparam_mode, tsr_accum_t accum);
 /* Attention output projection: out (C x BT) = W^T Y + bias, Y read straight
  * from the 3D tiles as the C x BT input; W: m = C, n = C. */
 int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum);
 /* Its backward: dY (3D, may be NULL) = W dout written per head, dW, dbias. */
 int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
-                                tsr_desc_t *dbias, tsr_linear_write_t dinp_mode, tsr_linear_write_t dparam_mode,
+                                tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
                                 tsr_accum_t accum);
 /* 1 when the calls above fuse the reshape for these descriptors, 0 when they
  * fall back (or the arguments are invalid). */
@@ -100,9 +96,9 @@ int tsr_gelu_backward(tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre);
  * V NULL: X is C x B*T and goes to Q alone. mode: the destination is
  * overwritten or X is added to it. Q, K and V must be different descriptors
  * (TSR_EINVAL; as inputs of tsr_heads_merge they may be the same). */
-int tsr_heads_split(tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_linear_write_t mode);
+int tsr_heads_split(tsr_desc_t *X, tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_write_t mode);
 /* The reverse: Q, K, V (K, V may be NULL) -> X. */
-int tsr_heads_merge(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *X, tsr_linear_write_t mode);
+int tsr_heads_merge(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *X, tsr_write_t mode);
 
 #ifdef __cplusplus
 }

@@ -50,10 +50,10 @@ size_t tsr_cpu_attention_bwd_scratch(int nq, int nk);
  * (hd x nq) and the running logsumexp (row 0 of L). O always holds the
  * softmax-weighted sum of the key blocks folded so far, normalised by their
  * logsumexp, so after the last key block O is the attention output and L
- * holds the final logsumexp. first != 0: O and L are not read (first key
- * block of the chain). */
+ * holds the final logsumexp. o_mode TSR_OVERWRITE: O and L are not read
+ * (first key block of the chain). */
 void tsr_cpu_attention_fwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
-                                const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first,
+                                const float *V, int ldv, float *O, int ldo, float *L, int ldl, tsr_write_t o_mode,
                                 float *scratch, int nthreads);
 
 /* Row 1 of L: D_i = sum_d dO[d,i] O[d,i] for the nq queries. */
@@ -64,11 +64,11 @@ void tsr_cpu_attention_bwd_prep(int hd, int nq, const float *O, int ldo, const f
  * (rows 0 and 1 filled), then
  *   dV (hd x nk) += dO P^T,  dS = P o (V^T dO - D),
  *   dQ (hd x nq) += scale K dS,  dK (hd x nk) += scale Q dS^T.
- * first_q / first_kv != 0: dQ / (dK, dV) are overwritten, not read. */
+ * dq_mode / dkv_mode TSR_OVERWRITE: dQ / (dK, dV) are overwritten, not read. */
 void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
                                 const float *V, int ldv, const float *dO, int lddo, const float *L, int ldl,
                                 float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
-                                int first_q, int first_kv, float *scratch, int nthreads);
+                                tsr_write_t dq_mode, tsr_write_t dkv_mode, float *scratch, int nthreads);
 
 /* CUDA side (compute/cuda/attention.cu, built when TSR_USE_CUDA is on): the
  * same steps on device pointers, for nh heads at once (a 3D tile's heads:
@@ -83,14 +83,14 @@ void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ld
  * or TSR_ERUNTIME (CUDA or cuBLAS failure, out of device memory included). */
 int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const float *Q, int ldq, size_t sq,
                                 const float *K, int ldk, size_t sk, const float *V, int ldv, size_t sv, float *O,
-                                int ldo, size_t so, float *L, int ldl, size_t sl, int first);
+                                int ldo, size_t so, float *L, int ldl, size_t sl, tsr_write_t o_mode);
 int tsr_cuda_attention_bwd_prep(void *stream, int hd, int nq, int nh, const float *O, int ldo, size_t so,
                                 const float *dO, int lddo, size_t sdo, float *L, int ldl, size_t sl);
 int tsr_cuda_attention_bwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const float *Q, int ldq, size_t sq,
                                 const float *K, int ldk, size_t sk, const float *V, int ldv, size_t sv,
                                 const float *dO, int lddo, size_t sdo, const float *L, int ldl, size_t sl,
                                 float *dQ, int lddq, size_t sdq, float *dK, int lddk, size_t sdk, float *dV,
-                                int lddv, size_t sdv, int first_q, int first_kv);
+                                int lddv, size_t sdv, tsr_write_t dq_mode, tsr_write_t dkv_mode);
 
 #ifdef __cplusplus
 }

@@ -16,12 +16,12 @@ extern "C" {
  * out = (x - mean) * rstd * w + b. */
 void tsr_cpu_layernorm_fwd(int m, int n, const float *x, int ldx, const float *w, const float *b,
                            float *out, int ldo, float *mean, int incm, float *rstd, int incr, float eps);
-/* Feature tiles of a split C, pass 1: s[t] (accumulate ? += : =) sum_r x[r, t]. */
-void tsr_cpu_layernorm_sum(int m, int n, const float *x, int ldx, float *s, int incs, int accumulate);
+/* Feature tiles of a split C, pass 1: s[t] (+)= sum_r x[r, t]. */
+void tsr_cpu_layernorm_sum(int m, int n, const float *x, int ldx, float *s, int incs, tsr_write_t mode);
 /* Pass 2, with s the complete per-token sum over C features:
  * q[t] (+)= sum_r (x[r, t] - s[t] / C)^2. */
 void tsr_cpu_layernorm_sqdev(int m, int n, const float *x, int ldx, const float *s, int incs, int C,
-                             float *q, int incq, int accumulate);
+                             float *q, int incq, tsr_write_t mode);
 /* In place: mean[t] = mean[t] / C (it held the sum), rstd[t] = 1 / sqrt(rstd[t] / C + eps)
  * (it held the sum of squared deviations). */
 void tsr_cpu_layernorm_stats(int n, int C, float eps, float *mean, int incm, float *rstd, int incr);
@@ -31,24 +31,24 @@ void tsr_cpu_layernorm_normalize(int m, int n, const float *x, int ldx, const fl
 
 /* ---- backward (llm.c layernorm_backward); norm = (x - mean) * rstd, dnorm = w * dout ---- */
 /* The whole backward for dinp when the tile holds all C = m features:
- * dinp (accumulate ? += : =) rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)). */
+ * dinp (+)= rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)). */
 void tsr_cpu_layernorm_bwd(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                            const float *mean, int incm, const float *rstd, int incr,
-                           float *dinp, int lddi, int accumulate);
+                           float *dinp, int lddi, tsr_write_t mode);
 /* Feature tiles of a split C, pass 1: per token, sums[0 + t * lds] (+)= sum_r dnorm and
  * sums[1 + t * lds] (+)= sum_r dnorm * norm (a 2 x n tile). */
 void tsr_cpu_layernorm_bwd_sums(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                                 const float *mean, int incm, const float *rstd, int incr,
-                                float *sums, int lds, int accumulate);
+                                float *sums, int lds, tsr_write_t mode);
 /* Pass 2, with the complete sums over C features. */
 void tsr_cpu_layernorm_bwd_dinp(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                                 const float *mean, int incm, const float *rstd, int incr,
-                                const float *sums, int lds, int C, float *dinp, int lddi, int accumulate);
+                                const float *sums, int lds, int C, float *dinp, int lddi, tsr_write_t mode);
 /* Parameter gradients of one tile (tokens in order, as llm.c):
  * dw[r] (+)= sum_t norm[r, t] * dout[r, t], db[r] (+)= sum_t dout[r, t]. */
 void tsr_cpu_layernorm_bwd_params(int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                   const float *mean, int incm, const float *rstd, int incr,
-                                  float *dw, int accumulate_w, float *db, int accumulate_b);
+                                  float *dw, tsr_write_t dw_mode, float *db, tsr_write_t db_mode);
 
 /* ---- residual ---- */
 /* out = a + b (float32 or float64) */
@@ -64,24 +64,24 @@ void tsr_cpu_residual_fwd(tsr_dtype_t t, int m, int n, const void *a, int lda, c
  * TSR_ERUNTIME (launch failure). */
 int tsr_cuda_layernorm_fwd(void *stream, int m, int n, const float *x, int ldx, const float *w, const float *b,
                            float *out, int ldo, float *mean, int incm, float *rstd, int incr, float eps);
-int tsr_cuda_layernorm_sum(void *stream, int m, int n, const float *x, int ldx, float *s, int incs, int accumulate);
+int tsr_cuda_layernorm_sum(void *stream, int m, int n, const float *x, int ldx, float *s, int incs, tsr_write_t mode);
 int tsr_cuda_layernorm_sqdev(void *stream, int m, int n, const float *x, int ldx, const float *s, int incs, int C,
-                             float *q, int incq, int accumulate);
+                             float *q, int incq, tsr_write_t mode);
 int tsr_cuda_layernorm_stats(void *stream, int n, int C, float eps, float *mean, int incm, float *rstd, int incr);
 int tsr_cuda_layernorm_normalize(void *stream, int m, int n, const float *x, int ldx, const float *w, const float *b,
                                  const float *mean, int incm, const float *rstd, int incr, float *out, int ldo);
 int tsr_cuda_layernorm_bwd(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
                            const float *w, const float *mean, int incm, const float *rstd, int incr,
-                           float *dinp, int lddi, int accumulate);
+                           float *dinp, int lddi, tsr_write_t mode);
 int tsr_cuda_layernorm_bwd_sums(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                 const float *w, const float *mean, int incm, const float *rstd, int incr,
-                                float *sums, int lds, int accumulate);
+                                float *sums, int lds, tsr_write_t mode);
 int tsr_cuda_layernorm_bwd_dinp(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                 const float *w, const float *mean, int incm, const float *rstd, int incr,
-                                const float *sums, int lds, int C, float *dinp, int lddi, int accumulate);
+                                const float *sums, int lds, int C, float *dinp, int lddi, tsr_write_t mode);
 int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                   const float *mean, int incm, const float *rstd, int incr,
-                                  float *dw, int accumulate_w, float *db, int accumulate_b);
+                                  float *dw, tsr_write_t dw_mode, float *db, tsr_write_t db_mode);
 int tsr_cuda_residual_fwd(void *stream, tsr_dtype_t t, int m, int n, const void *a, int lda, const void *b, int ldb,
                           void *out, int ldo);
 

@@ -17,8 +17,8 @@ typedef struct { int dst_col, src, src_col; } tsr_colmap_t;
 
 /* For each entry e of map, in order: dst[:, e.dst_col] += src[e.src][:, e.src_col]
  * (rows elements per column; lds[k] is the leading dimension of source k).
- * zero_first: dst (rows x cols) is set to 0 first (dst is then not read). */
-void tsr_cpu_gather_add_columns(int rows, int cols, float *dst, int ldd, int zero_first,
+ * mode TSR_OVERWRITE: dst (rows x cols) is set to 0 first (dst is then not read). */
+void tsr_cpu_gather_add_columns(int rows, int cols, float *dst, int ldd, tsr_write_t mode,
                                 const float *const *src, const int *lds,
                                 const tsr_colmap_t *map, int nmap);
 
@@ -28,8 +28,8 @@ void tsr_cpu_gather_add_columns(int rows, int cols, float *dst, int ldd, int zer
  * seen yet), which makes an all-zero tile the identity of the merge. */
 
 /* Statistics of the first `rows` rows of each column of x (rows x cols).
- * merge 0: stats = those; merge 1: stats = merge(stats, those). */
-void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *stats, int lds, int merge);
+ * mode TSR_OVERWRITE: stats = those; TSR_ACCUMULATE: stats = merge(stats, those). */
+void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *stats, int lds, tsr_write_t mode);
 /* dst = merge(dst, src), column by column (cols columns of 2 floats). */
 void tsr_cpu_softmax_stats_merge(int cols, float *dst, int ldd, const float *src, int lds);
 /* loss[c] = log(sum_c) + max_c - x_c, where x_c is the target logit of column c. */
@@ -75,10 +75,10 @@ void tsr_cpu_adamw(int rows, int cols, float *p, int ldp, const float *g, int ld
  * polynomial exp; per-element formulas come from tsr_compute_elem.h. The
  * gather-add keeps the CPU's order per destination element (map order), so
  * it is bitwise the CPU's result. */
-int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, int zero_first,
+int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, tsr_write_t mode,
                                 const float *const *src, const int *lds, const tsr_colmap_t *map, int nmap);
 int tsr_cuda_softmax_stats(void *stream, int rows, int cols, const float *x, int ldx, float *stats, int lds,
-                           int merge);
+                           tsr_write_t mode);
 int tsr_cuda_softmax_stats_merge(void *stream, int cols, float *dst, int ldd, const float *src, int lds);
 int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, const float *stats, int lds,
                                const float *const *logits, const int *ldx, int nsrc, const tsr_loss_ref_t *refs,

@@ -294,7 +294,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         return rc;
 
     if ((rc = tsr_trace_prepare(cfg.trace_dir)) != 0 ||
-        (rc = tsr_schedule_prepare(cfg.schedule_png, cfg.schedule_summary)) != 0)
+        (rc = tsr_schedule_prepare(cfg.schedule_png, cfg.schedule_summary, cfg.schedule_report)) != 0)
         return rc;
     int use_mpi = want_mpi(&cfg);
 #if TSR_USE_MPI

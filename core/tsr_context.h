@@ -35,9 +35,9 @@ int tsr_trace_active(void);
 int tsr_trace_finish(int rank, int nranks);
 /* Schedule recording (core/schedule.c): prepare before StarPU starts (png
  * NULL and summary 0: off), start once it runs, finish before it stops
- * (prints the summary, writes FILE.csv and FILE.png). task_done is every
- * Tessera codelet's callback. */
-int tsr_schedule_prepare(const char *png, int summary);
+ * (hands the records to report). task_done is every Tessera codelet's
+ * callback. */
+int tsr_schedule_prepare(const char *png, int summary, tsr_schedule_report_t report);
 int tsr_schedule_start(void);
 int tsr_schedule_finish(void);
 void tsr_schedule_task_done(void *arg);

@@ -27,15 +27,23 @@ enum {
     TSR_EALREADY = -13  /* tsr_init called twice */
 };
 
-/* Element types and transposition, shared by every layer. */
+/* Element types, transposition and write mode, shared by every layer. */
 typedef enum { TSR_FLOAT32 = 0, TSR_FLOAT64 = 1 } tsr_dtype_t;
 #define TSR_NDTYPES 2
 typedef enum { TSR_NOTRANS = 0, TSR_TRANS = 1 } tsr_trans_t;
+/* Whether a result overwrites its destination or is added to it (llm.c's
+ * "+=" for gradients: accumulating lets a training step skip the zero-grad
+ * pass), from the public calls down to the tile kernels. */
+typedef enum { TSR_OVERWRITE = 0, TSR_ACCUMULATE = 1 } tsr_write_t;
 
 /* Text for a TSR_E* code (never NULL). */
 const char *tsr_strerror(int code);
 
 typedef enum { TSR_MPI_AUTO = 0, TSR_MPI_OFF, TSR_MPI_ON } tsr_mpi_mode_t;
+
+/* An analysis of the recorded schedule (tsr_config_t.schedule_report). */
+struct tsr_recording;
+typedef int (*tsr_schedule_report_t)(const struct tsr_recording *rec);
 
 typedef struct {
     int ncpus;          /* CPU workers; -1 = all cores (less one for StarPU-MPI under mpirun) */
@@ -55,6 +63,10 @@ typedef struct {
                                * (gnuplot) and writes the task list beside it (.csv); under
                                * MPI each rank writes NAME.rankR.png / .csv */
     int schedule_summary;     /* 1: record tasks as above and print only the summary */
+    tsr_schedule_report_t schedule_report; /* what tsr_finalize runs on the recorded tasks;
+                               * needed with schedule_png or schedule_summary:
+                               * tsr_schedule_report (tsr_schedule_report.h, library
+                               * tessera_schedule) prints and draws as above */
     int gpu_tf32;       /* 1: float32 GEMMs on CUDA workers may use TF32 tensor cores
                          * (10-bit mantissa inputs, float32 sums; as llm.c and PyTorch's
                          * default for convolutions); 0: strict float32. Default from

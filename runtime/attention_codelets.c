@@ -15,8 +15,8 @@
 
 typedef struct {
     tsr_attn_pos_t pos;
-    int first_o;            /* forward: O and L are written, not read */
-    int first_q, first_kv;  /* backward: dQ / dK, dV overwritten */
+    tsr_write_t o_mode;            /* forward: O and L */
+    tsr_write_t dq_mode, dkv_mode; /* backward: dQ / dK, dV */
 } attn_args_t;
 
 /* Per-task scratch of n floats, or NULL (logged, and the task counted as
@@ -53,11 +53,11 @@ static tsr_attn_pair_t pair_of(tsr_view_t q, tsr_view_t k, tsr_attn_pos_t pos)
 }
 
 /* buffers: Q, K, V, O, L */
-static void cpu_fwd(void *buffers[], void *cl_arg)
+static void cpu_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t O = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t O = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     size_t n = tsr_cpu_attention_fwd_scratch(p.nq, p.nk);
     float *s = scratch_alloc(n);
@@ -67,7 +67,7 @@ static void cpu_fwd(void *buffers[], void *cl_arg)
     }
     for (int z = 0; z < O.depth; z++)
         tsr_cpu_attention_fwd_step(&p, tsr_view_at(Q, z), Q.ld, tsr_view_at(K, z), K.ld, tsr_view_at(V, z), V.ld,
-                                   tsr_view_at(O, z), O.ld, tsr_view_at(L, z), L.ld, a->first_o, s,
+                                   tsr_view_at(O, z), O.ld, tsr_view_at(L, z), L.ld, a->o_mode, s,
                                    tsr_task_threads());
     scratch_free(s, n);
 }
@@ -77,16 +77,16 @@ static void cpu_fwd(void *buffers[], void *cl_arg)
  * every head of a tile in one call). */
 static size_t head_stride(tsr_view_t v) { return v.zstride / sizeof(float); }
 
-static void cuda_fwd(void *buffers[], void *cl_arg)
+static void cuda_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t O = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t O = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     tsr_kernel_check(tsr_cuda_attention_fwd_step(starpu_cublas_get_local_handle(), &p, O.depth, Q.ptr, Q.ld,
                                                  head_stride(Q), K.ptr, K.ld, head_stride(K), V.ptr, V.ld,
                                                  head_stride(V), O.ptr, O.ld, head_stride(O), L.ptr, L.ld,
-                                                 head_stride(L), a->first_o));
+                                                 head_stride(L), a->o_mode));
 }
 #endif
 
@@ -95,21 +95,21 @@ static tsr_op_t op_fwd = { .name = "attention_fwd", .cpu = cpu_fwd, .cuda = TSR_
                            .float32_only = 1 };
 
 /* buffers: O, dO, L */
-static void cpu_bwd_prep(void *buffers[], void *cl_arg)
+static void cpu_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t O = tsr_view(buffers[0]), dO = tsr_view(buffers[1]), L = tsr_view(buffers[2]);
+    tsr_view_t O = tsr_view(buffers[0], ex), dO = tsr_view(buffers[1], ex), L = tsr_view(buffers[2], ex);
     for (int z = 0; z < O.depth; z++)
         tsr_cpu_attention_bwd_prep(O.rows, O.cols, tsr_view_at(O, z), O.ld, tsr_view_at(dO, z), dO.ld,
                                    tsr_view_at(L, z), L.ld);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_bwd_prep(void *buffers[], void *cl_arg)
+static void cuda_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t O = tsr_view(buffers[0]), dO = tsr_view(buffers[1]), L = tsr_view(buffers[2]);
-    tsr_kernel_check(tsr_cuda_attention_bwd_prep(starpu_cuda_get_local_stream(), O.rows, O.cols, O.depth, O.ptr,
+    tsr_view_t O = tsr_view(buffers[0], ex), dO = tsr_view(buffers[1], ex), L = tsr_view(buffers[2], ex);
+    tsr_kernel_check(tsr_cuda_attention_bwd_prep(ex->stream, O.rows, O.cols, O.depth, O.ptr,
                                                  O.ld, head_stride(O), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld,
                                                  head_stride(L)));
 }
@@ -119,12 +119,12 @@ static tsr_op_t op_bwd_prep = { .name = "attention_bwd_prep", .cpu = cpu_bwd_pre
                                 .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .float32_only = 1 };
 
 /* buffers: Q, K, V, dO, L, dQ, dK, dV */
-static void cpu_bwd(void *buffers[], void *cl_arg)
+static void cpu_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t dO = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
-    tsr_view_t dQ = tsr_view(buffers[5]), dK = tsr_view(buffers[6]), dV = tsr_view(buffers[7]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t dO = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
+    tsr_view_t dQ = tsr_view(buffers[5], ex), dK = tsr_view(buffers[6], ex), dV = tsr_view(buffers[7], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     size_t n = tsr_cpu_attention_bwd_scratch(p.nq, p.nk);
     float *s = scratch_alloc(n);
@@ -137,23 +137,23 @@ static void cpu_bwd(void *buffers[], void *cl_arg)
     for (int z = 0; z < Q.depth; z++)
         tsr_cpu_attention_bwd_step(&p, tsr_view_at(Q, z), Q.ld, tsr_view_at(K, z), K.ld, tsr_view_at(V, z), V.ld,
                                    tsr_view_at(dO, z), dO.ld, tsr_view_at(L, z), L.ld, tsr_view_at(dQ, z), dQ.ld,
-                                   tsr_view_at(dK, z), dK.ld, tsr_view_at(dV, z), dV.ld, a->first_q,
-                                   a->first_kv, s, tsr_task_threads());
+                                   tsr_view_at(dK, z), dK.ld, tsr_view_at(dV, z), dV.ld, a->dq_mode,
+                                   a->dkv_mode, s, tsr_task_threads());
     scratch_free(s, n);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_bwd(void *buffers[], void *cl_arg)
+static void cuda_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0]), K = tsr_view(buffers[1]), V = tsr_view(buffers[2]);
-    tsr_view_t dO = tsr_view(buffers[3]), L = tsr_view(buffers[4]);
-    tsr_view_t dQ = tsr_view(buffers[5]), dK = tsr_view(buffers[6]), dV = tsr_view(buffers[7]);
+    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
+    tsr_view_t dO = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
+    tsr_view_t dQ = tsr_view(buffers[5], ex), dK = tsr_view(buffers[6], ex), dV = tsr_view(buffers[7], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     tsr_kernel_check(tsr_cuda_attention_bwd_step(
         starpu_cublas_get_local_handle(), &p, Q.depth, Q.ptr, Q.ld, head_stride(Q), K.ptr, K.ld, head_stride(K),
         V.ptr, V.ld, head_stride(V), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld, head_stride(L), dQ.ptr, dQ.ld,
-        head_stride(dQ), dK.ptr, dK.ld, head_stride(dK), dV.ptr, dV.ld, head_stride(dV), a->first_q, a->first_kv));
+        head_stride(dQ), dK.ptr, dK.ld, head_stride(dK), dV.ptr, dV.ld, head_stride(dV), a->dq_mode, a->dkv_mode));
 }
 #endif
 
@@ -176,7 +176,7 @@ static double pair_flops(tsr_tile_t Q, tsr_tile_t K, tsr_attn_pos_t pos, int nge
 int tsr_insert_attention_fwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_t O, tsr_tile_t L,
                              tsr_attn_pos_t pos, enum starpu_data_access_mode omode)
 {
-    attn_args_t args = { pos, omode == STARPU_W, 0, 0 };
+    attn_args_t args = { pos, tsr_write_of(omode), TSR_OVERWRITE, TSR_OVERWRITE };
     tsr_tile_t tiles[5] = { Q, K, V, O, L };
     enum starpu_data_access_mode modes[5] = { STARPU_R, STARPU_R, STARPU_R, omode, omode };
     return tsr_submit(&op_fwd, tiles, modes, 5, &args, sizeof args, -1, pair_flops(Q, K, pos, 2));
@@ -195,7 +195,7 @@ int tsr_insert_attention_bwd(tsr_tile_t Q, tsr_tile_t K, tsr_tile_t V, tsr_tile_
                              enum starpu_data_access_mode qmode, enum starpu_data_access_mode kvmode,
                              int exec_rank)
 {
-    attn_args_t args = { pos, 0, qmode == STARPU_W, kvmode == STARPU_W };
+    attn_args_t args = { pos, TSR_OVERWRITE, tsr_write_of(qmode), tsr_write_of(kvmode) };
     tsr_tile_t tiles[8] = { Q, K, V, dO, L, dQ, dK, dV };
     enum starpu_data_access_mode modes[8] = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, qmode, kvmode, kvmode };
     return tsr_submit(&op_bwd, tiles, modes, 8, &args, sizeof args, exec_rank, pair_flops(Q, K, pos, 5));

@@ -5,12 +5,12 @@
 #include "tsr_runtime_layernorm.h"
 #include "tsr_compute_layernorm.h"
 
-/* Arguments of every task of this file. acc0/acc1: the kernel adds to its
- * first/second output instead of overwriting it. */
+/* Arguments of every task of this file. out0/out1: how the kernel writes
+ * its first/second output. */
 typedef struct {
     int C;
     float eps;
-    int acc0, acc1;
+    tsr_write_t out0, out1;
 } tsr_ln_args_t;
 
 static const float *cf(tsr_view_t v) { return (const float *)v.ptr; }
@@ -18,36 +18,35 @@ static float *wf(tsr_view_t v) { return (float *)v.ptr; }
 
 /* ---- layernorm_fwd --------------------------------------------------------- */
 
-static void ln_fwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
-    tsr_view_t O = tsr_view(buffers[3]), M = tsr_view(buffers[4]), R = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
+    tsr_view_t X = tsr_view(buffers[0], ex), W = tsr_view(buffers[1], ex), B = tsr_view(buffers[2], ex);
+    tsr_view_t O = tsr_view(buffers[3], ex), M = tsr_view(buffers[4], ex), R = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
             R.ld, a->eps);
 }
-TSR_OP_ENTRY_POINTS(ln_fwd)
 
-static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = cpu_ln_fwd, .cuda = TSR_CUDA(cuda_ln_fwd), .nbuffers = 6,
+static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = ln_fwd, .cuda = TSR_CUDA(ln_fwd), .nbuffers = 6,
                               .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W },
                               .float32_only = 1 };
 
 /* ---- layernorm_sum --------------------------------------------------------- */
 
-static void cpu_ln_sum(void *buffers[], void *cl_arg)
+static void cpu_ln_sum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    tsr_cpu_layernorm_sum(X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0);
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
+    tsr_cpu_layernorm_sum(X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->out0);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_ln_sum(void *buffers[], void *cl_arg)
+static void cuda_ln_sum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
     tsr_kernel_check(
-        tsr_cuda_layernorm_sum(starpu_cuda_get_local_stream(), X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->acc0));
+        tsr_cuda_layernorm_sum(ex->stream, X.rows, X.cols, cf(X), X.ld, wf(S), S.ld, a->out0));
 }
 #endif
 
@@ -57,34 +56,33 @@ static tsr_op_t op_ln_sum = { .name = "layernorm_sum", .cpu = cpu_ln_sum, .cuda 
 
 /* ---- layernorm_sqdev ------------------------------------------------------- */
 
-static void ln_sqdev(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_sqdev(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]), Q = tsr_view(buffers[2]);
-    TSR_KERNEL(gpu, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->acc0);
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex), Q = tsr_view(buffers[2], ex);
+    TSR_KERNEL(ex, layernorm_sqdev, X.rows, X.cols, cf(X), X.ld, cf(S), S.ld, a->C, wf(Q), Q.ld, a->out0);
 }
-TSR_OP_ENTRY_POINTS(ln_sqdev)
 
 /* the output's mode varies per task */
-static tsr_op_t op_ln_sqdev = { .name = "layernorm_sqdev", .cpu = cpu_ln_sqdev, .cuda = TSR_CUDA(cuda_ln_sqdev),
+static tsr_op_t op_ln_sqdev = { .name = "layernorm_sqdev", .cpu = ln_sqdev, .cuda = TSR_CUDA(ln_sqdev),
                                 .float32_only = 1 };
 
 /* ---- layernorm_stats ------------------------------------------------------- */
 
-static void cpu_ln_stats(void *buffers[], void *cl_arg)
+static void cpu_ln_stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t M = tsr_view(buffers[0]), R = tsr_view(buffers[1]);
+    tsr_view_t M = tsr_view(buffers[0], ex), R = tsr_view(buffers[1], ex);
     tsr_cpu_layernorm_stats(M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_ln_stats(void *buffers[], void *cl_arg)
+static void cuda_ln_stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t M = tsr_view(buffers[0]), R = tsr_view(buffers[1]);
+    tsr_view_t M = tsr_view(buffers[0], ex), R = tsr_view(buffers[1], ex);
     tsr_kernel_check(
-        tsr_cuda_layernorm_stats(starpu_cuda_get_local_stream(), M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld));
+        tsr_cuda_layernorm_stats(ex->stream, M.cols, a->C, a->eps, wf(M), M.ld, wf(R), R.ld));
 }
 #endif
 
@@ -93,109 +91,101 @@ static tsr_op_t op_ln_stats = { .name = "layernorm_stats", .cpu = cpu_ln_stats, 
 
 /* ---- layernorm_normalize --------------------------------------------------- */
 
-static void ln_normalize(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_normalize(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), W = tsr_view(buffers[1]), B = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), O = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_normalize, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t X = tsr_view(buffers[0], ex), W = tsr_view(buffers[1], ex), B = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), O = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_normalize, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), cf(M), M.ld, cf(R), R.ld,
             wf(O), O.ld);
 }
-TSR_OP_ENTRY_POINTS(ln_normalize)
 
-static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = cpu_ln_normalize,
-                                    .cuda = TSR_CUDA(cuda_ln_normalize), .nbuffers = 6,
+static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = ln_normalize,
+                                    .cuda = TSR_CUDA(ln_normalize), .nbuffers = 6,
                                     .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W },
                                     .float32_only = 1 };
 
 /* ---- layernorm_bwd --------------------------------------------------------- */
 
-static void ln_bwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), DI = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), DI = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             wf(DI), DI.ld,
-                                   a->acc0);
+                                   a->out0);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd)
 
 /* dinp's mode varies per task */
-static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = cpu_ln_bwd, .cuda = TSR_CUDA(cuda_ln_bwd),
+static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = ln_bwd, .cuda = TSR_CUDA(ln_bwd),
                               .float32_only = 1 };
 
 /* ---- layernorm_bwd_sums ---------------------------------------------------- */
 
-static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), S = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_bwd_sums, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             wf(S), S.ld,
-                                        a->acc0);
+                                        a->out0);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd_sums)
 
 /* the sums' mode varies per task */
-static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = cpu_ln_bwd_sums,
-                                   .cuda = TSR_CUDA(cuda_ln_bwd_sums), .float32_only = 1 };
+static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = ln_bwd_sums,
+                                   .cuda = TSR_CUDA(ln_bwd_sums), .float32_only = 1 };
 
 /* ---- layernorm_bwd_dinp ---------------------------------------------------- */
 
-static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), W = tsr_view(buffers[2]);
-    tsr_view_t M = tsr_view(buffers[3]), R = tsr_view(buffers[4]), S = tsr_view(buffers[5]);
-    tsr_view_t DI = tsr_view(buffers[6]);
-    TSR_KERNEL(gpu, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), S = tsr_view(buffers[5], ex);
+    tsr_view_t DI = tsr_view(buffers[6], ex);
+    TSR_KERNEL(ex, layernorm_bwd_dinp, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
             cf(S), S.ld,
-                                        a->C, wf(DI), DI.ld, a->acc0);
+                                        a->C, wf(DI), DI.ld, a->out0);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd_dinp)
 
 /* dinp's mode varies per task */
-static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = cpu_ln_bwd_dinp,
-                                   .cuda = TSR_CUDA(cuda_ln_bwd_dinp), .float32_only = 1 };
+static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = ln_bwd_dinp,
+                                   .cuda = TSR_CUDA(ln_bwd_dinp), .float32_only = 1 };
 
 /* ---- layernorm_bwd_params -------------------------------------------------- */
 
-static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), X = tsr_view(buffers[1]), M = tsr_view(buffers[2]);
-    tsr_view_t R = tsr_view(buffers[3]), DW = tsr_view(buffers[4]), DB = tsr_view(buffers[5]);
-    TSR_KERNEL(gpu, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
-            wf(DW), a->acc0,
-                                          wf(DB), a->acc1);
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), M = tsr_view(buffers[2], ex);
+    tsr_view_t R = tsr_view(buffers[3], ex), DW = tsr_view(buffers[4], ex), DB = tsr_view(buffers[5], ex);
+    TSR_KERNEL(ex, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
+            wf(DW), a->out0,
+                                          wf(DB), a->out1);
 }
-TSR_OP_ENTRY_POINTS(ln_bwd_params)
 
 /* the gradients' modes vary per task */
-static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = cpu_ln_bwd_params,
-                                     .cuda = TSR_CUDA(cuda_ln_bwd_params), .float32_only = 1 };
+static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = ln_bwd_params,
+                                     .cuda = TSR_CUDA(ln_bwd_params), .float32_only = 1 };
 
 /* ---- residual_fwd ---------------------------------------------------------- */
 
-static void residual_fwd(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void residual_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t A = tsr_view(buffers[0]), B = tsr_view(buffers[1]), O = tsr_view(buffers[2]);
+    tsr_view_t A = tsr_view(buffers[0], ex), B = tsr_view(buffers[1], ex), O = tsr_view(buffers[2], ex);
     for (int z = 0; z < O.depth; z++)
-        TSR_KERNEL(gpu, residual_fwd, O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
+        TSR_KERNEL(ex, residual_fwd, O.dtype, O.rows, O.cols, tsr_view_at(A, z), A.ld, tsr_view_at(B, z), B.ld,
                                       tsr_view_at(O, z), O.ld);
 }
-TSR_OP_ENTRY_POINTS(residual_fwd)
 
-static tsr_op_t op_residual_fwd = { .name = "residual_fwd", .cpu = cpu_residual_fwd,
-                                    .cuda = TSR_CUDA(cuda_residual_fwd), .nbuffers = 3,
+static tsr_op_t op_residual_fwd = { .name = "residual_fwd", .cpu = residual_fwd,
+                                    .cuda = TSR_CUDA(residual_fwd), .nbuffers = 3,
                                     .modes = { STARPU_R, STARPU_R, STARPU_W } };
 
 /* ---- insert helpers ------------------------------------------------------------- */
-
-static int adds(enum starpu_data_access_mode mode) { return mode != STARPU_W; }
 
 /* Elements of a tile (for the flop estimates given to the perf models). */
 static double tile_size(tsr_tile_t t) { return (double)tsr_tile_rows(t.d, t.i) * tsr_tile_cols(t.d, t.j); }
@@ -203,7 +193,7 @@ static double tile_size(tsr_tile_t t) { return (double)tsr_tile_rows(t.d, t.i) *
 int tsr_insert_layernorm_fwd(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_t out, tsr_tile_t mean, tsr_tile_t rstd,
                              float eps)
 {
-    tsr_ln_args_t args = {x.d->m, eps, 0, 0};
+    tsr_ln_args_t args = {x.d->m, eps, TSR_OVERWRITE, TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {x, w, b, out, mean, rstd};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W};
     /* out first among the written tiles: the task runs where out lives */
@@ -212,7 +202,7 @@ int tsr_insert_layernorm_fwd(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_
 
 int tsr_insert_layernorm_sum(tsr_tile_t x, tsr_tile_t s, enum starpu_data_access_mode smode, int exec_rank)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(smode), 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(smode), TSR_OVERWRITE};
     tsr_tile_t tiles[2] = {x, s};
     enum starpu_data_access_mode modes[2] = {STARPU_R, smode};
     return tsr_submit(&op_ln_sum, tiles, modes, 2, &args, sizeof args, exec_rank, tile_size(x));
@@ -221,7 +211,7 @@ int tsr_insert_layernorm_sum(tsr_tile_t x, tsr_tile_t s, enum starpu_data_access
 int tsr_insert_layernorm_sqdev(tsr_tile_t x, tsr_tile_t s, int C, tsr_tile_t q, enum starpu_data_access_mode qmode,
                                int exec_rank)
 {
-    tsr_ln_args_t args = {C, 0.0f, adds(qmode), 0};
+    tsr_ln_args_t args = {C, 0.0f, tsr_write_of(qmode), TSR_OVERWRITE};
     tsr_tile_t tiles[3] = {x, s, q};
     enum starpu_data_access_mode modes[3] = {STARPU_R, STARPU_R, qmode};
     return tsr_submit(&op_ln_sqdev, tiles, modes, 3, &args, sizeof args, exec_rank, 3.0 * tile_size(x));
@@ -229,7 +219,7 @@ int tsr_insert_layernorm_sqdev(tsr_tile_t x, tsr_tile_t s, int C, tsr_tile_t q, 
 
 int tsr_insert_layernorm_stats(int C, float eps, tsr_tile_t mean, tsr_tile_t rstd)
 {
-    tsr_ln_args_t args = {C, eps, 0, 0};
+    tsr_ln_args_t args = {C, eps, TSR_OVERWRITE, TSR_OVERWRITE};
     tsr_tile_t tiles[2] = {mean, rstd};
     enum starpu_data_access_mode modes[2] = {STARPU_RW, STARPU_RW};
     return tsr_submit(&op_ln_stats, tiles, modes, 2, &args, sizeof args, -1, 4.0 * tile_size(mean));
@@ -238,7 +228,7 @@ int tsr_insert_layernorm_stats(int C, float eps, tsr_tile_t mean, tsr_tile_t rst
 int tsr_insert_layernorm_normalize(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr_tile_t mean, tsr_tile_t rstd,
                                    tsr_tile_t out)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, 0, 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, TSR_OVERWRITE, TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {x, w, b, mean, rstd, out};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W};
     return tsr_submit(&op_ln_normalize, tiles, modes, 6, &args, sizeof args, -1, 4.0 * tile_size(x));
@@ -247,7 +237,7 @@ int tsr_insert_layernorm_normalize(tsr_tile_t x, tsr_tile_t w, tsr_tile_t b, tsr
 int tsr_insert_layernorm_bwd(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                              tsr_tile_t dinp, enum starpu_data_access_mode dmode)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(dmode), 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(dmode), TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {dout, x, w, mean, rstd, dinp};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode};
     return tsr_submit(&op_ln_bwd, tiles, modes, 6, &args, sizeof args, -1, 14.0 * tile_size(x));
@@ -256,7 +246,7 @@ int tsr_insert_layernorm_bwd(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_ti
 int tsr_insert_layernorm_bwd_sums(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                                   tsr_tile_t sums, enum starpu_data_access_mode smode, int exec_rank)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(smode), 0};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(smode), TSR_OVERWRITE};
     tsr_tile_t tiles[6] = {dout, x, w, mean, rstd, sums};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, smode};
     return tsr_submit(&op_ln_bwd_sums, tiles, modes, 6, &args, sizeof args, exec_rank, 6.0 * tile_size(x));
@@ -265,7 +255,7 @@ int tsr_insert_layernorm_bwd_sums(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, t
 int tsr_insert_layernorm_bwd_dinp(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t w, tsr_tile_t mean, tsr_tile_t rstd,
                                   tsr_tile_t sums, int C, tsr_tile_t dinp, enum starpu_data_access_mode dmode)
 {
-    tsr_ln_args_t args = {C, 0.0f, adds(dmode), 0};
+    tsr_ln_args_t args = {C, 0.0f, tsr_write_of(dmode), TSR_OVERWRITE};
     tsr_tile_t tiles[7] = {dout, x, w, mean, rstd, sums, dinp};
     enum starpu_data_access_mode modes[7] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, dmode};
     return tsr_submit(&op_ln_bwd_dinp, tiles, modes, 7, &args, sizeof args, -1, 8.0 * tile_size(x));
@@ -275,7 +265,7 @@ int tsr_insert_layernorm_bwd_params(tsr_tile_t dout, tsr_tile_t x, tsr_tile_t me
                                     enum starpu_data_access_mode wmode, tsr_tile_t db,
                                     enum starpu_data_access_mode bmode, int exec_rank)
 {
-    tsr_ln_args_t args = {x.d->m, 0.0f, adds(wmode), adds(bmode)};
+    tsr_ln_args_t args = {x.d->m, 0.0f, tsr_write_of(wmode), tsr_write_of(bmode)};
     tsr_tile_t tiles[6] = {dout, x, mean, rstd, dw, db};
     enum starpu_data_access_mode modes[6] = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, wmode, bmode};
     return tsr_submit(&op_ln_bwd_params, tiles, modes, 6, &args, sizeof args, exec_rank, 5.0 * tile_size(x));

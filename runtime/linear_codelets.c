@@ -112,29 +112,29 @@ typedef struct {
     int m, n, k;
 } lin_operands_t;
 
-static lin_operands_t linear_operands(void *buffers[], const lin_args_t *a)
+static lin_operands_t linear_operands(void *buffers[], const lin_args_t *a, const tsr_exec_t *ex)
 {
-    lin_operands_t o = { .A = tsr_view(buffers[0]), .B = tsr_view(buffers[1]), .C = tsr_view(buffers[2]) };
+    lin_operands_t o = { .A = tsr_view(buffers[0], ex), .B = tsr_view(buffers[1], ex), .C = tsr_view(buffers[2], ex) };
     o.ha = a->heads & TSR_LIN_HEADS_A;
     o.hb = a->heads & TSR_LIN_HEADS_B;
     o.hc = a->heads & TSR_LIN_HEADS_C;
     int next = 3;
     if (a->flags & LIN_BIAS)
-        o.bias = (float *)tsr_view(buffers[next++]).ptr;
+        o.bias = (float *)tsr_view(buffers[next++], ex).ptr;
     if (a->flags & LIN_GELU)
-        o.out = tsr_view(buffers[next++]);
+        o.out = tsr_view(buffers[next++], ex);
     if (a->flags & LIN_DBIAS)
-        o.dbias = (float *)tsr_view(buffers[next++]).ptr;
+        o.dbias = (float *)tsr_view(buffers[next++], ex).ptr;
     o.m = logical_rows(o.C, o.hc);
     o.n = o.C.cols;
     o.k = a->ta == TSR_NOTRANS ? o.A.cols : logical_rows(o.A, o.ha);
     return o;
 }
 
-static void cpu_linear_gemm(void *buffers[], void *cl_arg)
+static void cpu_linear_gemm(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const lin_args_t *a = cl_arg;
-    lin_operands_t o = linear_operands(buffers, a);
+    lin_operands_t o = linear_operands(buffers, a, ex);
     tsr_view_t A = o.A, B = o.B, C = o.C;
     float beta = a->beta;
     if (o.bias) {
@@ -161,11 +161,11 @@ static void cpu_linear_gemm(void *buffers[], void *cl_arg)
 
 #if TSR_HAVE_CUDA
 /* The same steps as cpu_linear_gemm; head tiles go through one GEMM per head. */
-static void cuda_linear_gemm(void *buffers[], void *cl_arg)
+static void cuda_linear_gemm(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const lin_args_t *a = cl_arg;
-    void *stream = starpu_cuda_get_local_stream();
-    lin_operands_t o = linear_operands(buffers, a);
+    void *stream = ex->stream;
+    lin_operands_t o = linear_operands(buffers, a, ex);
     tsr_view_t A = o.A, B = o.B, C = o.C;
     float beta = a->beta;
     if (o.bias) {
@@ -201,105 +201,99 @@ static tsr_op_t op_linear[TSR_LIN_NKINDS] = {
 
 /* ---- bias_fill: C = bias broadcast along columns (no bias: 0) ----------------------- */
 
-static void bias_fill(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void bias_fill(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t C = tsr_view(buffers[0]);
+    tsr_view_t C = tsr_view(buffers[0], ex);
     const float *bias = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) > 1
-                            ? (const float *)tsr_view(buffers[1]).ptr : NULL;
+                            ? (const float *)tsr_view(buffers[1], ex).ptr : NULL;
     for (int z = 0; z < C.depth; z++)
-        TSR_KERNEL(gpu, bias_fill, C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
+        TSR_KERNEL(ex, bias_fill, C.rows, C.cols, bias ? bias + (size_t)z * C.rows : NULL, tsr_view_at(C, z), C.ld);
 }
-TSR_OP_ENTRY_POINTS(bias_fill)
 
 /* buffers: C (W), and the bias (R) when there is one */
-static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = cpu_bias_fill, .cuda = TSR_CUDA(cuda_bias_fill),
+static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = bias_fill, .cuda = TSR_CUDA(bias_fill),
                                  .float32_only = 1 };
 
 /* ---- bias_add: C += bias broadcast along columns ---------------------------------------- */
 
-static void bias_add(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void bias_add(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t C = tsr_view(buffers[0]), bias = tsr_view(buffers[1]);
+    tsr_view_t C = tsr_view(buffers[0], ex), bias = tsr_view(buffers[1], ex);
     for (int z = 0; z < C.depth; z++)
-        TSR_KERNEL(gpu, bias_add, C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z),
+        TSR_KERNEL(ex, bias_add, C.rows, C.cols, (const float *)bias.ptr + (size_t)z * C.rows, tsr_view_at(C, z),
                 C.ld);
 }
-TSR_OP_ENTRY_POINTS(bias_add)
 
-static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = cpu_bias_add, .cuda = TSR_CUDA(cuda_bias_add),
+static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = bias_add, .cuda = TSR_CUDA(bias_add),
                                 .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
 
 /* ---- gelu_fwd: out = gelu(pre) ----------------------------------------------------------- */
 
 /* buffers: pre, out; or out alone (in place) */
-static void gelu_forward(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void gelu_forward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
     int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
-    tsr_view_t pre = tsr_view(buffers[0]), out = nbuf > 1 ? tsr_view(buffers[1]) : pre;
+    tsr_view_t pre = tsr_view(buffers[0], ex), out = nbuf > 1 ? tsr_view(buffers[1], ex) : pre;
     for (int z = 0; z < out.depth; z++)
-        TSR_KERNEL(gpu, gelu_forward, out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
+        TSR_KERNEL(ex, gelu_forward, out.rows, out.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(out, z), out.ld);
 }
-TSR_OP_ENTRY_POINTS(gelu_forward)
 
 /* buffers: pre (R), out (W); or out alone (RW, in place) */
-static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = cpu_gelu_forward, .cuda = TSR_CUDA(cuda_gelu_forward),
+static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = gelu_forward, .cuda = TSR_CUDA(gelu_forward),
                                 .float32_only = 1 };
 
 /* ---- gelu_bwd: dpre = dout * gelu'(pre) ---------------------------------------------------- */
 
 /* buffers: pre, dout, dpre; or pre, dout (in place) */
-static void gelu_backward(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void gelu_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
     int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
-    tsr_view_t pre = tsr_view(buffers[0]), dout = tsr_view(buffers[1]);
-    tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2]) : dout;
+    tsr_view_t pre = tsr_view(buffers[0], ex), dout = tsr_view(buffers[1], ex);
+    tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2], ex) : dout;
     for (int z = 0; z < dpre.depth; z++)
-        TSR_KERNEL(gpu, gelu_backward, dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z),
+        TSR_KERNEL(ex, gelu_backward, dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z),
                 dout.ld,
                                        tsr_view_at(dpre, z), dpre.ld);
 }
-TSR_OP_ENTRY_POINTS(gelu_backward)
 
 /* buffers: pre (R), dout (R), dpre (W); or pre (R), dout (RW, in place) */
-static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = cpu_gelu_backward, .cuda = TSR_CUDA(cuda_gelu_backward),
+static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = gelu_backward, .cuda = TSR_CUDA(gelu_backward),
                                 .float32_only = 1 };
 
 /* ---- rowsum: y = beta y + row sums of X ---------------------------------------------------- */
 
-static void rowsum(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void rowsum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const scalar_arg_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), y = tsr_view(buffers[1]);
+    tsr_view_t X = tsr_view(buffers[0], ex), y = tsr_view(buffers[1], ex);
     for (int z = 0; z < X.depth; z++)
-        TSR_KERNEL(gpu, rowsum, X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta,
+        TSR_KERNEL(ex, rowsum, X.rows, X.cols, tsr_view_at(X, z), X.ld, a->beta,
                 (float *)y.ptr + (size_t)z * X.rows);
 }
-TSR_OP_ENTRY_POINTS(rowsum)
 
 /* y's mode (W, RW, REDUX) varies per task */
-static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = cpu_rowsum, .cuda = TSR_CUDA(cuda_rowsum),
+static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = rowsum, .cuda = TSR_CUDA(rowsum),
                               .float32_only = 1 };
 
 /* ---- heads_copy: between feature-major X and a head tile --------------------------------- */
 
 /* buffers: source (read), destination (read-write) */
-static void heads_copy(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void heads_copy(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const heads_arg_t *a = cl_arg;
-    tsr_view_t src = tsr_view(buffers[0]), dst = tsr_view(buffers[1]);
+    tsr_view_t src = tsr_view(buffers[0], ex), dst = tsr_view(buffers[1], ex);
     tsr_view_t X = a->to_heads ? src : dst, Y = a->to_heads ? dst : src;
-    TSR_KERNEL(gpu, heads_copy, &a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr,
+    TSR_KERNEL(ex, heads_copy, &a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr,
             Y.depth,
                                 Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
 }
-TSR_OP_ENTRY_POINTS(heads_copy)
 
 /* the destination is W or RW per task */
-static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = cpu_heads_copy, .cuda = TSR_CUDA(cuda_heads_copy),
+static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = heads_copy, .cuda = TSR_CUDA(heads_copy),
                                   .float32_only = 1 };
 
 static int same_tile(tsr_tile_t a, tsr_tile_t b)

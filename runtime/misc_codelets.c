@@ -10,19 +10,19 @@
 #endif
 
 /* cl_arg layouts: a fixed header followed by a variable-length array */
-typedef struct { int zero_first, nsrc, nmap; } gather_args_t;        /* + tsr_colmap_t[nmap] */
-typedef struct { int rows, merge; } stats_args_t;
+typedef struct { tsr_write_t mode; int nsrc, nmap; } gather_args_t;        /* + tsr_colmap_t[nmap] */
+typedef struct { int rows; tsr_write_t mode; } stats_args_t;
 typedef struct { int nrefs; } loss_args_t;                           /* + tsr_loss_ref_t[nrefs] */
 typedef struct { int row0, V, cols; float dloss; } ce_backward_args_t; /* + int[cols] */
 
 /* The source tiles of a task, from buffer `first` on: pointers and leading dimensions. */
 typedef struct { const float *ptr[TSR_MAX_TASK_TILES]; int ld[TSR_MAX_TASK_TILES]; } sources_t;
 
-static sources_t sources(void *buffers[], int first, int n)
+static sources_t sources(void *buffers[], int first, int n, const tsr_exec_t *ex)
 {
     sources_t s = { { NULL }, { 0 } };
     for (int k = 0; k < n; k++) {
-        tsr_view_t v = tsr_view(buffers[first + k]);
+        tsr_view_t v = tsr_view(buffers[first + k], ex);
         s.ptr[k] = (const float *)v.ptr;
         s.ld[k] = v.ld;
     }
@@ -31,83 +31,67 @@ static sources_t sources(void *buffers[], int first, int n)
 
 /* ---- gather_columns: dst[:, e.dst_col] += src[e.src][:, e.src_col] (encoder) ------ */
 
-static void gather(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const gather_args_t *a = cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]);
-    sources_t s = sources(buffers, 1, a->nsrc);
-    TSR_KERNEL(gpu, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->zero_first, s.ptr, s.ld,
+    tsr_view_t D = tsr_view(buffers[0], ex);
+    sources_t s = sources(buffers, 1, a->nsrc, ex);
+    TSR_KERNEL(ex, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->mode, s.ptr, s.ld,
                                         (const tsr_colmap_t *)(a + 1), a->nmap);
 }
-TSR_OP_ENTRY_POINTS(gather)
 
 /* the destination's mode (W, RW, REDUX) and the source count vary per task */
-static tsr_op_t op_gather = { .name = "gather_columns", .cpu = cpu_gather, .cuda = TSR_CUDA(cuda_gather),
+static tsr_op_t op_gather = { .name = "gather_columns", .cpu = gather, .cuda = TSR_CUDA(gather),
                               .float32_only = 1 };
 
 /* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 
-static void stats(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const stats_args_t *a = cl_arg;
-    tsr_view_t S = tsr_view(buffers[0]), L = tsr_view(buffers[1]);
-    TSR_KERNEL(gpu, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->merge);
+    tsr_view_t S = tsr_view(buffers[0], ex), L = tsr_view(buffers[1], ex);
+    TSR_KERNEL(ex, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->mode);
 }
-TSR_OP_ENTRY_POINTS(stats)
 
 /* the statistics' mode (W, RW, REDUX) varies per task */
-static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = cpu_stats, .cuda = TSR_CUDA(cuda_stats),
+static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = stats, .cuda = TSR_CUDA(stats),
                              .float32_only = 1 };
 
-/* ---- softmax_stats_merge / _init: the statistics' reduction methods -------------- */
+/* ---- softmax_stats_merge: the statistics' reduction method -------------- */
 
-static void stats_merge(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void stats_merge(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
-    tsr_view_t D = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    TSR_KERNEL(gpu, softmax_stats_merge, D.cols, (float *)D.ptr, D.ld, (const float *)S.ptr, S.ld);
+    tsr_view_t D = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
+    TSR_KERNEL(ex, softmax_stats_merge, D.cols, (float *)D.ptr, D.ld, (const float *)S.ptr, S.ld);
 }
-TSR_OP_ENTRY_POINTS(stats_merge)
 
 /* a reduction method: first buffer plain STARPU_RW */
-static tsr_op_t op_stats_merge = { .name = "softmax_stats_merge", .cpu = cpu_stats_merge,
-                                   .cuda = TSR_CUDA(cuda_stats_merge), .nbuffers = 2,
+static tsr_op_t op_stats_merge = { .name = "softmax_stats_merge", .cpu = stats_merge,
+                                   .cuda = TSR_CUDA(stats_merge), .nbuffers = 2,
                                    .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
-
-/* an all-zero statistic is the identity of the merge */
-static void stats_init(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
-{
-    (void)cl_arg;
-    tsr_view_t S = tsr_view(buffers[0]);
-    TSR_KERNEL(gpu, zero, TSR_FLOAT32, S.rows, S.cols, S.ptr, S.ld);
-}
-TSR_OP_ENTRY_POINTS(stats_init)
-
-static tsr_op_t op_stats_init = { .name = "softmax_stats_init", .cpu = cpu_stats_init,
-                                  .cuda = TSR_CUDA(cuda_stats_init), .nbuffers = 1, .modes = { STARPU_W },
-                                  .float32_only = 1 };
 
 /* ---- crossentropy_loss: the loss of the columns named by the refs ----------------- */
 
 /* buffers: loss, stats, logits tiles */
-static void cpu_loss(void *buffers[], void *cl_arg)
+static void cpu_loss(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const loss_args_t *a = cl_arg;
-    tsr_view_t Lo = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_view_t Lo = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
     int nsrc = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 2;
-    sources_t x = sources(buffers, 2, nsrc);
+    sources_t x = sources(buffers, 2, nsrc, ex);
     tsr_cpu_crossentropy_loss_refs((float *)Lo.ptr, Lo.ld, (const float *)S.ptr, S.ld, x.ptr, x.ld, nsrc,
                                    (const tsr_loss_ref_t *)(a + 1), a->nrefs);
 }
 
 #if TSR_HAVE_CUDA
-static void cuda_loss(void *buffers[], void *cl_arg)
+static void cuda_loss(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const loss_args_t *a = cl_arg;
-    tsr_view_t Lo = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
+    tsr_view_t Lo = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
     int nsrc = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 2;
-    sources_t x = sources(buffers, 2, nsrc);
-    tsr_kernel_check(tsr_cuda_crossentropy_loss(starpu_cuda_get_local_stream(), (float *)Lo.ptr, Lo.ld,
+    sources_t x = sources(buffers, 2, nsrc, ex);
+    tsr_kernel_check(tsr_cuda_crossentropy_loss(ex->stream, (float *)Lo.ptr, Lo.ld,
                                                 (const float *)S.ptr, S.ld, x.ptr, x.ld, nsrc,
                                                 (const tsr_loss_ref_t *)(a + 1), a->nrefs));
 }
@@ -119,34 +103,32 @@ static tsr_op_t op_loss = { .name = "crossentropy_loss", .cpu = cpu_loss, .cuda 
 
 /* ---- crossentropy_backward: logits = (softmax - onehot) * dloss, in place --------- */
 
-static void ce_backward(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void ce_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const ce_backward_args_t *a = cl_arg;
-    tsr_view_t X = tsr_view(buffers[0]), S = tsr_view(buffers[1]);
-    TSR_KERNEL(gpu, crossentropy_backward, X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
+    TSR_KERNEL(ex, crossentropy_backward, X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
                                            S.ld, (const int *)(a + 1), a->dloss);
 }
-TSR_OP_ENTRY_POINTS(ce_backward)
 
-static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = cpu_ce_backward,
-                                   .cuda = TSR_CUDA(cuda_ce_backward), .nbuffers = 2,
+static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = ce_backward,
+                                   .cuda = TSR_CUDA(ce_backward), .nbuffers = 2,
                                    .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
 
 /* ---- adamw: one AdamW step on a parameter tile ------------------------------------ */
 
-static void adamw(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
+static void adamw(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_adamw_step_t *s = cl_arg;
-    tsr_view_t P = tsr_view(buffers[0]), G = tsr_view(buffers[1]), M = tsr_view(buffers[2]),
-               V = tsr_view(buffers[3]);
+    tsr_view_t P = tsr_view(buffers[0], ex), G = tsr_view(buffers[1], ex), M = tsr_view(buffers[2], ex),
+               V = tsr_view(buffers[3], ex);
     for (int z = 0; z < P.depth; z++)
-        TSR_KERNEL(gpu, adamw, P.rows, P.cols, tsr_view_at(P, z), P.ld, tsr_view_at(G, z), G.ld, tsr_view_at(M,
+        TSR_KERNEL(ex, adamw, P.rows, P.cols, tsr_view_at(P, z), P.ld, tsr_view_at(G, z), G.ld, tsr_view_at(M,
                 z), M.ld,
                                tsr_view_at(V, z), V.ld, s);
 }
-TSR_OP_ENTRY_POINTS(adamw)
 
-static tsr_op_t op_adamw = { .name = "adamw", .cpu = cpu_adamw, .cuda = TSR_CUDA(cuda_adamw), .nbuffers = 4,
+static tsr_op_t op_adamw = { .name = "adamw", .cpu = adamw, .cuda = TSR_CUDA(adamw), .nbuffers = 4,
                              .modes = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW }, .float32_only = 1 };
 
 /* ---- insert helpers ------------------------------------------------------------------- */
@@ -164,9 +146,8 @@ static void *pack_args(const void *header, size_t hsize, const void *items, size
     return buf;
 }
 
-int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode, int zero_first,
-                              const tsr_tile_t *src, int nsrc, const tsr_colmap_t *map, int nmap,
-                              int exec_rank)
+int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode, const tsr_tile_t *src, int nsrc,
+                              const tsr_colmap_t *map, int nmap, int exec_rank)
 {
     if (nsrc < 0 || nsrc > TSR_MAX_TASK_TILES - 1 || nmap < 0)
         return TSR_EINVAL;
@@ -178,7 +159,7 @@ int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode
         tiles[1 + k] = src[k];
         modes[1 + k] = STARPU_R;
     }
-    gather_args_t h = { zero_first, nsrc, nmap };
+    gather_args_t h = { tsr_write_of(dmode), nsrc, nmap };
     size_t size;
     void *arg = pack_args(&h, sizeof h, map, sizeof *map, nmap, &size);
     if (!arg)
@@ -192,7 +173,7 @@ int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode
 int tsr_insert_softmax_stats(tsr_tile_t stats, enum starpu_data_access_mode smode, tsr_tile_t logits,
                              int rows, int exec_rank)
 {
-    stats_args_t a = { rows, smode != STARPU_W };
+    stats_args_t a = { rows, tsr_write_of(smode) };
     tsr_tile_t tiles[2] = { stats, logits };
     enum starpu_data_access_mode modes[2] = { smode, STARPU_R };
     double flops = 3.0 * rows * tsr_tile_cols(logits.d, logits.j);
@@ -201,7 +182,7 @@ int tsr_insert_softmax_stats(tsr_tile_t stats, enum starpu_data_access_mode smod
 
 int tsr_tile_enable_softmax_redux(tsr_tile_t stats)
 {
-    return tsr_tile_set_redux(stats, &op_stats_merge, &op_stats_init);
+    return tsr_tile_set_redux(stats, &op_stats_merge); /* an all-zero statistic is the identity of the merge */
 }
 
 int tsr_insert_crossentropy_loss(tsr_tile_t loss, enum starpu_data_access_mode lmode, tsr_tile_t stats,

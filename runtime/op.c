@@ -1,26 +1,54 @@
 /* The op kit: codelets defined on first use from each op's table entry
- * (CPU and CUDA functions side by side), kernel failure reporting, and a
- * tile's reduction methods (the protocol that uses them: redux.c). */
+ * (CPU and CUDA functions side by side) and called with the task's element
+ * type, and kernel failure reporting. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "tsr_runtime.h"
 #include "tsr_context.h"
 
 static pthread_mutex_t define_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The running task's op and element type, from its codelet. */
+static const tsr_op_codelet_t *current_codelet(void)
+{
+    return (const tsr_op_codelet_t *)starpu_task_get_current()->cl;
+}
+
+/* The codelet functions of every op: they call the op's own with the task's
+ * element type and worker. */
+static void cpu_entry(void *buffers[], void *cl_arg)
+{
+    const tsr_op_codelet_t *k = current_codelet();
+    tsr_exec_t ex = { k->dtype, 0, NULL };
+    k->op->cpu(buffers, cl_arg, &ex);
+}
+
+#if TSR_HAVE_CUDA
+static void cuda_entry(void *buffers[], void *cl_arg)
+{
+    const tsr_op_codelet_t *k = current_codelet();
+    tsr_exec_t ex = { k->dtype, 1, starpu_cuda_get_local_stream() };
+    k->op->cuda(buffers, cl_arg, &ex);
+}
+#endif
+
 static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
 {
-    struct starpu_codelet *cl = &op->cl[t];
-    struct starpu_perfmodel *pm = &op->model[t];
-    snprintf(op->symbol[t], sizeof op->symbol[t], "tsr_%s_%s", op->name, tsr_dtype_name(t));
+    tsr_op_codelet_t *k = &op->kind[t];
+    struct starpu_codelet *cl = &k->cl;
+    struct starpu_perfmodel *pm = &k->model;
+    k->op = op;
+    k->dtype = t;
+    snprintf(k->symbol, sizeof k->symbol, "tsr_%s_%s", op->name, tsr_dtype_name(t));
     pm->type = STARPU_HISTORY_BASED;
-    pm->symbol = op->symbol[t];
+    pm->symbol = k->symbol;
     starpu_codelet_init(cl);
-    cl->cpu_funcs[0] = op->cpu;
-    cl->cpu_funcs_name[0] = op->symbol[t];
+    cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;
+    cl->cpu_funcs_name[0] = k->symbol;
 #if TSR_HAVE_CUDA
-    if (op->cuda) {
-        cl->cuda_funcs[0] = op->cuda;
+    if (op->cuda || op->cuda_of[t]) {
+        cl->cuda_funcs[0] = op->cuda_of[t] ? op->cuda_of[t] : cuda_entry;
         cl->cuda_flags[0] = STARPU_CUDA_ASYNC; /* kernels are queued on the worker's stream */
     }
 #endif
@@ -29,7 +57,7 @@ static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
     for (int b = 0; b < op->nbuffers; b++)
         cl->modes[b] = op->modes[b];
     cl->model = pm;
-    cl->name = op->symbol[t];
+    cl->name = k->symbol;
     cl->callback_func = tsr_schedule_task_done; /* records the task when a schedule is recorded */
     if (op->parallel && tsr_parallel_worker_size() > 1) {
         cl->type = STARPU_FORKJOIN;
@@ -48,7 +76,15 @@ struct starpu_codelet *tsr_op_codelet(tsr_op_t *op, tsr_dtype_t t)
         }
         pthread_mutex_unlock(&define_lock);
     }
-    return &op->cl[t];
+    return &op->kind[t].cl;
+}
+
+void tsr_view_mismatch(size_t elemsize, tsr_dtype_t dtype)
+{
+    const tsr_op_codelet_t *k = current_codelet();
+    tsr_log(TSR_LOG_ERROR, "task %s: a tile of %zu-byte elements where %s (%zu bytes) was expected", k->symbol,
+            elemsize, tsr_dtype_name(dtype), tsr_dtype_size(dtype));
+    abort();
 }
 
 void tsr_kernel_check(int rc)
@@ -61,14 +97,4 @@ void tsr_kernel_check(int rc)
     tsr_log(TSR_LOG_ERROR, "task %s failed on worker %s: %s", task && task->cl ? task->cl->name : "?", worker,
             tsr_strerror(rc));
     tsr_count_failed_task();
-}
-
-int tsr_tile_set_redux(tsr_tile_t A, tsr_op_t *add, tsr_op_t *init)
-{
-    starpu_data_handle_t h = tsr_tile_handle(A.d, A.bi, A.i, A.j);
-    if (!h)
-        return TSR_ENOMEM;
-    tsr_dtype_t t = A.d->dtype;
-    starpu_data_set_reduction_methods(h, tsr_op_codelet(add, t), tsr_op_codelet(init, t));
-    return TSR_SUCCESS;
 }

@@ -63,6 +63,12 @@ int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_acc
         tsr_log(TSR_LOG_ERROR, "%s: float32 tiles only, got %s", op->name, tsr_dtype_name(dtype));
         return TSR_EINVAL;
     }
+    for (int t = 1; t < ntiles; t++)
+        if (tiles[t].d->dtype != dtype) {
+            tsr_log(TSR_LOG_ERROR, "%s: %s and %s tiles in one task", op->name, tsr_dtype_name(dtype),
+                    tsr_dtype_name(tiles[t].d->dtype));
+            return TSR_EDTYPE;
+        }
     struct starpu_codelet *cl = tsr_op_codelet(op, dtype);
     int me = tsr_ctx.rank;
     if (tsr_ctx.mpi_active) {

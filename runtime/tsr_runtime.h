@@ -18,21 +18,42 @@ static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
     return t;
 }
 
+/* What a task's op function is told besides its buffers and arguments: the
+ * element type of its tiles (its codelet's) and where it runs (on a CUDA
+ * worker: cuda 1 and the worker's stream, which may be the default stream,
+ * NULL itself). */
+typedef struct { tsr_dtype_t dtype; int cuda; void *stream; } tsr_exec_t;
+
 /* A tile (StarPU block interface) as depth consecutive column-major
- * matrices: rows x cols with leading dimension ld, zstride bytes apart. */
+ * matrices of element type dtype: rows x cols with leading dimension ld,
+ * zstride bytes apart. */
 typedef struct { void *ptr; int rows, cols, depth, ld; size_t zstride; tsr_dtype_t dtype; } tsr_view_t;
-static inline tsr_view_t tsr_view(void *iface)
+/* Reports a tile whose elements are not of the task's element type and
+ * aborts (a broken invariant: tsr_submit refuses such tasks). */
+void tsr_view_mismatch(size_t elemsize, tsr_dtype_t dtype);
+/* The view of a buffer of the task ex, of the task's element type (the
+ * element size is never taken for a type). */
+static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex)
 {
+    tsr_dtype_t dtype = ex->dtype;
     tsr_view_t v;
     size_t es = STARPU_BLOCK_GET_ELEMSIZE(iface);
+    if (es != tsr_dtype_size(dtype))
+        tsr_view_mismatch(es, dtype);
     v.ptr = (void *)STARPU_BLOCK_GET_PTR(iface);
     v.rows = (int)STARPU_BLOCK_GET_NX(iface);
     v.cols = (int)STARPU_BLOCK_GET_NY(iface);
     v.depth = (int)STARPU_BLOCK_GET_NZ(iface);
     v.ld = (int)STARPU_BLOCK_GET_LDY(iface);
     v.zstride = (size_t)STARPU_BLOCK_GET_LDZ(iface) * es;
-    v.dtype = es == sizeof(double) ? TSR_FLOAT64 : TSR_FLOAT32;
+    v.dtype = dtype;
     return v;
+}
+/* How a kernel writes an output that its task has in mode m: STARPU_W
+ * overwrites it, STARPU_RW and STARPU_REDUX add to it. */
+static inline tsr_write_t tsr_write_of(enum starpu_data_access_mode m)
+{
+    return m == STARPU_W ? TSR_OVERWRITE : TSR_ACCUMULATE;
 }
 /* Pointer to matrix z of the view. */
 static inline void *tsr_view_at(tsr_view_t v, int z) { return (char *)v.ptr + (size_t)z * v.zstride; }
@@ -44,7 +65,7 @@ static inline int tsr_task_threads(void)
 }
 
 /* CUDA implementations exist when Tessera is built with CUDA and StarPU has
- * it; TSR_CUDA(f) names a CUDA codelet function, or NULL without them. */
+ * it; TSR_CUDA(f) names an op's CUDA function, or NULL without them. */
 #define TSR_HAVE_CUDA (TSR_USE_CUDA && STARPU_HAS_CUDA)
 #if TSR_HAVE_CUDA
 #define TSR_CUDA(f) (f)
@@ -52,58 +73,59 @@ static inline int tsr_task_threads(void)
 #define TSR_CUDA(f) NULL
 #endif
 
-typedef void (*tsr_kernel_func_t)(void *buffers[], void *cl_arg);
-
-/* Where a task runs: NULL on a CPU worker; on a CUDA worker, its stream
- * (which may be the default stream, NULL itself). */
-typedef struct { void *stream; } tsr_gpu_t;
+typedef void (*tsr_op_func_t)(void *buffers[], void *cl_arg, const tsr_exec_t *ex);
 
 /* An op whose CPU kernel tsr_cpu_K(args) and CUDA kernel
- * tsr_cuda_K(stream, args) take the same arguments is written once:
- *   static void NAME(void *buffers[], void *cl_arg, const tsr_gpu_t *gpu)
- *   { <unpack the buffers>; TSR_KERNEL(gpu, K, args); }
- *   TSR_OP_ENTRY_POINTS(NAME)
- * makes cpu_NAME (gpu NULL) and cuda_NAME (the worker's stream; a failure
- * is reported by tsr_kernel_check) for the op's table entry. */
+ * tsr_cuda_K(stream, args) take the same arguments is written once, as one
+ * function for both kinds of worker:
+ *   static void NAME(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+ *   { <unpack the buffers>; TSR_KERNEL(ex, K, args); }
+ * TSR_KERNEL calls tsr_cpu_K on a CPU worker and tsr_cuda_K on the worker's
+ * stream (a failure is reported by tsr_kernel_check) on a CUDA worker. */
 #if TSR_HAVE_CUDA
-#define TSR_KERNEL(gpu, K, ...)                                                                              \
-    ((gpu) ? tsr_kernel_check(tsr_cuda_##K((gpu)->stream, __VA_ARGS__)) : tsr_cpu_##K(__VA_ARGS__))
-#define TSR_OP_ENTRY_POINTS(name)                                                                            \
-    static void cpu_##name(void *buffers[], void *cl_arg) { name(buffers, cl_arg, NULL); }                  \
-    static void cuda_##name(void *buffers[], void *cl_arg)                                                 \
-    {                                                                                                        \
-        tsr_gpu_t gpu = { starpu_cuda_get_local_stream() };                                                  \
-        name(buffers, cl_arg, &gpu);                                                                         \
-    }
+#define TSR_KERNEL(ex, K, ...)                                                                              \
+    ((ex)->cuda ? tsr_kernel_check(tsr_cuda_##K((ex)->stream, __VA_ARGS__)) : tsr_cpu_##K(__VA_ARGS__))
 #else
-#define TSR_KERNEL(gpu, K, ...) ((void)(gpu), tsr_cpu_##K(__VA_ARGS__))
-#define TSR_OP_ENTRY_POINTS(name)                                                                            \
-    static void cpu_##name(void *buffers[], void *cl_arg) { name(buffers, cl_arg, NULL); }
+#define TSR_KERNEL(ex, K, ...) ((void)(ex), tsr_cpu_##K(__VA_ARGS__))
 #endif
 
-/* One operation of the runtime ("op"): its CPU and CUDA codelet functions
- * side by side, its buffers, and, filled on first use, one StarPU codelet and
- * one history-based perf model (symbol tsr_<name>_<dtype>) per element type,
- * so that float32 and float64 histories stay apart. A codelet file defines
- * each op as a static tsr_op_t with designated initialisers:
- *     static tsr_op_t op_scale = { .name = "scale", .cpu = cpu_scale,
- *                                  .cuda = TSR_CUDA(cuda_scale),
+/* One operation of the runtime ("op"): its CPU and CUDA functions side by
+ * side (the same function when TSR_KERNEL serves both), its buffers, and,
+ * filled on first use, one StarPU codelet and one history-based perf model
+ * (symbol tsr_<name>_<dtype>) per element type, so that float32 and float64
+ * histories stay apart and a task's codelet tells its element type. A
+ * codelet file defines each op as a static tsr_op_t with designated
+ * initialisers:
+ *     static tsr_op_t op_scale = { .name = "scale", .cpu = scale,
+ *                                  .cuda = TSR_CUDA(scale),
  *                                  .nbuffers = 1, .modes = { STARPU_RW } };
  * nbuffers 0: the buffer count and the modes are given per task (a written
  * tile in W, RW or REDUX; optional tiles). */
+typedef struct tsr_op tsr_op_t;
+/* The codelet of one element type; cl first, so that a running task's
+ * codelet leads back to its op and element type. */
 typedef struct {
+    struct starpu_codelet cl;
+    tsr_op_t *op;
+    tsr_dtype_t dtype;
+    struct starpu_perfmodel model;
+    char symbol[64];
+} tsr_op_codelet_t;
+struct tsr_op {
     const char *name;
-    tsr_kernel_func_t cpu, cuda; /* cuda NULL: the op runs on CPU workers only */
+    tsr_op_func_t cpu, cuda;     /* cuda NULL: the op runs on CPU workers only */
     int nbuffers;
     enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
     int float32_only;            /* tasks on float64 tiles are refused */
     int parallel;                /* BLAS-heavy: may run on combined CPU workers */
+    /* StarPU calls a reduction's init outside any task (nothing tells it the
+     * element type), so that op gives its codelet functions per type */
+    void (*cpu_of[TSR_NDTYPES])(void *buffers[], void *cl_arg);
+    void (*cuda_of[TSR_NDTYPES])(void *buffers[], void *cl_arg);
     /* filled on first use (tsr_op_codelet) */
     int ready;
-    struct starpu_codelet cl[TSR_NDTYPES];
-    struct starpu_perfmodel model[TSR_NDTYPES];
-    char symbol[TSR_NDTYPES][64];
-} tsr_op_t;
+    tsr_op_codelet_t kind[TSR_NDTYPES];
+};
 
 /* The op's codelet for element type t (defined on first use; thread-safe). */
 struct starpu_codelet *tsr_op_codelet(tsr_op_t *op, tsr_dtype_t t);
@@ -113,7 +135,8 @@ struct starpu_codelet *tsr_op_codelet(tsr_op_t *op, tsr_dtype_t t);
  * tsr_finalize() return TSR_ERUNTIME (a codelet cannot return an error). */
 void tsr_kernel_check(int rc);
 
-/* Submit one task of op on tiles (element type: the first tile's). With MPI the task runs on exec_rank (-1: the owner of the
+/* Submit one task of op on tiles, all of one element type (TSR_EDTYPE
+ * otherwise). With MPI the task runs on exec_rank (-1: the owner of the
  * first written tile); a rank that neither executes it, nor owns any of its
  * tiles, nor holds a received copy of a tile it writes skips the call. arg (argsize bytes) is copied. */
 int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
@@ -134,8 +157,8 @@ int tsr_insert_local_zero(tsr_tile_t A);
 
 /* ---- accumulation protocol (STARPU_REDUX) ----------------------------------- */
 /* Give the tile reduction methods: `add` (dst += src; its first buffer plain
- * STARPU_RW) and `init` (writes the identity of add). */
-int tsr_tile_set_redux(tsr_tile_t A, tsr_op_t *add, tsr_op_t *init);
+ * STARPU_RW) and zero as the init (the identity of every add here). */
+int tsr_tile_set_redux(tsr_tile_t A, tsr_op_t *add);
 /* The element type's zero and add as reduction methods. */
 int tsr_tile_enable_redux(tsr_tile_t A);
 /* Start a STARPU_REDUX accumulation into c: the zero/add reduction methods;

@@ -6,12 +6,11 @@
 #include "tsr_compute_misc.h"
 
 /* dst (mode STARPU_W, STARPU_RW or STARPU_REDUX) gets, for each map entry in
- * order, dst[:, dst_col] += src[map.src][:, src_col]; zero_first (only with
- * STARPU_W or STARPU_RW) clears dst first. At most TSR_MAX_TASK_TILES - 1
+ * order, dst[:, dst_col] += src[map.src][:, src_col]; STARPU_W clears dst
+ * first. At most TSR_MAX_TASK_TILES - 1
  * sources, all with dst's row count. exec_rank as in tsr_submit. */
-int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode, int zero_first,
-                              const tsr_tile_t *src, int nsrc, const tsr_colmap_t *map, int nmap,
-                              int exec_rank);
+int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode, const tsr_tile_t *src, int nsrc,
+                              const tsr_colmap_t *map, int nmap, int exec_rank);
 
 /* Softmax statistics (2 x cols tile) of the first `rows` rows of a logits
  * tile: smode STARPU_W sets them, STARPU_RW / STARPU_REDUX merge them in

@@ -316,10 +316,10 @@ static void run_case(const attn_case_t *c, const host_t *h)
     for (int i = 0; i < 5; i++)
         CHECK_RC(fill_nan(dnan[i]), TSR_SUCCESS);
     CHECK_RC(tsr_attention_forward(d.Q, d.K, d.V, d.out, d.stats), TSR_SUCCESS);
-    CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, 0, c->accum),
+    CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, TSR_OVERWRITE, c->accum),
              TSR_SUCCESS);
     compare(c, &d, h, 1.0, 1);
-    CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, 1, c->accum),
+    CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, TSR_ACCUMULATE, c->accum),
              TSR_SUCCESS);
     compare(c, &d, h, 2.0, 0);
     destroy_descs(&d);
@@ -427,7 +427,7 @@ static void suite_causal(void)
             CHECK_RC(tsr_test_scatter_f32(d.V, h.v), TSR_SUCCESS);
             CHECK_RC(tsr_test_scatter_f32(d.dout, h.dout), TSR_SUCCESS);
             CHECK_RC(tsr_attention_forward(d.Q, d.K, d.V, d.out, d.stats), TSR_SUCCESS);
-            CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, 0,
+            CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, TSR_OVERWRITE,
                                             TSR_ACCUM_ORDERED), TSR_SUCCESS);
             tsr_desc_t *outs[5] = { d.out, d.stats, d.dQ, d.dK, d.dV };
             for (int i = 0; i < 5; i++)
@@ -557,7 +557,7 @@ static void suite_fd(void)
             CHECK_RC(tsr_test_scatter_f32(d.V, h.v), TSR_SUCCESS);
             CHECK_RC(tsr_test_scatter_f32(d.dout, h.dout), TSR_SUCCESS);
             CHECK_RC(tsr_attention_forward(d.Q, d.K, d.V, d.out, d.stats), TSR_SUCCESS);
-            CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, 0, c.accum),
+            CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, TSR_OVERWRITE, c.accum),
                      TSR_SUCCESS);
             tsr_desc_t *g[3] = { d.dQ, d.dK, d.dV };
             for (int i = 0; i < 3; i++) {
@@ -588,14 +588,14 @@ static tsr_desc_t *make(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int 
     return d;
 }
 
-typedef struct { tsr_desc_t *Q, *K, *V, *out, *stats, *dout, *dQ, *dK, *dV; int acc; tsr_accum_t accum; } call_t;
+typedef struct { tsr_desc_t *Q, *K, *V, *out, *stats, *dout, *dQ, *dK, *dV; tsr_write_t mode; tsr_accum_t accum; } call_t;
 
 /* The forward (fwd) or backward call must return `code` and submit nothing. */
 static void expect_error(int code, int fwd, call_t a, const char *what)
 {
     uint64_t before = tsr_tasks_submitted();
     int rc = fwd ? tsr_attention_forward(a.Q, a.K, a.V, a.out, a.stats)
-                 : tsr_attention_backward(a.Q, a.K, a.V, a.out, a.dout, a.stats, a.dQ, a.dK, a.dV, a.acc, a.accum);
+                 : tsr_attention_backward(a.Q, a.K, a.V, a.out, a.dout, a.stats, a.dQ, a.dK, a.dV, a.mode, a.accum);
     tsr_expect_error(rc, code, before, what);
 }
 
@@ -616,7 +616,7 @@ static void suite_errors(void)
     tsr_desc_t *out_nb = make(TSR_FLOAT32, nh, hd, T, 2, hd, 3, NULL), *V_nb = make(TSR_FLOAT32, nh, hd, T, 2, hd, 4, NULL);
     tsr_desc_t *out_bb = make(TSR_FLOAT32, nh, hd, T, 1, hd, 4, NULL), *dout64 = make(TSR_FLOAT64, nh, hd, T, 2, hd, 4, NULL);
 
-    call_t g = { Q, K, V, out, st, dout, dQ, dK, dV, 0, TSR_ACCUM_ORDERED }, a;
+    call_t g = { Q, K, V, out, st, dout, dQ, dK, dV, TSR_OVERWRITE, TSR_ACCUM_ORDERED }, a;
     a = g; a.Q = NULL;      expect_error(TSR_EINVAL, 1, a, "forward: NULL Q");
     a = g; a.stats = NULL;  expect_error(TSR_EINVAL, 1, a, "forward: NULL stats");
     a = g; a.out = Q;       expect_error(TSR_EINVAL, 1, a, "forward: out is Q");
@@ -633,7 +633,7 @@ static void suite_errors(void)
     a = g; a.V = V_nb;      expect_error(TSR_ETILE, 1, a, "forward: V tiled like queries");
     a = g; a.out = out_bb;  expect_error(TSR_ETILE, 1, a, "forward: heads per tile");
     a = g; a.dQ = NULL;     expect_error(TSR_EINVAL, 0, a, "backward: NULL dQ");
-    a = g; a.acc = 2;       expect_error(TSR_EINVAL, 0, a, "backward: accumulate 2");
+    a = g; a.mode = (tsr_write_t)2; expect_error(TSR_EINVAL, 0, a, "backward: mode 2");
     a = g; a.accum = (tsr_accum_t)7; expect_error(TSR_EINVAL, 0, a, "backward: accum 7");
     a = g; a.dK = a.dV;     expect_error(TSR_EINVAL, 0, a, "backward: dK is dV");
     a = g; a.dQ = a.dout;   expect_error(TSR_EINVAL, 0, a, "backward: dQ is dout");
@@ -656,8 +656,8 @@ static void suite_errors(void)
     /* and the good calls do submit tasks and succeed */
     uint64_t before = tsr_tasks_submitted();
     CHECK_RC(tsr_attention_forward(Q, K, V, out, st), TSR_SUCCESS);
-    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, 0, TSR_ACCUM_ORDERED), TSR_SUCCESS);
-    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, 1, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, TSR_OVERWRITE, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, TSR_ACCUMULATE, TSR_ACCUM_REDUX), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > before);
     tsr_desc_t *all[] = { Q, K, V, out, st, dout, dQ, dK, dV, K64, Kshort, Vhd, Vb, st1, st_nb, st_mb, Qmb,
@@ -673,7 +673,7 @@ static void check_before_init(void)
     tsr_desc_t *x = &dummy;
     CHECK_RC(tsr_attention_forward(NULL, x, x, x, x), TSR_EINVAL);
     CHECK_RC(tsr_attention_forward(x, x, x, x, x), TSR_ENOTINIT);
-    CHECK_RC(tsr_attention_backward(x, x, x, x, x, x, x, x, x, 0, TSR_ACCUM_ORDERED), TSR_ENOTINIT);
+    CHECK_RC(tsr_attention_backward(x, x, x, x, x, x, x, x, x, TSR_OVERWRITE, TSR_ACCUM_ORDERED), TSR_ENOTINIT);
 }
 
 int main(int argc, char **argv)

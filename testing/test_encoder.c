@@ -46,16 +46,16 @@ static void make_tokens(void)
 /* llm.c encoder_backward, in its order (sequential float sums), starting
  * from g0 (accumulate) or zero; absum/nterms: the size of the summation
  * error bound of each element. */
-static void reference_backward(int accumulate, float *dwte, float *dwpe, double *abs_wte, double *abs_wpe,
+static void reference_backward(tsr_write_t mode, float *dwte, float *dwpe, double *abs_wte, double *abs_wpe,
                                int *n_wte, int *n_wpe)
 {
     for (int k = 0; k < VP * C; k++) {
-        dwte[k] = accumulate ? g0_wte[k] : 0.0f;
+        dwte[k] = mode == TSR_ACCUMULATE ? g0_wte[k] : 0.0f;
         abs_wte[k] = fabs(dwte[k]);
         n_wte[k] = 1;
     }
     for (int k = 0; k < MAXT * C; k++) {
-        dwpe[k] = accumulate ? g0_wpe[k] : 0.0f;
+        dwpe[k] = mode == TSR_ACCUMULATE ? g0_wpe[k] : 0.0f;
         abs_wpe[k] = fabs(dwpe[k]);
         n_wpe[k] = 1;
     }
@@ -117,7 +117,7 @@ static void check_forward(const tiles_t *tl)
     tsr_desc_destroy(dwpe);
 }
 
-static void check_backward(const tiles_t *tl, tsr_accum_t accum, int accumulate, int with_dwpe)
+static void check_backward(const tiles_t *tl, tsr_accum_t accum, tsr_write_t mode, int with_dwpe)
 {
     tsr_desc_t *dO = make(TSR_FLOAT32, C, BT, tl->mb, tl->nb);
     tsr_desc_t *dwte = make(TSR_FLOAT32, C, VP, tl->mb, tl->nbv);
@@ -126,13 +126,13 @@ static void check_backward(const tiles_t *tl, tsr_accum_t accum, int accumulate,
     /* garbage in the gradients: overwrite must not read it */
     CHECK_RC(tsr_test_scatter_f32(dwte, g0_wte), TSR_SUCCESS);
     CHECK_RC(tsr_test_scatter_f32(dwpe, g0_wpe), TSR_SUCCESS);
-    CHECK_RC(tsr_encoder_backward(dwte, with_dwpe ? dwpe : NULL, dO, tokens, B, T, accumulate, accum), TSR_SUCCESS);
+    CHECK_RC(tsr_encoder_backward(dwte, with_dwpe ? dwpe : NULL, dO, tokens, B, T, mode, accum), TSR_SUCCESS);
     float *got_wte = tsr_test_gather_f32(dwte), *got_wpe = tsr_test_gather_f32(dwpe);
     if (tsr_rank() == 0) {
         static float ref_wte[VP * C], ref_wpe[MAXT * C];
         static double abs_wte[VP * C], abs_wpe[MAXT * C];
         static int n_wte[VP * C], n_wpe[MAXT * C];
-        reference_backward(accumulate, ref_wte, ref_wpe, abs_wte, abs_wpe, n_wte, n_wpe);
+        reference_backward(mode, ref_wte, ref_wpe, abs_wte, abs_wpe, n_wte, n_wpe);
         int exact = accum == TSR_ACCUM_ORDERED;
         int ok_wte = got_wte && grad_ok(got_wte, ref_wte, abs_wte, n_wte, VP * C, exact);
         /* without dwpe the descriptor keeps what it held */
@@ -140,7 +140,7 @@ static void check_backward(const tiles_t *tl, tsr_accum_t accum, int accumulate,
                                            : memcmp(got_wpe, g0_wpe, sizeof g0_wpe) == 0);
         if (!ok_wte || !ok_wpe)
             fprintf(stderr, "  backward tiles %d/%d/%d/%d %s %s%s: dwte %s, dwpe %s\n", tl->mb, tl->nb, tl->nbv,
-                    tl->nbp, accum == TSR_ACCUM_REDUX ? "redux" : "ordered", accumulate ? "accumulate" : "overwrite",
+                    tl->nbp, accum == TSR_ACCUM_REDUX ? "redux" : "ordered", mode == TSR_ACCUMULATE ? "accumulate" : "overwrite",
                     with_dwpe ? "" : " (no dwpe)", ok_wte ? "ok" : "WRONG", ok_wpe ? "ok" : "WRONG");
         CHECK(ok_wte);
         CHECK(ok_wpe);
@@ -176,15 +176,16 @@ static void check_errors(void)
     tsr_expect_error(tsr_encoder_forward(out, wt, wp, bad, B, T), TSR_EINVAL, n0, "token >= Vp");
     bad[BT / 2] = -1;
     tsr_expect_error(tsr_encoder_forward(out, wt, wp, bad, B, T), TSR_EINVAL, n0, "token < 0");
-    tsr_expect_error(tsr_encoder_backward(wt, wp, out, bad, B, T, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "backward token");
-    tsr_expect_error(tsr_encoder_backward(NULL, NULL, out, tokens, B, T, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "no grads");
-    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, 2, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "accumulate 2");
-    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, 0, (tsr_accum_t)5), TSR_EINVAL, n0, "accum 5");
-    tsr_expect_error(tsr_encoder_backward(wt64, wp, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_EDTYPE, n0, "float64 dwte");
-    tsr_expect_error(tsr_encoder_backward(wt, wp_short, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "short dwpe");
-    tsr_expect_error(tsr_encoder_backward(NULL, wt_mb, out, tokens, B, T, 1, TSR_ACCUM_REDUX), TSR_ETILE, n0, "dwpe tiles");
+    const tsr_write_t set = TSR_OVERWRITE, add = TSR_ACCUMULATE;
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, bad, B, T, set, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "backward token");
+    tsr_expect_error(tsr_encoder_backward(NULL, NULL, out, tokens, B, T, set, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "no grads");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, (tsr_write_t)2, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "mode 2");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, set, (tsr_accum_t)5), TSR_EINVAL, n0, "accum 5");
+    tsr_expect_error(tsr_encoder_backward(wt64, wp, out, tokens, B, T, add, TSR_ACCUM_REDUX), TSR_EDTYPE, n0, "float64 dwte");
+    tsr_expect_error(tsr_encoder_backward(wt, wp_short, out, tokens, B, T, add, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "short dwpe");
+    tsr_expect_error(tsr_encoder_backward(NULL, wt_mb, out, tokens, B, T, add, TSR_ACCUM_REDUX), TSR_ETILE, n0, "dwpe tiles");
     /* a good call does submit */
-    CHECK_RC(tsr_encoder_backward(NULL, wp, out, tokens, B, T, 1, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_encoder_backward(NULL, wp, out, tokens, B, T, add, TSR_ACCUM_ORDERED), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > n0 || tsr_size() > 1);
     tsr_desc_t *all[] = { out, wt, wp, wt64, wt_mb, wp_short, wt_c };
@@ -209,13 +210,13 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
         check_forward(&configs[k]);
         for (int accum = 0; accum < 2; accum++)
-            for (int accumulate = 0; accumulate < 2; accumulate++)
+            for (int mode = 0; mode < 2; mode++)
                 /* the 1-wide tiles (thousands of tasks) run two of the four variants */
-                if (k != 0 || accum == accumulate)
-                    check_backward(&configs[k], (tsr_accum_t)accum, accumulate, 1);
+                if (k != 0 || accum == mode)
+                    check_backward(&configs[k], (tsr_accum_t)accum, (tsr_write_t)mode, 1);
     }
-    check_backward(&configs[1], TSR_ACCUM_ORDERED, 0, 0);
-    check_backward(&configs[2], TSR_ACCUM_REDUX, 1, 0);
+    check_backward(&configs[1], TSR_ACCUM_ORDERED, TSR_OVERWRITE, 0);
+    check_backward(&configs[2], TSR_ACCUM_REDUX, TSR_ACCUMULATE, 0);
     check_errors();
     int rc = tsr_rank() == 0 ? tsr_check_report("test_encoder") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();

@@ -200,7 +200,7 @@ typedef struct {
     int mb, nb;
     tsr_dist_t act, par; /* activations / statistics, parameters */
     tsr_accum_t accum;
-    int accumulate;      /* TSR_LN_ACCUM_* */
+    tsr_write_t dinp_mode, dparam_mode;
     int use_work;        /* pass a workspace (or let the call make one) */
     char name[160];
 } ln_config_t;
@@ -292,21 +292,20 @@ static void check_backward(const ln_config_t *c, ln_descs_t *s, const float *mea
 {
     static float dinp_ref[C * BT];
     float dw_ref[C], db_ref[C];
-    int acc = c->accumulate;
     scatter(s->dout, D.dout);
     scatter(s->dinp, D.g_act);
     scatter(s->dw, D.g_par);
     scatter(s->db, D.g_par + C);
-    CHECK_RC(tsr_layernorm_backward(s->dout, s->inp, s->w, s->mean, s->rstd, s->dinp, s->dw, s->db, acc, c->accum,
-                                    s->work),
+    CHECK_RC(tsr_layernorm_backward(s->dout, s->inp, s->w, s->mean, s->rstd, s->dinp, s->dw, s->db, c->dinp_mode,
+                                    c->dparam_mode, c->accum, s->work),
              TSR_SUCCESS);
     float *dinp = tsr_test_gather_f32(s->dinp), *dw = tsr_test_gather_f32(s->dw), *db = tsr_test_gather_f32(s->db);
     if (tsr_rank() == 0) {
         for (int k = 0; k < C * BT; k++)
-            dinp_ref[k] = acc & TSR_LN_ACCUM_DINP ? D.g_act[k] : 0.0f;
+            dinp_ref[k] = c->dinp_mode == TSR_ACCUMULATE ? D.g_act[k] : 0.0f;
         for (int i = 0; i < C; i++) {
-            dw_ref[i] = acc & TSR_LN_ACCUM_DWEIGHT ? D.g_par[i] : 0.0f;
-            db_ref[i] = acc & TSR_LN_ACCUM_DBIAS ? D.g_par[C + i] : 0.0f;
+            dw_ref[i] = c->dparam_mode == TSR_ACCUMULATE ? D.g_par[i] : 0.0f;
+            db_ref[i] = c->dparam_mode == TSR_ACCUMULATE ? D.g_par[C + i] : 0.0f;
         }
         ref_backward(dinp_ref, dw_ref, db_ref, D.dout, D.x, D.w, mean, rstd);
         double dmax = 0, nmax = 0, dnmax = 0, ndmax = 0, rmax = max_abs(rstd, BT);
@@ -324,7 +323,7 @@ static void check_backward(const ln_config_t *c, ln_descs_t *s, const float *mea
         expect_close("dinp", c->name, dinp, dinp_ref, C * BT, tol_dinp);
         expect_close("dweight", c->name, dw, dw_ref, C, tol_dw);
         expect_close("dbias", c->name, db, db_ref, C, tol_db);
-        if (acc == 0) {
+        if (c->dinp_mode == TSR_OVERWRITE && c->dparam_mode == TSR_OVERWRITE) {
             expect_close_fd("dinp", c->name, dinp, D.fd_dx, C * BT);
             expect_close_fd("dweight", c->name, dw, D.fd_dw, C);
             expect_close_fd("dbias", c->name, db, D.fd_db, C);
@@ -364,7 +363,9 @@ static void check_layernorm(tsr_dist_t act)
 {
     static const int one_rank[][2] = { { 1, 1 }, { 100, 64 }, { 16, 8 }, { 67, 7 }, { 20, 45 } };
     static const int ranks[][2] = { { 1, 16 }, { 16, 1 }, { 100, 64 }, { 16, 8 }, { 67, 7 } };
-    static const int flags[] = { 0, TSR_LN_ACCUM_ALL, TSR_LN_ACCUM_DINP | TSR_LN_ACCUM_DBIAS, TSR_LN_ACCUM_DWEIGHT };
+    /* (dinp_mode, dparam_mode): overwrite both, then the accumulating choices */
+    static const tsr_write_t modes[][2] = { { TSR_OVERWRITE, TSR_OVERWRITE }, { TSR_ACCUMULATE, TSR_ACCUMULATE },
+                                            { TSR_ACCUMULATE, TSR_OVERWRITE }, { TSR_OVERWRITE, TSR_ACCUMULATE } };
     const int (*tilings)[2] = tsr_size() > 1 ? ranks : one_rank;
     tsr_dist_t last = tsr_dist_single(tsr_size() - 1);
     int several = tsr_size() > 1, run = 0;
@@ -375,12 +376,13 @@ static void check_layernorm(tsr_dist_t act)
                  * under MPI one of the two per tiling and accumulation mode */
                 int overwrite = several ? (t + a) % 2 == 0 : f == 0;
                 tsr_dist_t par = several && t % 2 ? last : act;
+                const tsr_write_t *m = modes[overwrite ? 0 : 1 + run % 3];
                 ln_config_t c = { tilings[t][0], tilings[t][1], act, par, a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED,
-                                  flags[overwrite ? 0 : 1 + run % 3], (a + f + t / 2) % 2, "" };
+                                  m[0], m[1], (a + f + t / 2) % 2, "" };
                 char g1[24], g2[24];
-                snprintf(c.name, sizeof c.name, "mb %d nb %d grid %s params %s %s accumulate 0x%x%s", c.mb, c.nb,
-                         dist_name(&act, g1, sizeof g1), dist_name(&par, g2, sizeof g2),
-                         a ? "redux" : "ordered", c.accumulate, c.use_work ? " workspace" : "");
+                snprintf(c.name, sizeof c.name, "mb %d nb %d grid %s params %s %s accumulate dinp %d dparams %d%s",
+                         c.mb, c.nb, dist_name(&act, g1, sizeof g1), dist_name(&par, g2, sizeof g2),
+                         a ? "redux" : "ordered", c.dinp_mode, c.dparam_mode, c.use_work ? " workspace" : "");
                 run_config(&c);
             }
 }
@@ -420,7 +422,6 @@ typedef enum { RES_FWD, RES_FWD_INTO_A, RES_FWD_INTO_B, RES_BWD, RES_BWD_ACC, RE
 static tsr_desc_t *run_residual(res_case_t q, tsr_desc_t **d, tsr_desc_t **second)
 {
     tsr_desc_t *A = d[0], *B = d[1], *O = d[2], *G = d[3], *dA = d[4], *dB = d[5];
-    const int both = TSR_RESIDUAL_ACCUM_DA | TSR_RESIDUAL_ACCUM_DB;
     *second = NULL;
     switch (q) {
     case RES_FWD:
@@ -433,19 +434,19 @@ static tsr_desc_t *run_residual(res_case_t q, tsr_desc_t **d, tsr_desc_t **secon
         CHECK_RC(tsr_residual_forward(A, B, B), TSR_SUCCESS);
         return B;
     case RES_BWD:
-        CHECK_RC(tsr_residual_backward(G, dA, dB, 0), TSR_SUCCESS);
+        CHECK_RC(tsr_residual_backward(G, dA, dB, TSR_OVERWRITE, TSR_OVERWRITE), TSR_SUCCESS);
         *second = dB;
         return dA;
     case RES_BWD_ACC:
-        CHECK_RC(tsr_residual_backward(G, dA, dB, both), TSR_SUCCESS);
+        CHECK_RC(tsr_residual_backward(G, dA, dB, TSR_ACCUMULATE, TSR_ACCUMULATE), TSR_SUCCESS);
         *second = dB;
         return dA;
     case RES_BWD_DA_ACC:
-        CHECK_RC(tsr_residual_backward(G, dA, NULL, TSR_RESIDUAL_ACCUM_DA), TSR_SUCCESS);
+        CHECK_RC(tsr_residual_backward(G, dA, NULL, TSR_ACCUMULATE, TSR_OVERWRITE), TSR_SUCCESS);
         return dA;
     case RES_BWD_DB:
     default:
-        CHECK_RC(tsr_residual_backward(G, NULL, dB, 0), TSR_SUCCESS);
+        CHECK_RC(tsr_residual_backward(G, NULL, dB, TSR_OVERWRITE, TSR_OVERWRITE), TSR_SUCCESS);
         return dB;
     }
 }
@@ -575,21 +576,24 @@ static void check_errors(void)
     expect(tsr_layernorm_forward(x, w, b, y, mu, mutile, O), TSR_ETILE, "fwd rstd tiles", t0);
 
     /* backward */
-    const int A = TSR_LN_ACCUM_ALL;
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, NULL, A, O, work), TSR_EINVAL, "bwd NULL dbias", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, 8, O, work), TSR_EINVAL, "bwd bad flags", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, (tsr_accum_t)-1, work), TSR_EINVAL, "bwd bad accum", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dy, dw, db, A, O, work), TSR_EINVAL, "bwd dinp == dout", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, x, dw, db, A, O, work), TSR_EINVAL, "bwd dinp == inp", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, dw, A, O, work), TSR_EINVAL, "bwd dweight == dbias", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw64, db, A, O, work), TSR_EDTYPE, "bwd float64 dweight", t0);
-    expect(tsr_layernorm_backward(xbig, x, w, mu, rs, dx, dw, db, A, O, work), TSR_ESHAPE, "bwd dout shape", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, w2, db, A, R, work), TSR_ESHAPE, "bwd dweight shape", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, work_row), TSR_ESHAPE, "bwd work 1 x BT", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, mu), TSR_EINVAL, "bwd work == mean", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, work1), TSR_ETILE, "bwd work tiles 1 x nb", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mu, rs, xtile, dw, db, A, O, work), TSR_ETILE, "bwd dinp tiles", t0);
-    expect(tsr_layernorm_backward(dy, x, w, mutile, rs, dx, dw, db, A, O, work), TSR_ETILE, "bwd mean tiles", t0);
+    const tsr_write_t A = TSR_ACCUMULATE;
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, NULL, A, A, O, work), TSR_EINVAL, "bwd NULL dbias", t0);
+    const tsr_write_t bad_mode = (tsr_write_t)2;
+    const tsr_accum_t bad_accum = (tsr_accum_t)-1;
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, bad_mode, A, O, work), TSR_EINVAL, "bwd bad dinp_mode", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, bad_mode, O, work), TSR_EINVAL, "bwd bad dparam_mode", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, A, bad_accum, work), TSR_EINVAL, "bwd bad accum", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dy, dw, db, A, A, O, work), TSR_EINVAL, "bwd dinp == dout", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, x, dw, db, A, A, O, work), TSR_EINVAL, "bwd dinp == inp", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, dw, A, A, O, work), TSR_EINVAL, "bwd dweight == dbias", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw64, db, A, A, O, work), TSR_EDTYPE, "bwd float64 dweight", t0);
+    expect(tsr_layernorm_backward(xbig, x, w, mu, rs, dx, dw, db, A, A, O, work), TSR_ESHAPE, "bwd dout shape", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, w2, db, A, A, R, work), TSR_ESHAPE, "bwd dweight shape", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, A, O, work_row), TSR_ESHAPE, "bwd work 1 x BT", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, A, O, mu), TSR_EINVAL, "bwd work == mean", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, A, O, work1), TSR_ETILE, "bwd work tiles 1 x nb", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mu, rs, xtile, dw, db, A, A, O, work), TSR_ETILE, "bwd dinp tiles", t0);
+    expect(tsr_layernorm_backward(dy, x, w, mutile, rs, dx, dw, db, A, A, O, work), TSR_ETILE, "bwd mean tiles", t0);
 
     /* residual */
     expect(tsr_residual_forward(x, NULL, y), TSR_EINVAL, "res NULL b", t0);
@@ -597,13 +601,14 @@ static void check_errors(void)
     expect(tsr_residual_forward(x, xbig, y), TSR_ESHAPE, "res shape", t0);
     expect(tsr_residual_forward(x, x3d, y), TSR_ESHAPE, "res batch", t0);
     expect(tsr_residual_forward(x, y, xtile), TSR_ETILE, "res tiles", t0);
-    expect(tsr_residual_backward(dy, NULL, NULL, 0), TSR_EINVAL, "res bwd no output", t0);
-    expect(tsr_residual_backward(NULL, dx, y, 0), TSR_EINVAL, "res bwd NULL dout", t0);
-    expect(tsr_residual_backward(dy, dx, y, 4), TSR_EINVAL, "res bwd bad flags", t0);
-    expect(tsr_residual_backward(dy, dy, y, 0), TSR_EINVAL, "res bwd da == dout", t0);
-    expect(tsr_residual_backward(dy, dx, dx, 0), TSR_EINVAL, "res bwd da == db", t0);
-    expect(tsr_residual_backward(dy, NULL, x64, 0), TSR_EDTYPE, "res bwd float64 db", t0);
-    expect(tsr_residual_backward(dy, xtile, NULL, 0), TSR_ETILE, "res bwd da tiles", t0);
+    expect(tsr_residual_backward(dy, NULL, NULL, TSR_OVERWRITE, TSR_OVERWRITE), TSR_EINVAL, "res bwd no output", t0);
+    expect(tsr_residual_backward(NULL, dx, y, TSR_OVERWRITE, TSR_OVERWRITE), TSR_EINVAL, "res bwd NULL dout", t0);
+    expect(tsr_residual_backward(dy, dx, y, (tsr_write_t)4, TSR_OVERWRITE), TSR_EINVAL, "res bwd bad da_mode", t0);
+    expect(tsr_residual_backward(dy, dx, y, TSR_OVERWRITE, (tsr_write_t)2), TSR_EINVAL, "res bwd bad db_mode", t0);
+    expect(tsr_residual_backward(dy, dy, y, TSR_OVERWRITE, TSR_OVERWRITE), TSR_EINVAL, "res bwd da == dout", t0);
+    expect(tsr_residual_backward(dy, dx, dx, TSR_OVERWRITE, TSR_OVERWRITE), TSR_EINVAL, "res bwd da == db", t0);
+    expect(tsr_residual_backward(dy, NULL, x64, TSR_OVERWRITE, TSR_OVERWRITE), TSR_EDTYPE, "res bwd float64 db", t0);
+    expect(tsr_residual_backward(dy, xtile, NULL, TSR_OVERWRITE, TSR_OVERWRITE), TSR_ETILE, "res bwd da tiles", t0);
 
     if (tsr_size() == 2) { /* grids that differ */
         tsr_dist_t rows = tsr_dist_block_cyclic(2, 1), cols = tsr_dist_block_cyclic(1, 2);
@@ -622,14 +627,74 @@ static void check_errors(void)
     /* and the good calls do submit tasks (every argument above was fine but one) */
     t0 = tsr_tasks_submitted();
     CHECK_RC(tsr_layernorm_forward(x, w, b, y, mu, rs, R), TSR_SUCCESS);
-    CHECK_RC(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, O, work), TSR_SUCCESS);
+    CHECK_RC(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, A, O, work), TSR_SUCCESS);
     CHECK_RC(tsr_residual_forward(x, y, y), TSR_SUCCESS);
-    CHECK_RC(tsr_residual_backward(dy, dx, NULL, TSR_RESIDUAL_ACCUM_DA), TSR_SUCCESS);
+    CHECK_RC(tsr_residual_backward(dy, dx, NULL, TSR_ACCUMULATE, TSR_OVERWRITE), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > t0 || tsr_size() > 1);
     tsr_desc_t *all[] = { x, y, dy, dx, w, b, dw, db, mu, rs, x64, xbig, x3d, xtile, w2, wtile, mu2, mutile, work,
                           work1, dw64, work_row };
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        tsr_desc_destroy(all[k]);
+}
+
+/* ---- RMSNorm forward ---- */
+
+/* RMSNorm forward against a plain double loop, over token tiles that do not
+ * divide BT (one feature tile: the op needs every feature of a token in one
+ * tile), then its argument errors. Tolerance: a float sum of C squares is
+ * within C eps of the exact one, so rstd moves by a relative C eps and out by
+ * C eps |out| (+ a few eps). */
+static void check_rmsnorm(const tsr_dist_t *grid)
+{
+    static const int token_tiles[] = { 1, 7, 16, 45 };
+    const float eps = 1e-5f;
+    static float out_ref[C * BT];
+    float rstd_ref[BT];
+    for (int t = 0; t < BT; t++) {
+        double ss = 0;
+        for (int i = 0; i < C; i++)
+            ss += (double)D.x[t * C + i] * D.x[t * C + i];
+        double r = 1.0 / sqrt(ss / C + eps);
+        rstd_ref[t] = (float)r;
+        for (int i = 0; i < C; i++)
+            out_ref[t * C + i] = (float)(D.x[t * C + i] * r * D.w[i]);
+    }
+    for (size_t k = 0; k < sizeof token_tiles / sizeof token_tiles[0]; k++) {
+        int nb = token_tiles[k];
+        tsr_desc_t *x = make_t(TSR_FLOAT32, 1, C, BT, C, nb, grid), *w = make_t(TSR_FLOAT32, 1, C, 1, C, 1, grid);
+        tsr_desc_t *y = make_t(TSR_FLOAT32, 1, C, BT, C, nb, grid), *r = make_t(TSR_FLOAT32, 1, 1, BT, 1, nb, grid);
+        scatter(x, D.x);
+        scatter(w, D.w);
+        scatter(y, D.g_act); /* garbage that must be overwritten */
+        scatter(r, D.g_stat);
+        CHECK_RC(tsr_rmsnorm_forward(x, w, y, r, eps), TSR_SUCCESS);
+        float *out = tsr_test_gather_f32(y), *rstd = tsr_test_gather_f32(r);
+        if (tsr_rank() == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "rmsnorm nb %d", nb);
+            expect_close("rmsnorm out", name, out, out_ref, C * BT, (C + 4) * EPS32 * max_abs(out_ref, C * BT));
+            expect_close("rmsnorm rstd", name, rstd, rstd_ref, BT, (C + 4) * EPS32 * max_abs(rstd_ref, BT));
+        }
+        free(out);
+        free(rstd);
+        tsr_desc_destroy(x);
+        tsr_desc_destroy(w);
+        tsr_desc_destroy(y);
+        tsr_desc_destroy(r);
+    }
+    /* errors: features over two tiles, eps <= 0, out == inp; nothing submitted */
+    tsr_desc_t *x = make_t(TSR_FLOAT32, 1, C, BT, 32, 16, grid), *w = make_t(TSR_FLOAT32, 1, C, 1, 32, 1, grid);
+    tsr_desc_t *y = make_t(TSR_FLOAT32, 1, C, BT, 32, 16, grid), *r = make_t(TSR_FLOAT32, 1, 1, BT, 1, 16, grid);
+    uint64_t t0 = tsr_tasks_submitted();
+    expect(tsr_rmsnorm_forward(x, w, y, r, eps), TSR_ETILE, "rmsnorm features over two tiles", t0);
+    tsr_desc_t *x1 = make_t(TSR_FLOAT32, 1, C, BT, C, 16, grid), *w1 = make_t(TSR_FLOAT32, 1, C, 1, C, 1, grid);
+    tsr_desc_t *y1 = make_t(TSR_FLOAT32, 1, C, BT, C, 16, grid);
+    expect(tsr_rmsnorm_forward(x1, w1, y1, r, 0.0f), TSR_EINVAL, "rmsnorm eps 0", t0);
+    expect(tsr_rmsnorm_forward(x1, w1, x1, r, eps), TSR_EINVAL, "rmsnorm out == inp", t0);
+    expect(tsr_rmsnorm_forward(x1, w1, y1, NULL, eps), TSR_EINVAL, "rmsnorm NULL rstd", t0);
+    tsr_desc_t *all[] = { x, w, y, r, x1, w1, y1 };
+    for (int k = 0; k < 7; k++)
         tsr_desc_destroy(all[k]);
 }
 
@@ -655,6 +720,7 @@ int main(int argc, char **argv)
     tsr_dist_t grid = tsr_dist_block_cyclic(P, size / P);
     check_layernorm(grid);
     check_residual(&grid);
+    check_rmsnorm(&grid);
     int rc = tsr_rank() == 0 ? tsr_check_report("test_layernorm") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();
     return rc;

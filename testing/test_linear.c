@@ -347,13 +347,13 @@ static void ref_dpre(size_t n, int gelu, const float *pre, const float *dout, do
     }
 }
 
-static void backward_case(shape_t s, tiles_t t, int gelu, int in_place, tsr_linear_write_t mode,
+static void backward_case(shape_t s, tiles_t t, int gelu, int in_place, tsr_write_t mode,
                           tsr_accum_t accum, int want)
 {
     snprintf(case_name, sizeof case_name, "bwd IC %d OC %d BT %d tiles kb %d ob %d nb %d %s%s %s %s want %d", s.IC,
              s.OC, s.BT, t.kb, t.ob, t.nb, gelu ? "gelu" : "linear", in_place ? " in-place" : "",
-             mode == TSR_LINEAR_ACCUMULATE ? "accumulate" : "overwrite", accum_name(accum), want);
-    int acc = mode == TSR_LINEAR_ACCUMULATE;
+             mode == TSR_ACCUMULATE ? "accumulate" : "overwrite", accum_name(accum), want);
+    int acc = mode == TSR_ACCUMULATE;
     size_t nout = (size_t)s.OC * s.BT;
     float *inp = random_floats((size_t)s.IC * s.BT, 1, 1.0), *W = random_floats((size_t)s.IC * s.OC, 2, 0.5);
     float *dout = random_floats(nout, 4, 1.0), *pre = random_floats(nout, 5, 2.0);
@@ -419,16 +419,16 @@ static void test_backward(void)
         tsr_accum_t accum = a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
         for (int gelu = 0; gelu < 2; gelu++)
             for (int m = 0; m < 2; m++) {
-                tsr_linear_write_t mode = m ? TSR_LINEAR_ACCUMULATE : TSR_LINEAR_OVERWRITE;
+                tsr_write_t mode = m ? TSR_ACCUMULATE : TSR_OVERWRITE;
                 int in_place = gelu && m; /* dpre in place of dout in half the GeLU cases */
                 backward_case(small, ones, gelu, in_place, mode, accum, WANT_ALL);
                 for (size_t c = 0; c < nconf; c++)
                     backward_case(odd, configs[c], gelu, in_place, mode, accum, WANT_ALL);
             }
         /* some gradients only: dbias without dW runs its own row-sum tasks */
-        backward_case(odd, configs[0], 0, 0, TSR_LINEAR_ACCUMULATE, accum, WANT_DBIAS);
-        backward_case(odd, configs[0], 1, 0, TSR_LINEAR_OVERWRITE, accum, WANT_DINP);
-        backward_case(odd, configs[0], 0, 0, TSR_LINEAR_OVERWRITE, accum, WANT_DW | WANT_DBIAS);
+        backward_case(odd, configs[0], 0, 0, TSR_ACCUMULATE, accum, WANT_DBIAS);
+        backward_case(odd, configs[0], 1, 0, TSR_OVERWRITE, accum, WANT_DINP);
+        backward_case(odd, configs[0], 0, 0, TSR_OVERWRITE, accum, WANT_DW | WANT_DBIAS);
     }
 }
 
@@ -439,17 +439,17 @@ static void test_backward(void)
 typedef struct { int kb, ob, nb, hbb, hmb, hnb, fused; } heads_tiles_t;
 
 static void heads_case_name(const char *what, heads_shape_t s, heads_tiles_t t, tsr_accum_t accum,
-                            tsr_linear_write_t mode)
+                            tsr_write_t mode)
 {
     snprintf(case_name, sizeof case_name,
              "%s B %d T %d NH %d hd %d tiles kb %d ob %d nb %d heads %dx%dx%d (%s) %s %s", what, s.B, s.T, s.NH,
              s.hd, t.kb, t.ob, t.nb, t.hbb, t.hmb, t.hnb, t.fused ? "fused" : "fallback", accum_name(accum),
-             mode == TSR_LINEAR_ACCUMULATE ? "accumulate" : "overwrite");
+             mode == TSR_ACCUMULATE ? "accumulate" : "overwrite");
 }
 
 static void qkv_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t accum)
 {
-    heads_case_name("qkv fwd", s, t, accum, TSR_LINEAR_OVERWRITE);
+    heads_case_name("qkv fwd", s, t, accum, TSR_OVERWRITE);
     int C = s.NH * s.hd, BT = s.B * s.T, C3 = 3 * C;
     size_t nh = (size_t)BT * C;
     float *inp = random_floats((size_t)C * BT, 21, 1.0), *W = random_floats((size_t)C * C3, 22, 0.5);
@@ -481,10 +481,10 @@ static void qkv_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t accum
     free(inp); free(W); free(bias); free(pre); free(absb); free(h); free(ah);
 }
 
-static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_linear_write_t mode, tsr_accum_t accum)
+static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode, tsr_accum_t accum)
 {
     heads_case_name("qkv bwd", s, t, accum, mode);
-    int C = s.NH * s.hd, BT = s.B * s.T, C3 = 3 * C, acc = mode == TSR_LINEAR_ACCUMULATE;
+    int C = s.NH * s.hd, BT = s.B * s.T, C3 = 3 * C, acc = mode == TSR_ACCUMULATE;
     size_t nh = (size_t)BT * C;
     s.nparts = 3;
     float *inp = random_floats((size_t)C * BT, 21, 1.0), *W = random_floats((size_t)C * C3, 22, 0.5);
@@ -526,7 +526,7 @@ static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_linear_write
 
 static void attproj_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t accum)
 {
-    heads_case_name("attproj fwd", s, t, accum, TSR_LINEAR_OVERWRITE);
+    heads_case_name("attproj fwd", s, t, accum, TSR_OVERWRITE);
     int C = s.NH * s.hd, BT = s.B * s.T;
     size_t n = (size_t)C * BT;
     s.nparts = 1;
@@ -549,10 +549,10 @@ static void attproj_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t a
     free(y); free(W); free(bias); free(yflat); free(out); free(absb);
 }
 
-static void attproj_backward_case(heads_shape_t s, heads_tiles_t t, tsr_linear_write_t mode, tsr_accum_t accum)
+static void attproj_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode, tsr_accum_t accum)
 {
     heads_case_name("attproj bwd", s, t, accum, mode);
-    int C = s.NH * s.hd, BT = s.B * s.T, acc = mode == TSR_LINEAR_ACCUMULATE;
+    int C = s.NH * s.hd, BT = s.B * s.T, acc = mode == TSR_ACCUMULATE;
     size_t n = (size_t)C * BT;
     s.nparts = 1;
     float *y = random_floats(n, 41, 1.0), *W = random_floats((size_t)C * C, 42, 0.5);
@@ -602,10 +602,10 @@ static void split_merge_case(heads_shape_t s, int xmb, int xnb, int bb, int mb, 
     tsr_desc_t *d[6] = { upload2(x, 3 * C, BT, xmb, xnb), make3(z_count, s.hd, s.T, bb, mb, nb),
                          make3(z_count, s.hd, s.T, bb, mb, nb), make3(z_count, s.hd, s.T, bb, mb, nb),
                          make2(3 * C, BT, xmb, xnb), upload2(x1, C, BT, xmb, xnb) };
-    CHECK_RC(tsr_heads_split(d[0], d[1], d[2], d[3], TSR_LINEAR_OVERWRITE), TSR_SUCCESS);
-    CHECK_RC(tsr_heads_split(d[0], d[3], d[2], d[1], TSR_LINEAR_ACCUMULATE), TSR_SUCCESS);
-    CHECK_RC(tsr_heads_merge(d[1], d[2], d[3], d[4], TSR_LINEAR_OVERWRITE), TSR_SUCCESS);
-    CHECK_RC(tsr_heads_merge(d[1], NULL, NULL, d[5], TSR_LINEAR_ACCUMULATE), TSR_SUCCESS);
+    CHECK_RC(tsr_heads_split(d[0], d[1], d[2], d[3], TSR_OVERWRITE), TSR_SUCCESS);
+    CHECK_RC(tsr_heads_split(d[0], d[3], d[2], d[1], TSR_ACCUMULATE), TSR_SUCCESS);
+    CHECK_RC(tsr_heads_merge(d[1], d[2], d[3], d[4], TSR_OVERWRITE), TSR_SUCCESS);
+    CHECK_RC(tsr_heads_merge(d[1], NULL, NULL, d[5], TSR_ACCUMULATE), TSR_SUCCESS);
     /* now Q = xQ + xV, K = 2 xK, V = xV + xQ */
     double *ref = malloc(3 * nh * sizeof *ref), *ref1 = malloc(nh * sizeof *ref1);
     double *absb = malloc(3 * nh * sizeof *absb);
@@ -709,11 +709,11 @@ static void test_heads(void)
         tsr_accum_t accum = a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
         for (size_t c = 0; c < nqkv; c++) {
             qkv_forward_case(s, qkv[c], accum);
-            qkv_backward_case(s, qkv[c], c % 2 ? TSR_LINEAR_ACCUMULATE : TSR_LINEAR_OVERWRITE, accum);
+            qkv_backward_case(s, qkv[c], c % 2 ? TSR_ACCUMULATE : TSR_OVERWRITE, accum);
         }
         for (size_t c = 0; c < nproj; c++) {
             attproj_forward_case(s, proj[c], accum);
-            attproj_backward_case(s, proj[c], c % 2 ? TSR_LINEAR_OVERWRITE : TSR_LINEAR_ACCUMULATE, accum);
+            attproj_backward_case(s, proj[c], c % 2 ? TSR_OVERWRITE : TSR_ACCUMULATE, accum);
         }
     }
     /* one batch: token tiles need not divide T */
@@ -723,9 +723,9 @@ static void test_heads(void)
     for (size_t c = 0; c < 3; c++) {
         tsr_accum_t accum = c % 2 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
         qkv_forward_case(s1, qkv1[c], accum);
-        qkv_backward_case(s1, qkv1[c], TSR_LINEAR_OVERWRITE, accum);
+        qkv_backward_case(s1, qkv1[c], TSR_OVERWRITE, accum);
         attproj_forward_case(s1, proj1[c], accum);
-        attproj_backward_case(s1, proj1[c], TSR_LINEAR_ACCUMULATE, accum);
+        attproj_backward_case(s1, proj1[c], TSR_ACCUMULATE, accum);
     }
     split_merge_case(s, 5, 3, 2, 3, 4);
     split_merge_case(s, 1, 1, 1, 1, 1);
@@ -789,8 +789,8 @@ static void fd_case(tiles_t t, tsr_accum_t accum)
                          make2(IC, BT, t.kb, t.nb), make2(IC, OC, t.kb, t.ob), make2(OC, 1, t.ob, 1) };
     /* Tessera: forward (pre, out), then backward with dout = G, dpre in place */
     CHECK_RC(tsr_linear_gelu_forward(d[0], d[1], d[2], d[3], d[4], accum), TSR_SUCCESS);
-    CHECK_RC(tsr_linear_gelu_backward(d[0], d[1], d[3], d[5], d[5], d[6], d[7], d[8], TSR_LINEAR_OVERWRITE,
-                                      TSR_LINEAR_OVERWRITE, accum),
+    CHECK_RC(tsr_linear_gelu_backward(d[0], d[1], d[3], d[5], d[5], d[6], d[7], d[8], TSR_OVERWRITE,
+                                      TSR_OVERWRITE, accum),
              TSR_SUCCESS);
     float *dinp = tsr_test_gather_f32(d[6]), *dW = tsr_test_gather_f32(d[7]), *dbias = tsr_test_gather_f32(d[8]);
     if (tsr_rank() == 0) {
@@ -873,7 +873,7 @@ static void test_errors(void)
     int verbose = tsr_get_verbose();
     tsr_set_verbose(0); /* the expected failures would print errors */
     const tsr_accum_t O = TSR_ACCUM_ORDERED;
-    const tsr_linear_write_t OW = TSR_LINEAR_OVERWRITE;
+    const tsr_write_t OW = TSR_OVERWRITE;
     /* good: IC 6, OC 8, BT 5, tiles kb 4, ob 3, nb 2 */
     tsr_desc_t *inp = make2(6, 5, 4, 2), *W = make2(6, 8, 4, 3), *bias = make2(8, 1, 3, 1), *out = make2(8, 5, 3, 2);
     tsr_desc_t *pre = make2(8, 5, 3, 2), *dinp = make2(6, 5, 4, 2), *dW = make2(6, 8, 4, 3);
@@ -894,7 +894,7 @@ static void test_errors(void)
     expect_err("fwd out = pre", tsr_linear_gelu_forward(inp, W, bias, out, out, O), TSR_EINVAL);
     expect_err("fwd no pre", tsr_linear_gelu_forward(inp, W, bias, NULL, out, O), TSR_EINVAL);
     expect_err("bwd nothing wanted", tsr_linear_backward(inp, W, out, NULL, NULL, NULL, OW, OW, O), TSR_EINVAL);
-    expect_err("bwd mode", tsr_linear_backward(inp, W, out, dinp, dW, NULL, (tsr_linear_write_t)2, OW, O), TSR_EINVAL);
+    expect_err("bwd mode", tsr_linear_backward(inp, W, out, dinp, dW, NULL, (tsr_write_t)2, OW, O), TSR_EINVAL);
     expect_err("bwd dinp = inp", tsr_linear_backward(inp, W, out, inp, dW, NULL, OW, OW, O), TSR_EINVAL);
     expect_err("bwd dW shape", tsr_linear_backward(inp, W, out, dinp, pre, NULL, OW, OW, O), TSR_ESHAPE);
     expect_err("bwd dbias tiles", tsr_linear_backward(inp, W, out, dinp, dW, dbias_tile, OW, OW, O), TSR_ETILE);
@@ -931,8 +931,8 @@ static void test_errors(void)
     expect_err("split rows", tsr_heads_split(out, q, k, v, OW), TSR_ESHAPE);
     /* the K rows would overwrite (or be added to) the Q rows */
     expect_err("split Q = K", tsr_heads_split(qkv, q, q, v, OW), TSR_EINVAL);
-    expect_err("split Q = V", tsr_heads_split(qkv, q, k, q, TSR_LINEAR_ACCUMULATE), TSR_EINVAL);
-    expect_err("merge mode", tsr_heads_merge(q, NULL, NULL, outp, (tsr_linear_write_t)9), TSR_EINVAL);
+    expect_err("split Q = V", tsr_heads_split(qkv, q, k, q, TSR_ACCUMULATE), TSR_EINVAL);
+    expect_err("merge mode", tsr_heads_merge(q, NULL, NULL, outp, (tsr_write_t)9), TSR_EINVAL);
     CHECK(!tsr_linear_qkv_fusable(NULL, Wq, q));
     if (tsr_size() == 2) {
         tsr_dist_t rows = tsr_dist_block_cyclic(2, 1), cols = tsr_dist_block_cyclic(1, 2);
@@ -962,14 +962,14 @@ static void test_not_initialized(void)
 {
     tsr_desc_t *fake = (tsr_desc_t *)16;
     CHECK_RC(tsr_linear_forward(fake, fake, NULL, fake, TSR_ACCUM_ORDERED), TSR_ENOTINIT);
-    CHECK_RC(tsr_linear_backward(fake, fake, fake, fake, NULL, NULL, TSR_LINEAR_OVERWRITE, TSR_LINEAR_OVERWRITE,
+    CHECK_RC(tsr_linear_backward(fake, fake, fake, fake, NULL, NULL, TSR_OVERWRITE, TSR_OVERWRITE,
                                  TSR_ACCUM_ORDERED),
              TSR_ENOTINIT);
     CHECK_RC(tsr_linear_qkv_forward(fake, fake, NULL, fake, fake, fake, TSR_ACCUM_ORDERED), TSR_ENOTINIT);
-    CHECK_RC(tsr_linear_attproj_backward(fake, fake, fake, fake, NULL, NULL, TSR_LINEAR_OVERWRITE,
-                                         TSR_LINEAR_OVERWRITE, TSR_ACCUM_ORDERED),
+    CHECK_RC(tsr_linear_attproj_backward(fake, fake, fake, fake, NULL, NULL, TSR_OVERWRITE,
+                                         TSR_OVERWRITE, TSR_ACCUM_ORDERED),
              TSR_ENOTINIT);
-    CHECK_RC(tsr_heads_split(fake, fake, NULL, NULL, TSR_LINEAR_OVERWRITE), TSR_ENOTINIT);
+    CHECK_RC(tsr_heads_split(fake, fake, NULL, NULL, TSR_OVERWRITE), TSR_ENOTINIT);
     CHECK_RC(tsr_gelu_forward(fake, fake), TSR_ENOTINIT);
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_schedule_report.h"
 
 #define ROUNDING 0.06 /* ms: the summary prints one decimal, the CSV three */
 
@@ -39,6 +40,7 @@ static int run_recorded(const char *png, const char *txt, int m, int n, int k)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.schedule_png = png;
+    cfg.schedule_report = tsr_schedule_report;
     cfg.ncpus = 2;
     int rc = tsr_init(&cfg, NULL, NULL);
     if (rc)
@@ -187,6 +189,9 @@ int main(int argc, char **argv)
     /* bad chart names: refused by tsr_init, nothing started */
     tsr_config_t cfg;
     tsr_config_default(&cfg);
+    cfg.schedule_png = "chart.png"; /* and no analysis to run */
+    CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EINVAL);
+    cfg.schedule_report = tsr_schedule_report;
     cfg.schedule_png = "chart.jpg";
     CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_EINVAL);
     cfg.schedule_png = "/nonexistent-directory/chart.png";

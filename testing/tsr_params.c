@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tsr_params.h"
+#include "tsr_schedule_report.h"
 
 /* The one number parser of the drivers: the whole text must be the number
  * (no blanks, signs other than a leading '-', or trailing characters: strtol
@@ -255,9 +256,10 @@ void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg)
 {
     const char *path = trace->path;
     size_t n = path ? strlen(path) : 0;
-    if (n > 4 && strcmp(path + n - 4, ".png") == 0)
+    if (n > 4 && strcmp(path + n - 4, ".png") == 0) {
         cfg->schedule_png = path;
-    else
+        cfg->schedule_report = tsr_schedule_report;
+    } else
         cfg->trace_dir = path;
 }
 

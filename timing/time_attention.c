@@ -359,7 +359,8 @@ static int one_pass(const attn_case_t *c, descs_t *d)
 {
     if (!c->bwd)
         return tsr_attention_forward(d->Q, d->K, d->V, d->out, d->stats);
-    return tsr_attention_backward(d->Q, d->K, d->V, d->out, d->dout, d->stats, d->dQ, d->dK, d->dV, 0, c->mode);
+    return tsr_attention_backward(d->Q, d->K, d->V, d->out, d->dout, d->stats, d->dQ, d->dK, d->dV,
+                                  TSR_OVERWRITE, c->mode);
 }
 
 /* Best of niter timed passes (after warmup ones); peak extra bytes. The

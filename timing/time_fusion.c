@@ -161,7 +161,7 @@ static int submit_unfused(const fusion_case_t *c, fusion_descs_t *d)
     if (!rc)
         rc = tsr_linear_bias_add(d->bias, d->pre);
     if (!rc && c->qkv)
-        rc = tsr_heads_split(d->pre, d->h[0], d->h[1], d->h[2], TSR_LINEAR_OVERWRITE);
+        rc = tsr_heads_split(d->pre, d->h[0], d->h[1], d->h[2], TSR_OVERWRITE);
     else if (!rc)
         rc = tsr_gelu_forward(d->pre, d->out);
     return rc;

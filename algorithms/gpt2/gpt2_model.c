@@ -483,14 +483,14 @@ static int attention_block_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int
     if (m->fused)
         rc = tsr_linear_qkv_forward(a->ln1, p[slot(l, QKVW)], p[slot(l, QKVB)], a->q, a->k, a->v, acc);
     else if (!(rc = tsr_linear_forward(a->ln1, p[slot(l, QKVW)], p[slot(l, QKVB)], b->qkv2d, acc)))
-        rc = tsr_heads_split(b->qkv2d, a->q, a->k, a->v, TSR_LINEAR_OVERWRITE);
+        rc = tsr_heads_split(b->qkv2d, a->q, a->k, a->v, TSR_OVERWRITE);
     if (!rc)
         rc = tsr_attention_forward(a->q, a->k, a->v, a->atty, a->att_stats);
     if (rc)
         return rc;
     if (m->fused)
         return tsr_linear_attproj_forward(a->atty, p[slot(l, ATTPROJW)], p[slot(l, ATTPROJB)], a->res2, acc);
-    rc = tsr_heads_merge(a->atty, NULL, NULL, b->att2d, TSR_LINEAR_OVERWRITE);
+    rc = tsr_heads_merge(a->atty, NULL, NULL, b->att2d, TSR_OVERWRITE);
     return rc ? rc : tsr_linear_forward(b->att2d, p[slot(l, ATTPROJW)], p[slot(l, ATTPROJB)], a->res2, acc);
 }
 
@@ -589,7 +589,7 @@ static int attention_block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, in
     tsr_desc_t **p = m->params, **g = b->grads;
     tsr_gpt2_layer_acts_t *a = &b->acts[l];
     tsr_accum_t acc = m->tiles.accum;
-    const tsr_linear_write_t set = TSR_LINEAR_OVERWRITE;
+    const tsr_write_t set = TSR_OVERWRITE;
     int rc;
     if (m->fused) {
         rc = tsr_linear_attproj_backward(a->atty, p[slot(l, ATTPROJW)], b->dres, b->datty, g[slot(l, ATTPROJW)],
@@ -603,7 +603,8 @@ static int attention_block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, in
             rc = tsr_heads_split(b->datt2d, b->datty, NULL, NULL, set);
     }
     if (!rc)
-        rc = tsr_attention_backward(a->q, a->k, a->v, a->atty, b->datty, a->att_stats, b->dq, b->dk, b->dv, 0, acc);
+        rc = tsr_attention_backward(a->q, a->k, a->v, a->atty, b->datty, a->att_stats, b->dq, b->dk, b->dv,
+                                    TSR_OVERWRITE, acc);
     if (rc)
         return rc;
     if (m->fused)
@@ -621,7 +622,7 @@ static int block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_d
     tsr_desc_t **p = m->params, **g = b->grads;
     tsr_gpt2_layer_acts_t *a = &b->acts[l];
     tsr_accum_t acc = m->tiles.accum;
-    const tsr_linear_write_t set = TSR_LINEAR_OVERWRITE;
+    const tsr_write_t set = TSR_OVERWRITE;
     int rc = tsr_linear_backward(a->fch_gelu, p[slot(l, FCPROJW)], b->dres, b->dfch, g[slot(l, FCPROJW)],
                                  g[slot(l, FCPROJB)], set, set, acc);
     if (!rc)
@@ -629,12 +630,14 @@ static int block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_d
                                       g[slot(l, FCB)], set, set, acc);
     if (!rc)
         rc = tsr_layernorm_backward(b->dln, a->res2, p[slot(l, LN2W)], a->ln2_mean, a->ln2_rstd, b->dres,
-                                    g[slot(l, LN2W)], g[slot(l, LN2B)], TSR_LN_ACCUM_DINP, acc, b->ln_work);
+                                    g[slot(l, LN2W)], g[slot(l, LN2B)], TSR_ACCUMULATE, TSR_OVERWRITE, acc,
+                                    b->ln_work);
     if (!rc)
         rc = attention_block_backward(m, b, l);
     if (!rc)
         rc = tsr_layernorm_backward(b->dln, x, p[slot(l, LN1W)], a->ln1_mean, a->ln1_rstd, b->dres,
-                                    g[slot(l, LN1W)], g[slot(l, LN1B)], TSR_LN_ACCUM_DINP, acc, b->ln_work);
+                                    g[slot(l, LN1W)], g[slot(l, LN1B)], TSR_ACCUMULATE, TSR_OVERWRITE, acc,
+                                    b->ln_work);
     return rc;
 }
 
@@ -659,11 +662,11 @@ static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     float dloss = 1.0f / ((float)m->B * m->T); /* the whole batch's mean loss */
     int rc = tsr_crossentropy_backward(b->logits, b->ce_stats, b->targets, m->cfg.V, dloss); /* in place */
     if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */
-        rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, b->dln, g[WTE], NULL, TSR_LINEAR_OVERWRITE,
-                                 TSR_LINEAR_OVERWRITE, acc);
+        rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, b->dln, g[WTE], NULL, TSR_OVERWRITE,
+                                 TSR_OVERWRITE, acc);
     if (!rc)
         rc = tsr_layernorm_backward(b->dln, block_input(b, m->cfg.L), p[LNFW], b->lnf_mean, b->lnf_rstd, b->dres,
-                                    g[LNFW], g[LNFB], 0, acc, b->ln_work);
+                                    g[LNFW], g[LNFB], TSR_OVERWRITE, TSR_OVERWRITE, acc, b->ln_work);
     if (!rc) {
         tsr_desc_t *head[] = { b->logits, b->ce_stats, b->lnf, b->lnf_mean, b->lnf_rstd };
         invalidate(head, sizeof head / sizeof head[0]);
@@ -674,9 +677,9 @@ static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
             invalidate_layer(b, l);
     }
     if (!rc) /* wte already holds the LM head's gradient: add to it */
-        rc = tsr_encoder_backward(g[WTE], NULL, b->dres, b->inputs, b->B, m->T, 1, acc);
+        rc = tsr_encoder_backward(g[WTE], NULL, b->dres, b->inputs, b->B, m->T, TSR_ACCUMULATE, acc);
     if (!rc)
-        rc = tsr_encoder_backward(NULL, g[WPE], b->dres, b->inputs, b->B, m->T, 0, acc);
+        rc = tsr_encoder_backward(NULL, g[WPE], b->dres, b->inputs, b->B, m->T, TSR_OVERWRITE, acc);
     if (!rc) {
         tsr_desc_t *scratch[] = { b->encoded, b->dres, b->dln, b->dfch, b->datty, b->dq, b->dk, b->dv,
                                   b->qkv2d, b->att2d, b->datt2d };

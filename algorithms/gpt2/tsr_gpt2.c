@@ -18,6 +18,7 @@
 #include "gpt2_tokenizer.h"
 #include "gpt2_train_state.h"
 #include "tsr_files.h"
+#include "tsr_schedule_report.h"
 
 typedef struct {
     const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
@@ -966,6 +967,7 @@ int main(int argc, char **argv)
     else
         cfg.trace_dir = t.opt.trace;
     cfg.schedule_summary = t.opt.profile;
+    cfg.schedule_report = tsr_schedule_report;
     int rc = tsr_init(&cfg, &argc, &argv);
     if (rc) {
         fprintf(stderr, "error: %s\n", tsr_strerror(rc));

@@ -111,12 +111,12 @@ size_t tsr_cpu_attention_bwd_scratch(int nq, int nk) { return 2 * tsr_cpu_attent
 /* Turns score column s (nk keys, nv visible) into the weights of this key
  * block relative to the new running logsumexp, which it returns through *lse;
  * returns the factor that rescales the old output column. */
-static inline float fwd_column(float *s, int nk, int nv, float *lse, int first)
+static inline float fwd_column(float *s, int nk, int nv, float *lse, tsr_write_t o_mode)
 {
-    float old = first ? -INFINITY : *lse;
+    float old = o_mode == TSR_OVERWRITE ? -INFINITY : *lse;
     zero_floats(s + nv, nk - nv);
     if (nv == 0) {
-        if (first)
+        if (o_mode == TSR_OVERWRITE)
             *lse = -INFINITY;
         return 1.0f;
     }
@@ -125,19 +125,20 @@ static inline float fwd_column(float *s, int nk, int nv, float *lse, int first)
     float now = log_add_exp(old, mx + logf(sum));
     scale_floats(s, nv, expf(mx - now));
     *lse = now;
-    return first ? 0.0f : expf(old - now);
+    return o_mode == TSR_OVERWRITE ? 0.0f : expf(old - now);
 }
 
 
 /* The forward's softmax work on the nk x nq score block S: weights in S,
  * running logsumexp in L row 0, old output columns rescaled. */
 TSR_SIMD_CLONES
-static void fwd_block_weights(const tsr_attn_pair_t *p, float *S, float *O, int ldo, float *L, int ldl, int first)
+static void fwd_block_weights(const tsr_attn_pair_t *p, float *S, float *O, int ldo, float *L, int ldl,
+                              tsr_write_t o_mode)
 {
     for (int ii = 0; ii < p->nq; ii++) {
         float keep = fwd_column(S + (size_t)ii * p->nk, p->nk, tsr_attn_visible_keys(p, ii), L + (size_t)ii * ldl,
-                                first);
-        if (!first && keep != 1.0f)
+                                o_mode);
+        if (o_mode == TSR_ACCUMULATE && keep != 1.0f)
             scale_floats(O + (size_t)ii * ldo, p->hd, keep);
     }
 }
@@ -168,16 +169,16 @@ static void bwd_block_dscores(const tsr_attn_pair_t *p, const float *P, float *d
 
 /* Queries that see no key of the block: the first key block of their chain
  * leaves them an empty sum (O 0, logsumexp -inf); a later one changes nothing. */
-static void fwd_no_keys(int hd, int cq, float *O, int ldo, float *L, int ldl, int first)
+static void fwd_no_keys(int hd, int cq, float *O, int ldo, float *L, int ldl, tsr_write_t o_mode)
 {
-    for (int ii = 0; first && ii < cq; ii++) {
+    for (int ii = 0; o_mode == TSR_OVERWRITE && ii < cq; ii++) {
         zero_floats(O + (size_t)ii * ldo, hd);
         L[(size_t)ii * ldl] = -INFINITY;
     }
 }
 
 void tsr_cpu_attention_fwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
-                                const float *V, int ldv, float *O, int ldo, float *L, int ldl, int first,
+                                const float *V, int ldv, float *O, int ldo, float *L, int ldl, tsr_write_t o_mode,
                                 float *scratch, int nthreads)
 {
     float *S = scratch; /* nk x cq scores, then weights; one query per column */
@@ -186,14 +187,14 @@ void tsr_cpu_attention_fwd_step(const tsr_attn_pair_t *p, const float *Q, int ld
         const float *q = Q + (size_t)c0 * ldq;
         float *o = O + (size_t)c0 * ldo, *l = L + (size_t)c0 * ldl;
         if (c.nk == 0) {
-            fwd_no_keys(c.hd, c.nq, o, ldo, l, ldl, first);
+            fwd_no_keys(c.hd, c.nq, o, ldo, l, ldl, o_mode);
             continue;
         }
         tsr_cpu_gemm(TSR_FLOAT32, TSR_TRANS, TSR_NOTRANS, c.nk, c.nq, c.hd, c.scale, K, ldk, q, ldq, 0.0, S, c.nk,
                      nthreads);
-        fwd_block_weights(&c, S, o, ldo, l, ldl, first);
+        fwd_block_weights(&c, S, o, ldo, l, ldl, o_mode);
         tsr_cpu_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_NOTRANS, c.hd, c.nq, c.nk, 1.0, V, ldv, S, c.nk,
-                     first ? 0.0 : 1.0, o, ldo, nthreads);
+                     o_mode == TSR_OVERWRITE ? 0.0 : 1.0, o, ldo, nthreads);
     }
 }
 
@@ -236,13 +237,13 @@ static void bwd_chunk(const tsr_attn_pair_t *c, const float *Q, int ldq, const f
 void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ldq, const float *K, int ldk,
                                 const float *V, int ldv, const float *dO, int lddo, const float *L, int ldl,
                                 float *dQ, int lddq, float *dK, int lddk, float *dV, int lddv,
-                                int first_q, int first_kv, float *scratch, int nthreads)
+                                tsr_write_t dq_mode, tsr_write_t dkv_mode, float *scratch, int nthreads)
 {
-    /* Last chunk first: it sees the most keys, so with first_kv it writes
+    /* Last chunk first: it sees the most keys, so when dK, dV are overwritten it writes
      * every dK, dV column an earlier chunk adds to; the keys no query sees
      * get zero gradients. */
     int last = p->nq > 0 ? (p->nq - 1) / TSR_ATTN_QUERY_CHUNK * TSR_ATTN_QUERY_CHUNK : -1;
-    if (first_kv) {
+    if (dkv_mode == TSR_OVERWRITE) {
         int seen = p->nq > 0 ? tsr_attn_visible_keys(p, p->nq - 1) : 0;
         zero_columns(dK, lddk, p->hd, seen, p->nk);
         zero_columns(dV, lddv, p->hd, seen, p->nk);
@@ -251,12 +252,12 @@ void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ld
         tsr_attn_pair_t c = chunk_pair(p, c0, imin(TSR_ATTN_QUERY_CHUNK, p->nq - c0));
         float *dq = dQ + (size_t)c0 * lddq;
         if (c.nk == 0) {
-            if (first_q)
+            if (dq_mode == TSR_OVERWRITE)
                 zero_columns(dq, lddq, c.hd, 0, c.nq);
             continue;
         }
-        double beta_kv = first_kv && c0 == last ? 0.0 : 1.0;
+        double beta_kv = dkv_mode == TSR_OVERWRITE && c0 == last ? 0.0 : 1.0;
         bwd_chunk(&c, Q + (size_t)c0 * ldq, ldq, K, ldk, V, ldv, dO + (size_t)c0 * lddo, lddo, L + (size_t)c0 * ldl,
-                  ldl, dq, lddq, dK, lddk, dV, lddv, first_q ? 0.0 : 1.0, beta_kv, scratch, nthreads);
+                  ldl, dq, lddq, dK, lddk, dV, lddv, dq_mode == TSR_OVERWRITE ? 0.0 : 1.0, beta_kv, scratch, nthreads);
     }
 }

@@ -24,14 +24,14 @@ static inline double exp_sum(const float *x, int n, float mx)
 }
 
 TSR_SIMD_CLONES
-void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *stats, int lds, int merge)
+void tsr_cpu_softmax_stats(int rows, int cols, const float *x, int ldx, float *stats, int lds, tsr_write_t mode)
 {
     for (int c = 0; c < cols; c++) {
         const float *col = x + (size_t)c * ldx;
         float mx = rows > 0 ? max_of(col, rows) : -INFINITY;
         double sum = rows > 0 ? exp_sum(col, rows, mx) : 0.0;
         float *st = stats + (size_t)c * lds;
-        if (merge) {
+        if (mode == TSR_ACCUMULATE) {
             tsr_elem_softmax_merge(&st[0], &st[1], mx, (float)sum);
         } else {
             st[0] = mx;

@@ -4,11 +4,11 @@
 #include <string.h>
 #include "tsr_compute_misc.h"
 
-void tsr_cpu_gather_add_columns(int rows, int cols, float *dst, int ldd, int zero_first,
+void tsr_cpu_gather_add_columns(int rows, int cols, float *dst, int ldd, tsr_write_t mode,
                                 const float *const *src, const int *lds,
                                 const tsr_colmap_t *map, int nmap)
 {
-    if (zero_first)
+    if (mode == TSR_OVERWRITE)
         for (int c = 0; c < cols; c++)
             memset(dst + (size_t)c * ldd, 0, (size_t)rows * sizeof *dst);
     /* entries are applied in order, so repeated destination columns

@@ -48,23 +48,23 @@ void tsr_cpu_layernorm_fwd(int m, int n, const float *x, int ldx, const float *w
     }
 }
 
-void tsr_cpu_layernorm_sum(int m, int n, const float *x, int ldx, float *s, int incs, int accumulate)
+void tsr_cpu_layernorm_sum(int m, int n, const float *x, int ldx, float *s, int incs, tsr_write_t mode)
 {
     for (int t = 0; t < n; t++) {
         float v = vec_sum(m, token(x, ldx, t));
         float *st = &s[(size_t)t * incs];
-        *st = accumulate ? *st + v : v;
+        *st = mode == TSR_ACCUMULATE ? *st + v : v;
     }
 }
 
 void tsr_cpu_layernorm_sqdev(int m, int n, const float *x, int ldx, const float *s, int incs, int C,
-                             float *q, int incq, int accumulate)
+                             float *q, int incq, tsr_write_t mode)
 {
     for (int t = 0; t < n; t++) {
         float mu = s[(size_t)t * incs] / C;
         float v = vec_sqdev(m, token(x, ldx, t), mu);
         float *qt = &q[(size_t)t * incq];
-        *qt = accumulate ? *qt + v : v;
+        *qt = mode == TSR_ACCUMULATE ? *qt + v : v;
     }
 }
 
@@ -102,61 +102,61 @@ static void token_bwd_sums(int m, const float *dout, const float *x, const float
 
 /* dinp of one token given the means over C of dnorm and dnorm * norm. */
 static void token_bwd_dinp(int m, const float *dout, const float *x, const float *w, float mu, float s,
-                           float dnorm_mean, float dnorm_norm_mean, float *dinp, int accumulate)
+                           float dnorm_mean, float dnorm_norm_mean, float *dinp, tsr_write_t mode)
 {
     for (int r = 0; r < m; r++) {
         float norm = (x[r] - mu) * s;
         float dnorm = w[r] * dout[r];
         float dval = dnorm - dnorm_mean - norm * dnorm_norm_mean;
         dval *= s;
-        dinp[r] = accumulate ? dinp[r] + dval : dval;
+        dinp[r] = mode == TSR_ACCUMULATE ? dinp[r] + dval : dval;
     }
 }
 
 void tsr_cpu_layernorm_bwd(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                            const float *mean, int incm, const float *rstd, int incr,
-                           float *dinp, int lddi, int accumulate)
+                           float *dinp, int lddi, tsr_write_t mode)
 {
     for (int t = 0; t < n; t++) {
         float mu = mean[(size_t)t * incm], s = rstd[(size_t)t * incr], a, c;
         const float *dt = token(dout, lddo, t), *xt = token(x, ldx, t);
         token_bwd_sums(m, dt, xt, w, mu, s, &a, &c);
-        token_bwd_dinp(m, dt, xt, w, mu, s, a / m, c / m, token_w(dinp, lddi, t), accumulate);
+        token_bwd_dinp(m, dt, xt, w, mu, s, a / m, c / m, token_w(dinp, lddi, t), mode);
     }
 }
 
 void tsr_cpu_layernorm_bwd_sums(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                                 const float *mean, int incm, const float *rstd, int incr,
-                                float *sums, int lds, int accumulate)
+                                float *sums, int lds, tsr_write_t mode)
 {
     for (int t = 0; t < n; t++) {
         float a, c, *st = &sums[(size_t)t * lds];
         token_bwd_sums(m, token(dout, lddo, t), token(x, ldx, t), w, mean[(size_t)t * incm],
                        rstd[(size_t)t * incr], &a, &c);
-        st[0] = accumulate ? st[0] + a : a;
-        st[1] = accumulate ? st[1] + c : c;
+        st[0] = mode == TSR_ACCUMULATE ? st[0] + a : a;
+        st[1] = mode == TSR_ACCUMULATE ? st[1] + c : c;
     }
 }
 
 void tsr_cpu_layernorm_bwd_dinp(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                                 const float *mean, int incm, const float *rstd, int incr,
-                                const float *sums, int lds, int C, float *dinp, int lddi, int accumulate)
+                                const float *sums, int lds, int C, float *dinp, int lddi, tsr_write_t mode)
 {
     for (int t = 0; t < n; t++) {
         const float *st = &sums[(size_t)t * lds];
         token_bwd_dinp(m, token(dout, lddo, t), token(x, ldx, t), w, mean[(size_t)t * incm],
-                       rstd[(size_t)t * incr], st[0] / C, st[1] / C, token_w(dinp, lddi, t), accumulate);
+                       rstd[(size_t)t * incr], st[0] / C, st[1] / C, token_w(dinp, lddi, t), mode);
     }
 }
 
 void tsr_cpu_layernorm_bwd_params(int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                   const float *mean, int incm, const float *rstd, int incr,
-                                  float *dw, int accumulate_w, float *db, int accumulate_b)
+                                  float *dw, tsr_write_t dw_mode, float *db, tsr_write_t db_mode)
 {
     for (int r = 0; r < m; r++) {
-        if (!accumulate_w)
+        if (dw_mode == TSR_OVERWRITE)
             dw[r] = 0.0f;
-        if (!accumulate_b)
+        if (db_mode == TSR_OVERWRITE)
             db[r] = 0.0f;
     }
     for (int t = 0; t < n; t++) {

@@ -28,7 +28,7 @@ __device__ int visible_keys(tsr_attn_pair_t p, int ii)
 /* One block per query column ii: the forward weights of the key block (in
  * S), the new logsumexp (L row 0) and the rescaled old output column. */
 __global__ void fwd_weights_kernel(tsr_attn_pair_t p, float *S, float *O, int ldo, size_t so, float *L, int ldl,
-                                   size_t sl, int first)
+                                   size_t sl, tsr_write_t o_mode)
 {
     __shared__ float shared[kColThreads / 32];
     int ii = blockIdx.x, z = blockIdx.y, nv = visible_keys(p, ii);
@@ -37,11 +37,11 @@ __global__ void fwd_weights_kernel(tsr_attn_pair_t p, float *S, float *O, int ld
     for (int j = nv + threadIdx.x; j < p.nk; j += kColThreads)
         s[j] = 0.0f;
     if (nv == 0) {
-        if (first && threadIdx.x == 0)
+        if (o_mode == TSR_OVERWRITE && threadIdx.x == 0)
             *lse = -INFINITY;
         return;
     }
-    float old = first ? -INFINITY : *lse;
+    float old = o_mode == TSR_OVERWRITE ? -INFINITY : *lse;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < nv; j += kColThreads)
         mx = fmaxf(mx, s[j]);
@@ -55,10 +55,10 @@ __global__ void fwd_weights_kernel(tsr_attn_pair_t p, float *S, float *O, int ld
     sum = block_reduce<kColThreads>(sum, SumOp(), shared);
     float blk = mx + logf(sum), hi = fmaxf(old, blk), lo = fminf(old, blk);
     float now = lo == -INFINITY ? hi : hi + log1pf(expf(lo - hi));
-    float f = expf(mx - now), keep = first ? 0.0f : expf(old - now);
+    float f = expf(mx - now), keep = o_mode == TSR_OVERWRITE ? 0.0f : expf(old - now);
     for (int j = threadIdx.x; j < nv; j += kColThreads)
         s[j] *= f;
-    if (!first)
+    if (o_mode == TSR_ACCUMULATE)
         for (int r = threadIdx.x; r < p.hd; r += kColThreads)
             O[(size_t)ii * ldo + r] *= keep;
     __syncthreads(); /* every thread has read *lse */
@@ -137,7 +137,7 @@ bool bad_heads(int nh) { return nh < 1 || (unsigned)nh > kMaxGridY; }
 extern "C" int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const float *Q, int ldq,
                                            size_t sq, const float *K, int ldk, size_t sk, const float *V, int ldv,
                                            size_t sv, float *O, int ldo, size_t so, float *L, int ldl, size_t sl,
-                                           int first)
+                                           tsr_write_t o_mode)
 {
     if (!cublas || bad_pair(p) || bad_heads(nh) || ldl < 1 || bad_tile(p->hd, p->nq, ldq) ||
         bad_tile(p->hd, p->nk, ldk) || bad_tile(p->hd, p->nk, ldv) || bad_tile(p->hd, p->nq, ldo))
@@ -159,12 +159,12 @@ extern "C" int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *
     rc = gemm_heads(cublas, nh, TSR_TRANS, TSR_NOTRANS, nk, nq, hd, p->scale, K, ldk, sk, Q, ldq, sq, 0.0f, S, lds,
                     ss);
     if (!rc) {
-        fwd_weights_kernel<<<dim3(nq, nh), kColThreads, 0, s>>>(*p, S, O, ldo, so, L, ldl, sl, first);
+        fwd_weights_kernel<<<dim3(nq, nh), kColThreads, 0, s>>>(*p, S, O, ldo, so, L, ldl, sl, o_mode);
         rc = launched();
     }
     if (!rc)
         rc = gemm_heads(cublas, nh, TSR_NOTRANS, TSR_NOTRANS, hd, nq, nk, 1.0f, V, ldv, sv, S, lds, ss,
-                        first ? 0.0f : 1.0f, O, ldo, so);
+                        o_mode == TSR_OVERWRITE ? 0.0f : 1.0f, O, ldo, so);
     return rc;
 }
 
@@ -185,14 +185,15 @@ extern "C" int tsr_cuda_attention_bwd_step(void *cublas, const tsr_attn_pair_t *
                                            size_t sq, const float *K, int ldk, size_t sk, const float *V, int ldv,
                                            size_t sv, const float *dO, int lddo, size_t sdo, const float *L,
                                            int ldl, size_t sl, float *dQ, int lddq, size_t sdq, float *dK, int lddk,
-                                           size_t sdk, float *dV, int lddv, size_t sdv, int first_q, int first_kv)
+                                           size_t sdk, float *dV, int lddv, size_t sdv, tsr_write_t dq_mode,
+                                           tsr_write_t dkv_mode)
 {
     if (!cublas || bad_pair(p) || bad_heads(nh) || ldl < 2 || bad_tile(p->hd, p->nq, ldq) ||
         bad_tile(p->hd, p->nk, ldk) || bad_tile(p->hd, p->nk, ldv) || bad_tile(p->hd, p->nq, lddo) ||
         bad_tile(p->hd, p->nq, lddq) || bad_tile(p->hd, p->nk, lddk) || bad_tile(p->hd, p->nk, lddv))
         return TSR_EINVAL;
     int nq = p->nq, nk = p->nk, hd = p->hd;
-    float beta_q = first_q ? 0.0f : 1.0f, beta_kv = first_kv ? 0.0f : 1.0f;
+    float beta_q = dq_mode == TSR_OVERWRITE ? 0.0f : 1.0f, beta_kv = dkv_mode == TSR_OVERWRITE ? 0.0f : 1.0f;
     cudaStream_t s;
     int rc = handle_stream(cublas, &s);
     if (rc)

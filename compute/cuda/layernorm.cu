@@ -46,7 +46,7 @@ __global__ void ln_fwd_kernel(int m, int n, const float *x, int ldx, const float
     }
 }
 
-__global__ void ln_sum_kernel(int m, int n, const float *x, int ldx, float *s, int incs, int accumulate)
+__global__ void ln_sum_kernel(int m, int n, const float *x, int ldx, float *s, int incs, tsr_write_t mode)
 {
     int t = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
     if (t >= n)
@@ -58,12 +58,12 @@ __global__ void ln_sum_kernel(int m, int n, const float *x, int ldx, float *s, i
     a = warp_sum(a);
     if (lane == 0) {
         float *st = &s[(size_t)t * incs];
-        *st = accumulate ? *st + a : a;
+        *st = mode == TSR_ACCUMULATE ? *st + a : a;
     }
 }
 
 __global__ void ln_sqdev_kernel(int m, int n, const float *x, int ldx, const float *s, int incs, int C, float *q,
-                                int incq, int accumulate)
+                                int incq, tsr_write_t mode)
 {
     int t = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
     if (t >= n)
@@ -77,7 +77,7 @@ __global__ void ln_sqdev_kernel(int m, int n, const float *x, int ldx, const flo
     v = warp_sum(v);
     if (lane == 0) {
         float *qt = &q[(size_t)t * incq];
-        *qt = accumulate ? *qt + v : v;
+        *qt = mode == TSR_ACCUMULATE ? *qt + v : v;
     }
 }
 
@@ -116,7 +116,7 @@ __device__ void token_bwd_sums(int m, const float *dt, const float *xt, const fl
 
 __global__ void ln_bwd_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
                               const float *mean, int incm, const float *rstd, int incr, float *dinp, int lddi,
-                              int accumulate)
+                              tsr_write_t mode)
 {
     int t = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
     if (t >= n)
@@ -129,13 +129,13 @@ __global__ void ln_bwd_kernel(int m, int n, const float *dout, int lddo, const f
     for (int r = lane; r < m; r += kWarp) {
         float norm = (xt[r] - mu) * s;
         float dval = (w[r] * dt[r] - dnorm_mean - norm * dnorm_norm_mean) * s;
-        di[r] = accumulate ? di[r] + dval : dval;
+        di[r] = mode == TSR_ACCUMULATE ? di[r] + dval : dval;
     }
 }
 
 __global__ void ln_bwd_sums_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                    const float *w, const float *mean, int incm, const float *rstd, int incr,
-                                   float *sums, int lds, int accumulate)
+                                   float *sums, int lds, tsr_write_t mode)
 {
     int t = blockIdx.x * blockDim.y + threadIdx.y;
     if (t >= n)
@@ -145,14 +145,14 @@ __global__ void ln_bwd_sums_kernel(int m, int n, const float *dout, int lddo, co
                    rstd[(size_t)t * incr], &a, &c);
     if (threadIdx.x == 0) {
         float *st = &sums[(size_t)t * lds];
-        st[0] = accumulate ? st[0] + a : a;
-        st[1] = accumulate ? st[1] + c : c;
+        st[0] = mode == TSR_ACCUMULATE ? st[0] + a : a;
+        st[1] = mode == TSR_ACCUMULATE ? st[1] + c : c;
     }
 }
 
 __global__ void ln_bwd_dinp_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx,
                                    const float *w, const float *mean, int incm, const float *rstd, int incr,
-                                   const float *sums, int lds, int C, float *dinp, int lddi, int accumulate)
+                                   const float *sums, int lds, int C, float *dinp, int lddi, tsr_write_t mode)
 {
     TSR_CUDA_TILE_LOOP(r, t, m, n) {
         const float *st = &sums[(size_t)t * lds];
@@ -161,7 +161,7 @@ __global__ void ln_bwd_dinp_kernel(int m, int n, const float *dout, int lddo, co
         float dnorm = w[r] * dout[(size_t)t * lddo + r];
         float dval = (dnorm - st[0] / C - norm * (st[1] / C)) * s;
         float *di = &dinp[(size_t)t * lddi + r];
-        *di = accumulate ? *di + dval : dval;
+        *di = mode == TSR_ACCUMULATE ? *di + dval : dval;
     }
 }
 
@@ -206,11 +206,11 @@ __global__ void ln_bwd_params_part_kernel(int m, int n, int chunk, const float *
     }
 }
 
-__global__ void ln_bwd_params_sum_kernel(int m, int nchunks, const float *part, float *dw, int accumulate_w,
-                                         float *db, int accumulate_b)
+__global__ void ln_bwd_params_sum_kernel(int m, int nchunks, const float *part, float *dw, tsr_write_t dw_mode,
+                                         float *db, tsr_write_t db_mode)
 {
     for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x) {
-        float gw = accumulate_w ? dw[r] : 0.0f, gb = accumulate_b ? db[r] : 0.0f;
+        float gw = dw_mode == TSR_ACCUMULATE ? dw[r] : 0.0f, gb = db_mode == TSR_ACCUMULATE ? db[r] : 0.0f;
         for (int c = 0; c < nchunks; c++) {
             gw += part[(size_t)(2 * c) * m + r];
             gb += part[(size_t)(2 * c + 1) * m + r];
@@ -243,25 +243,25 @@ extern "C" int tsr_cuda_layernorm_fwd(void *stream, int m, int n, const float *x
 }
 
 extern "C" int tsr_cuda_layernorm_sum(void *stream, int m, int n, const float *x, int ldx, float *s, int incs,
-                                      int accumulate)
+                                      tsr_write_t mode)
 {
     if (bad_tile(m, n, ldx) || incs < 1)
         return TSR_EINVAL;
     if (n == 0)
         return 0;
-    ln_sum_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, s, incs, accumulate);
+    ln_sum_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, s, incs, mode);
     return launched();
 }
 
 extern "C" int tsr_cuda_layernorm_sqdev(void *stream, int m, int n, const float *x, int ldx, const float *s,
-                                        int incs, int C, float *q, int incq, int accumulate)
+                                        int incs, int C, float *q, int incq, tsr_write_t mode)
 {
     if (bad_tile(m, n, ldx) || incs < 1 || incq < 1 || C < 1)
         return TSR_EINVAL;
     if (n == 0)
         return 0;
     ln_sqdev_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, s, incs, C, q, incq,
-                                                                               accumulate);
+                                                                               mode);
     return launched();
 }
 
@@ -292,34 +292,34 @@ extern "C" int tsr_cuda_layernorm_normalize(void *stream, int m, int n, const fl
 
 extern "C" int tsr_cuda_layernorm_bwd(void *stream, int m, int n, const float *dout, int lddo, const float *x,
                                       int ldx, const float *w, const float *mean, int incm, const float *rstd,
-                                      int incr, float *dinp, int lddi, int accumulate)
+                                      int incr, float *dinp, int lddi, tsr_write_t mode)
 {
     if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || bad_tile(m, n, lddi) || incm < 1 || incr < 1)
         return TSR_EINVAL;
     if (m == 0 || n == 0)
         return 0;
     ln_bwd_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(
-        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, dinp, lddi, accumulate);
+        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, dinp, lddi, mode);
     return launched();
 }
 
 extern "C" int tsr_cuda_layernorm_bwd_sums(void *stream, int m, int n, const float *dout, int lddo, const float *x,
                                            int ldx, const float *w, const float *mean, int incm, const float *rstd,
-                                           int incr, float *sums, int lds, int accumulate)
+                                           int incr, float *sums, int lds, tsr_write_t mode)
 {
     if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || incm < 1 || incr < 1 || lds < 2)
         return TSR_EINVAL;
     if (n == 0)
         return 0;
     ln_bwd_sums_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(
-        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, sums, lds, accumulate);
+        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, sums, lds, mode);
     return launched();
 }
 
 extern "C" int tsr_cuda_layernorm_bwd_dinp(void *stream, int m, int n, const float *dout, int lddo, const float *x,
                                            int ldx, const float *w, const float *mean, int incm, const float *rstd,
                                            int incr, const float *sums, int lds, int C, float *dinp, int lddi,
-                                           int accumulate)
+                                           tsr_write_t mode)
 {
     if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || bad_tile(m, n, lddi) || incm < 1 || incr < 1 || lds < 2 ||
         C < 1)
@@ -327,14 +327,14 @@ extern "C" int tsr_cuda_layernorm_bwd_dinp(void *stream, int m, int n, const flo
     if (m == 0 || n == 0)
         return 0;
     ln_bwd_dinp_kernel<<<grid2d(m, n), block2d(), 0, (cudaStream_t)stream>>>(
-        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, sums, lds, C, dinp, lddi, accumulate);
+        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, sums, lds, C, dinp, lddi, mode);
     return launched();
 }
 
 extern "C" int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const float *dout, int lddo,
                                              const float *x, int ldx, const float *mean, int incm,
-                                             const float *rstd, int incr, float *dw, int accumulate_w, float *db,
-                                             int accumulate_b)
+                                             const float *rstd, int incr, float *dw, tsr_write_t dw_mode, float *db,
+                                             tsr_write_t db_mode)
 {
     if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || incm < 1 || incr < 1)
         return TSR_EINVAL;
@@ -356,8 +356,8 @@ extern "C" int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const f
             return rc;
     }
     const int threads = 128;
-    ln_bwd_params_sum_kernel<<<blocks_for(m, threads), threads, 0, s>>>(m, nchunks, part, dw, accumulate_w, db,
-                                                                       accumulate_b);
+    ln_bwd_params_sum_kernel<<<blocks_for(m, threads), threads, 0, s>>>(m, nchunks, part, dw, dw_mode, db,
+                                                                       db_mode);
     return launched();
 }
 

@@ -32,7 +32,8 @@ __global__ void gather_add_kernel(int rows, float *dst, int ldd, const float *co
 }
 
 /* One block per column: block-wide max, then block-wide sum of exp(x - max). */
-__global__ void softmax_stats_kernel(int rows, int cols, const float *x, int ldx, float *stats, int lds, int merge)
+__global__ void softmax_stats_kernel(int rows, int cols, const float *x, int ldx, float *stats, int lds,
+                                     tsr_write_t mode)
 {
     __shared__ float shared[kThreads / 32];
     for (int c = blockIdx.x; c < cols; c += gridDim.x) {
@@ -47,7 +48,7 @@ __global__ void softmax_stats_kernel(int rows, int cols, const float *x, int ldx
         sum = block_reduce<kThreads>(sum, SumOp(), shared);
         if (threadIdx.x == 0) {
             float *st = stats + (size_t)c * lds;
-            if (merge) {
+            if (mode == TSR_ACCUMULATE) {
                 tsr_elem_softmax_merge(&st[0], &st[1], mx, sum);
             } else {
                 st[0] = mx;
@@ -163,7 +164,7 @@ int plan_gather(int rows, int cols, const float *const *src, const int *lds, con
 
 } /* namespace */
 
-extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, int zero_first,
+extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, tsr_write_t mode,
                                            const float *const *src, const int *lds, const tsr_colmap_t *map,
                                            int nmap)
 {
@@ -174,7 +175,7 @@ extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, flo
     if (rc || rows == 0 || cols == 0)
         return rc;
     cudaStream_t s = (cudaStream_t)stream;
-    if (zero_first &&
+    if (mode == TSR_OVERWRITE &&
         (rc = cuda_rc(cudaMemset2DAsync(dst, (size_t)ldd * sizeof(float), 0, (size_t)rows * sizeof(float),
                                         (size_t)cols, s))))
         return rc;
@@ -196,14 +197,14 @@ extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, flo
 }
 
 extern "C" int tsr_cuda_softmax_stats(void *stream, int rows, int cols, const float *x, int ldx, float *stats,
-                                      int lds, int merge)
+                                      int lds, tsr_write_t mode)
 {
     if (bad_tile(rows, cols, ldx) || lds < 2)
         return TSR_EINVAL;
     if (cols == 0)
         return 0;
     softmax_stats_kernel<<<blocks_for(cols, 1), kThreads, 0, (cudaStream_t)stream>>>(rows, cols, x, ldx, stats, lds,
-                                                                                      merge);
+                                                                                      mode);
     return launched();
 }
 
