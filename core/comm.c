@@ -16,19 +16,32 @@
 #endif
 
 #if TSR_USE_MPI
-/* The message tag of host-side transfers under simulation: far above the
- * tags tsr_tag_alloc hands out to tiles. Messages between two ranks with one
- * tag arrive in the order they were sent. */
+/* Under simulation, the n-th message from one rank to another has tag
+ * HOST_TAG + n (both sides count in program order), far above the tags
+ * tsr_tag_alloc hands out to tiles. Sends are synchronous: a message that
+ * arrived before its receive was posted (StarPU-MPI's early data) was never
+ * delivered under SMPI, and the run deadlocked (docs/simulation.md). */
 #define HOST_TAG ((starpu_mpi_tag_t)1 << 60)
 
 static int simulated_transfer(void *buf, size_t bytes, int peer, int send)
 {
+    static int64_t *sent, *received; /* messages to / from each rank so far */
+    if (!sent && (!(sent = calloc((size_t)tsr_ctx.size, sizeof *sent)) ||
+                  !(received = calloc((size_t)tsr_ctx.size, sizeof *received))))
+        return TSR_ENOMEM;
     if (bytes == 0)
         return TSR_SUCCESS;
+    starpu_mpi_tag_t tag = HOST_TAG + (send ? sent[peer]++ : received[peer]++);
     starpu_data_handle_t h;
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)buf, (uint32_t)bytes, 1);
-    int rc = send ? starpu_mpi_send(h, peer, HOST_TAG, tsr_ctx.comm)
-                  : starpu_mpi_recv(h, peer, HOST_TAG, tsr_ctx.comm, MPI_STATUS_IGNORE);
+    int rc;
+    if (send) {
+        starpu_mpi_req req;
+        rc = starpu_mpi_issend(h, &req, peer, tag, tsr_ctx.comm);
+        if (rc == 0)
+            rc = starpu_mpi_wait(&req, MPI_STATUS_IGNORE);
+    } else
+        rc = starpu_mpi_recv(h, peer, tag, tsr_ctx.comm, MPI_STATUS_IGNORE);
     starpu_data_unregister(h);
     return rc == 0 ? TSR_SUCCESS : TSR_ERUNTIME;
 }

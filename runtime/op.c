@@ -33,6 +33,18 @@ static void cuda_entry(void *buffers[], void *cl_arg)
 }
 #endif
 
+/* The performance-model footprint of a task with a variable buffer count (a
+ * gather from however many tiles hold some tokens): its first tile's shape
+ * alone. Its other tiles depend on the data, so a history per tile set would
+ * never hold enough samples of each to predict a run (docs/simulation.md). */
+static uint32_t first_tile_footprint(struct starpu_task *task)
+{
+    starpu_data_handle_t h = STARPU_TASK_GET_HANDLE(task, 0);
+    uint32_t dims[4] = { starpu_block_get_nx(h), starpu_block_get_ny(h), starpu_block_get_nz(h),
+                         (uint32_t)starpu_block_get_elemsize(h) };
+    return starpu_hash_crc32c_be_n(dims, sizeof dims, 0);
+}
+
 static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
 {
     tsr_op_codelet_t *k = &op->kind[t];
@@ -43,6 +55,8 @@ static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
     snprintf(k->symbol, sizeof k->symbol, "tsr_%s_%s", op->name, tsr_dtype_name(t));
     pm->type = STARPU_HISTORY_BASED;
     pm->symbol = k->symbol;
+    if (op->nbuffers == 0)
+        pm->footprint = first_tile_footprint;
     starpu_codelet_init(cl);
     cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;
     cl->cpu_funcs_name[0] = k->symbol;
