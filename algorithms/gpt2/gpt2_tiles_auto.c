@@ -1,4 +1,4 @@
-/* GPT-2 tile sizes chosen from the calibrated GEMM model (gemm_tiles.c).
+/* GPT-2 tile sizes chosen from the calibrated GEMM model (tiles/gemm.c).
  *
  * A training step is modelled by its GEMMs, which are most of its work: per
  * layer the QKV, attention-projection, MLP-up and MLP-down linear layers, and
@@ -59,7 +59,7 @@ static double phase_time(double work, double tasks, double chain, int p)
 }
 
 /* Work, task count and longest chain of C (M x N) = sum over K of A B in
- * tiles mb x nb x kb, chained along K: the GEMM model's (gemm_tiles.c),
+ * tiles mb x nb x kb, chained along K: the GEMM model's (tiles/gemm.c),
  * from its measured task shapes where it has them. */
 static void gemm_phase(step_model_t *s, int M, int N, int K, int mb, int nb, int kb, double *work, double *tasks,
                        double *chain)

@@ -1,5 +1,5 @@
-/* What the tile models share (gemm_tiles.c, attention_tiles.c,
- * tile_model_cache.c); not installed: the public headers are the .h files
+/* What the tile models share (algorithms/tiles/: gemm.c, attention.c,
+ * model_cache.c; and algorithms/gpt2/gpt2_tiles_auto.c); not installed: the public headers are the .h files
  * directly in algorithms/. */
 #ifndef TSR_TILE_MODEL_H
 #define TSR_TILE_MODEL_H

@@ -7,7 +7,7 @@
  * after a warm-up; the forward and the backward task apart, and each for two
  * positions: fully visible (the queries after the keys) and on the diagonal
  * (last query = last key); about two seconds for 25 pairs. The times are
- * cached on disk per worker set and BLAS kernels (tile_model_cache.c), so
+ * cached on disk per worker set and BLAS kernels (model_cache.c), so
  * every process on a machine works from the same measurements.
  *
  * A pair's time: the CPU kernels compute only the scores each chunk of
@@ -31,7 +31,7 @@
  * process), as many candidates as 2 s of trials afford by the model (up to
  * 8, the best of each granularity first: tsr_trials_plan) run as whole
  * passes and the fastest measured wins, cached per pass and worker set (as
- * gemm_tiles.c does). */
+ * gemm.c does). */
 #include <math.h>
 #include "tsr_attention.h"
 #include "tsr_runtime_attention.h"
@@ -42,7 +42,7 @@ static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
 
 /* The tile-pair task times of the running workers, named hd bb qb kb
- * backward diagonal (cached: tile_model_cache.c). */
+ * backward diagonal (cached: model_cache.c). */
 static tsr_trials_t task_times;
 
 /* Descriptors of p head tiles for one tile pair: query tensors of qb tokens,
