@@ -65,7 +65,7 @@ static const product_t PRODUCTS[] = { { 300, 200, 500, TSR_ACCUM_ORDERED }, { 30
 static void write_gemm(void)
 {
     static const int squares[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
-    tsr_tile_cache_t c;
+    tsr_tile_cache_t c = { "", "" };
     tsr_atomic_file_t af;
     tsr_tile_cache_init(&c, "gemm float32");
     FILE *f = tsr_tile_cache_write(&c, &af);
@@ -120,7 +120,7 @@ static const pass_t PASSES[] = { { 512, 64, 4, 1, 0, TSR_ACCUM_ORDERED },
 static void write_attention(void)
 {
     static const int sizes[] = { 64, 128, 256, 512 };
-    tsr_tile_cache_t c;
+    tsr_tile_cache_t c = { "", "" };
     tsr_atomic_file_t af;
     tsr_tile_cache_init(&c, "attention tasks");
     FILE *f = tsr_tile_cache_write(&c, &af);
