@@ -7,7 +7,6 @@
  * rounding error) are those the choosers picked before they shared one
  * driver (algorithms/tiles/search.c); the cache files are
  * unchanged afterwards (nothing was measured).   test_tile_search CACHE_DIR */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +57,21 @@ static const product_t PRODUCTS[] = { { 300, 200, 500, TSR_ACCUM_ORDERED }, { 30
                                       { 2000, 1000, 1100, TSR_ACCUM_ORDERED } }; /* too slow to try */
 #define NPRODUCTS 3
 
+/* The cache files written (for the check that nothing was measured). */
+static char written[4][4200];
+static int nwritten;
+
+/* A new cache file of the model or trials `name`, its key line written. */
+static FILE *cache_file(const char *name, tsr_atomic_file_t *af)
+{
+    tsr_tile_cache_t c = { "", "" };
+    tsr_tile_cache_init(&c, name);
+    snprintf(written[nwritten++], sizeof written[0], "%s", c.path);
+    FILE *f = tsr_tile_cache_write(&c, af);
+    CHECK(f != NULL);
+    return f;
+}
+
 /* The GEMM model: the calibrated squares, then every candidate shape of
  * the products (a jitter of up to +-20 % on the smooth model: the
  * refinement reorders the shortlist); and the trials of every candidate of
@@ -65,11 +79,8 @@ static const product_t PRODUCTS[] = { { 300, 200, 500, TSR_ACCUM_ORDERED }, { 30
 static void write_gemm(void)
 {
     static const int squares[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048 };
-    tsr_tile_cache_t c = { "", "" };
     tsr_atomic_file_t af;
-    tsr_tile_cache_init(&c, "gemm float32");
-    FILE *f = tsr_tile_cache_write(&c, &af);
-    CHECK(f != NULL);
+    FILE *f = cache_file("gemm float32", &af);
     for (int i = 0; f && i < 12; i++)
         fprintf(f, "%d %.17g\n", squares[i], gemm_task(squares[i], squares[i], squares[i]));
     int cm[16], cn[16], ck[16];
@@ -88,9 +99,7 @@ static void write_gemm(void)
     }
     if (f)
         tsr_tile_cache_commit(&af);
-    tsr_tile_cache_init(&c, "gemm trials float32");
-    f = tsr_tile_cache_write(&c, &af);
-    CHECK(f != NULL);
+    f = cache_file("gemm trials float32", &af);
     for (int p = 0; f && p < NPRODUCTS - 1; p++) {
         const product_t *pr = &PRODUCTS[p];
         int nm = gemm_sizes(pr->m, cm), nn = gemm_sizes(pr->n, cn), nk = gemm_sizes(pr->k, ck);
@@ -120,11 +129,8 @@ static const pass_t PASSES[] = { { 512, 64, 4, 1, 0, TSR_ACCUM_ORDERED },
 static void write_attention(void)
 {
     static const int sizes[] = { 64, 128, 256, 512 };
-    tsr_tile_cache_t c = { "", "" };
     tsr_atomic_file_t af;
-    tsr_tile_cache_init(&c, "attention tasks");
-    FILE *f = tsr_tile_cache_write(&c, &af);
-    CHECK(f != NULL);
+    FILE *f = cache_file("attention tasks", &af);
     for (int a = 0; f && a < 4; a++)
         for (int b = 0; b < 4; b++)
             for (int backward = 0; backward <= 1; backward++)
@@ -138,9 +144,7 @@ static void write_attention(void)
                 }
     if (f)
         tsr_tile_cache_commit(&af);
-    tsr_tile_cache_init(&c, "attention trials");
-    f = tsr_tile_cache_write(&c, &af);
-    CHECK(f != NULL);
+    f = cache_file("attention trials", &af);
     for (int p = 0; f && p < NPASSES - 1; p++)
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++) {
@@ -153,41 +157,20 @@ static void write_attention(void)
         tsr_tile_cache_commit(&af);
 }
 
-/* The text of every cache file, concatenated (static). */
-static const char *cache_text(const char *cache)
+/* The text of the cache files written, concatenated (static). */
+static const char *cache_text(void)
 {
     static char text[1 << 20];
-    char dir[3000], path[4200];
     size_t n = 0;
-    snprintf(dir, sizeof dir, "%s/tile_models", cache);
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = strstr(e->d_name, ".txt") ? fopen(path, "r") : NULL;
+    for (int i = 0; i < nwritten; i++) {
+        FILE *f = fopen(written[i], "r");
         if (f) {
-            n += snprintf(text + n, sizeof text - n, "%s\n", e->d_name);
             n += fread(text + n, 1, sizeof text - 1 - n, f);
             fclose(f);
         }
     }
-    if (d)
-        closedir(d);
     text[n] = '\0';
     return text;
-}
-
-static void clear_cache(const char *cache)
-{
-    char dir[3000], path[4200];
-    snprintf(dir, sizeof dir, "%s/tile_models", cache);
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (strstr(e->d_name, ".txt")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            remove(path);
-        }
-    if (d)
-        closedir(d);
 }
 
 int main(int argc, char **argv)
@@ -197,7 +180,6 @@ int main(int argc, char **argv)
         return 2;
     }
     setenv("TSR_CACHE_DIR", argv[1], 1);
-    clear_cache(argv[1]);
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = 2;
@@ -206,7 +188,7 @@ int main(int argc, char **argv)
     write_gemm();
     write_attention();
     static char before[1 << 20];
-    snprintf(before, sizeof before, "%s", cache_text(argv[1]));
+    snprintf(before, sizeof before, "%s", cache_text());
 
     /* the tiles the choosers picked before the driver */
     static const int gemm_expected[NPRODUCTS][3] = { { 128, 192, 500 }, { 128, 192, 192 }, { 1024, 768, 1100 } };
@@ -236,7 +218,7 @@ int main(int argc, char **argv)
         CHECK(qb == attention_expected[p][0] && kb == attention_expected[p][1]);
         CHECK(fabs(predicted / attention_predicted[p] - 1) < 1e-12);
     }
-    CHECK(strcmp(cache_text(argv[1]), before) == 0); /* nothing measured */
+    CHECK(strcmp(cache_text(), before) == 0); /* nothing measured */
     tsr_finalize();
     return tsr_check_report("test_tile_search");
 }

@@ -19,9 +19,10 @@
  * where the model needs them) is evaluated, with every GEMM task priced from
  * the calibrated square sizes.
  *
- * The choice: per (token, channel) tile pair, the tiles the parallelism and
+ * The choice (the search of tiles/search.c, with this file's callbacks):
+ * per (token, channel) tile pair, the tiles the parallelism and
  * the task granularity depend on most, the model's best hidden, vocabulary
- * and head tiles; the REFINE best pairs are priced again with their GEMM
+ * and head tiles; the TSR_TILE_SHORTLIST best pairs are priced again with their GEMM
  * task shapes measured (thin tasks, as the LM head's, run faster than the
  * squares' interpolation says); the TRIALS - 1 best of those and the
  * default tiles (tsr_gpt2_tiles_default) run a few steps for real on the

@@ -77,7 +77,7 @@ int tsr_trials_measure(tsr_trials_t *tr, const int *key, int (*run)(void *ctx, d
 /* ---- the tile search (tiles/search.c) -------------------------------------
  *
  * One driver chooses the tiles of every problem (a GEMM product, an
- * attention pass, a GPT-2 step), in six stages:
+ * attention pass, a GPT-2 step), in stages:
  *   candidates  every combination of the problem's sizes per dimension;
  *   model       each priced by the problem's model from calibrated tasks;
  *               the best of each group (combinations that share their
@@ -95,29 +95,19 @@ int tsr_trials_measure(tsr_trials_t *tr, const int *key, int (*run)(void *ctx, d
  *               worker set: run once);
  *   fastest     the fastest trial wins; without trials the model's best.
  *
- * The numbers, named once (docs/tiles-auto.md has the why of each):
- *   TSR_TILE_BYTES_PER_S   8e9    memory streaming a core sustains
- *   TSR_CALIBRATION_RUNS   3      timed runs of a calibration (after one untimed)
- *   TSR_TILE_SHORTLIST     6      candidates refined (GEMM, GPT-2)
- *   TSR_TILE_TIE           1.01   GEMM: larger tiles win within 1 %
- *   TSR_TRIAL_RUNS         2      timed runs of a trial (after one untimed)
- *   TSR_TRIAL_BUDGET       2 s    the model's time for all budgeted trials
- *   TSR_TRIAL_BYTES        1 GiB  larger operands: no trials
- *   TSR_TRIAL_MAX          8      budgeted trials at most
- *   TSR_TRIAL_WINDOW       1.5    a granularity's best tried when within 1.5x of the best
- * and per problem (its file): the candidate sizes, the GPT-2 step's tasks
- * besides the GEMMs (14 per channel-token tile, 6 per head-query tile) and
- * its trial steps. */
-#define TSR_CALIBRATION_RUNS 3
-#define TSR_TILE_SHORTLIST 6
-#define TSR_TILE_TIE 1.01
-#define TSR_TRIAL_RUNS 2
-#define TSR_TRIAL_BUDGET 2.0
-#define TSR_TRIAL_BYTES (1024.0 * 1048576)
-#define TSR_TRIAL_MAX 8
-#define TSR_TRIAL_WINDOW 1.5
-#define TSR_TRIAL_PLANNED 64 /* candidates a trial plan looks at, at most */
-#define TSR_TRIAL_GRAINS 64  /* granularities told apart */
+ * Its numbers, each named once here (docs/tiles-auto.md: how they were
+ * found); a problem's own (its candidate sizes, the GPT-2 step's tasks
+ * besides the GEMMs, its trial steps) are named in its file. */
+#define TSR_CALIBRATION_RUNS 3  /* timed runs of a calibration, the fastest kept, after an untimed one */
+#define TSR_TILE_SHORTLIST 6    /* groups refined (GEMM, GPT-2) */
+#define TSR_TILE_TIE 1.01       /* GEMM: larger tiles win a tie within 1 % (fewer tasks, less runtime cost) */
+#define TSR_TRIAL_RUNS 2        /* timed runs of a budgeted trial, the fastest kept, after an untimed one */
+#define TSR_TRIAL_BUDGET 2.0    /* seconds the model puts all budgeted trials at, at most */
+#define TSR_TRIAL_BYTES (1024.0 * 1048576) /* larger data: no budgeted trials */
+#define TSR_TRIAL_MAX 8         /* budgeted trials at most */
+#define TSR_TRIAL_WINDOW 1.5    /* a granularity's best is tried when predicted within 1.5x of the best */
+#define TSR_TRIAL_PLANNED 64    /* candidates a trial plan looks at, at most */
+#define TSR_TRIAL_GRAINS 64     /* granularities told apart */
 
 #define TSR_TILE_DIMS 5   /* sizes a choice has at most (GPT-2: token, channel, hidden, vocabulary, heads) */
 #define TSR_TILE_SIZES 64 /* candidate sizes per dimension at most */

@@ -9,6 +9,12 @@
 
 typedef tsr_tile_choice_t choice_t;
 
+/* The workers of all ranks. */
+static int workers(void)
+{
+    return (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
+}
+
 double tsr_tile_phase_seconds(double work, double tasks, double task_work, double chain, int p)
 {
     double rounds = ceil(tasks / p) * task_work / tasks;
@@ -25,11 +31,11 @@ int tsr_trials_granularity(double tasks, int workers)
 
 int tsr_trials_plan(const double *predicted, const double *tasks, int n, double bytes, int *order)
 {
-    int workers = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size(), k = 0;
+    int p = workers(), k = 0;
     char seen[TSR_TRIAL_GRAINS] = { 0 }, taken[TSR_TRIAL_PLANNED] = { 0 };
     n = n < TSR_TRIAL_PLANNED ? n : TSR_TRIAL_PLANNED;
     for (int i = 0; i < n; i++) {
-        int g = tsr_trials_granularity(tasks[i], workers);
+        int g = tsr_trials_granularity(tasks[i], p);
         if (predicted[i] <= TSR_TRIAL_WINDOW * predicted[0] && !seen[g]) {
             seen[g] = taken[i] = 1;
             order[k++] = i;
@@ -46,11 +52,6 @@ int tsr_trials_plan(const double *predicted, const double *tasks, int n, double 
            (TSR_TRIAL_RUNS + 1) * (cost + predicted[order[afford]]) <= TSR_TRIAL_BUDGET)
         cost += predicted[order[afford++]];
     return afford >= 2 ? afford : 0;
-}
-
-static int workers(void)
-{
-    return (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
 }
 
 /* "mb 128 nb 192 kb 500" (static). */
