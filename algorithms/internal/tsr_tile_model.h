@@ -70,7 +70,7 @@ double tsr_trials_find(const tsr_trials_t *tr, const int *key);
 void tsr_trials_add(tsr_trials_t *tr, const int *key, double seconds);
 void tsr_trials_save(tsr_trials_t *tr);
 /* The time of the trial named key: tr's, else measured by run(ctx,
- * seconds) and added to tr (*ran set to 1). */
+ * seconds) and added to tr (*ran, unless ran is NULL, set to 1). */
 int tsr_trials_measure(tsr_trials_t *tr, const int *key, int (*run)(void *ctx, double *seconds), void *ctx,
                        double *seconds, int *ran);
 

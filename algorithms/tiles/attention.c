@@ -111,10 +111,13 @@ static int submit_round(const pair_descs_t *d, int p, int backward, tsr_attn_pos
     return rc ? rc : tsr_wait();
 }
 
-/* Seconds of one round of p tasks of the pair, the best of
- * TSR_CALIBRATION_RUNS after a warm-up. */
-static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diagonal, int p, double *seconds)
+/* Seconds of one round of a task per worker of the pair named by key (hd
+ * bb qb kb backward diagonal), the best of TSR_CALIBRATION_RUNS after a
+ * warm-up (tsr_trials_measure's run). */
+static int calibrate_pair(void *key, double *seconds)
 {
+    const int *k = key, hd = k[0], bb = k[1], qb = k[2], kb = k[3], backward = k[4], diagonal = k[5];
+    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
     pair_descs_t d = { 0 };
     tsr_attn_pos_t pos = calibrated_pos(qb, kb, diagonal);
     int rc = create_pair(hd, bb, qb, kb, p, &d);
@@ -136,24 +139,12 @@ static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diag
     return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
 }
 
-/* A calibration of the pair at a calibrated position (tsr_trials_measure's run). */
-typedef struct { int hd, bb, qb, kb, backward, diagonal; } pair_task_t;
-
-static int calibrate_task(void *ctx, double *seconds)
-{
-    const pair_task_t *t = ctx;
-    return calibrate_pair(t->hd, t->bb, t->qb, t->kb, t->backward, t->diagonal,
-                          tsr_ncpu_workers() + tsr_ncuda_workers(), seconds);
-}
-
 /* The task time of the pair at a calibrated position for the running
  * workers: cached, or measured on first use (and then cached). */
 static int task_time(int hd, int bb, int qb, int kb, int backward, int diagonal, double *seconds)
 {
-    const int key[6] = { hd, bb, qb, kb, backward, diagonal };
-    pair_task_t t = { hd, bb, qb, kb, backward, diagonal };
-    int ran = 0;
-    return tsr_trials_measure(&task_times, key, calibrate_task, &t, seconds, &ran);
+    int key[6] = { hd, bb, qb, kb, backward, diagonal };
+    return tsr_trials_measure(&task_times, key, calibrate_pair, key, seconds, NULL);
 }
 
 /* The measured times of a candidate pair (qb, kb). */

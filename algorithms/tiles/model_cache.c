@@ -225,7 +225,8 @@ int tsr_trials_measure(tsr_trials_t *tr, const int *key, int (*run)(void *ctx, d
     int rc = run(ctx, seconds);
     if (!rc) {
         tsr_trials_add(tr, key, *seconds);
-        *ran = 1;
+        if (ran)
+            *ran = 1;
     }
     return rc;
 }
