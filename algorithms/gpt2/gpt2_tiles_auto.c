@@ -133,11 +133,31 @@ static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double pe
     s->phases += tsr_tile_phase_seconds(work, tasks, work, task, s->p);
 }
 
-static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, int p, const tsr_gpt2_tiles_t *t,
-                           double task_cost, double per_logit, int measure)
+/* The batch as the model sees it (N tokens a sub-batch) and its calibrations. */
+typedef struct {
+    const tsr_gpt2_config_t *cfg;
+    int B, N, T, sub_b, nsub, p;
+    tsr_accum_t accum;
+    double task_cost, per_logit;
+} step_ctx_t;
+
+static tsr_gpt2_tiles_t tiles_of(const step_ctx_t *x, const int *tile)
 {
+    return (tsr_gpt2_tiles_t){ tile[0], tile[1], tile[2], tile[3], tile[4], 0, 0, x->accum };
+}
+
+/* tsr_tile_problem_t.predict: the step in tiles tok ch hid voc heads
+ * (measured: their GEMM task shapes measured first, once); NaN when the
+ * GEMM model fails. */
+static double predict(void *ctx, const int *tile, int measured, double *tasks)
+{
+    const step_ctx_t *x = ctx;
+    const tsr_gpt2_config_t *c = x->cfg;
+    const tsr_gpt2_tiles_t tiles = tiles_of(x, tile), *t = &tiles;
+    int N = x->N, T = x->T, p = x->p;
+    *tasks = 0; /* no granularity: the trials are not budgeted */
     int C = c->C, hd = C / c->NH, fb = t->heads * hd;
-    step_model_t s = { 0, 0, 0, 0, p, measure, 0 };
+    step_model_t s = { 0, 0, 0, 0, p, measured, 0 };
     add_linear(&s, C, t->ch, 3 * C, fb, N, t->tok);     /* QKV */
     add_linear(&s, C, fb, C, t->ch, N, t->tok);         /* attention projection */
     add_linear(&s, C, t->ch, 4 * C, t->hid, N, t->tok); /* MLP up */
@@ -147,7 +167,7 @@ static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, i
     s.weight_work *= c->L;
     s.bwd_idle *= c->L;
     add_linear(&s, C, t->ch, c->Vp, t->voc, N, t->tok); /* LM head */
-    add_loss(&s, c->Vp, t->voc, N, t->tok, per_logit, t->accum);
+    add_loss(&s, c->Vp, t->voc, N, t->tok, x->per_logit, t->accum);
     if (s.failed)
         return NAN;
     /* tasks besides the GEMMs (TASKS_PER_*), and AdamW per weight tile */
@@ -156,9 +176,9 @@ static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, i
     double weights = nch * ceil(3.0 * C / fb) + ceil((double)C / fb) * nch + 2 * nch * ceil(4.0 * C / t->hid);
     double other = c->L * (TASKS_PER_CHANNEL_TILE * nch * ntok + TASKS_PER_HEAD_TILE * nheads * ntok * nq + weights) +
                    TASKS_PER_VOCAB_TILE * ceil((double)c->Vp / t->voc) * ntok;
-    double work = nsub * (s.work + other * task_cost);
+    double work = x->nsub * (s.work + other * x->task_cost);
     double weight_excess = fmax(0, s.weight_work - s.bwd_idle); /* what the backward's gaps cannot take */
-    return fmax(work / p, s.phases + weight_excess / p + other * task_cost / p);
+    return fmax(work / p, s.phases + weight_excess / p + other * x->task_cost / p);
 }
 
 /* Candidate sizes: n / d for the divisors d of n up to max_parts. */
@@ -220,29 +240,6 @@ static int trial_step(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, cons
     qsort(steps, n, sizeof(double), cmp_double);
     *seconds = n == 0 ? INFINITY : n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
     return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
-}
-
-/* The batch as the model sees it (N tokens a sub-batch) and its calibrations. */
-typedef struct {
-    const tsr_gpt2_config_t *cfg;
-    int B, N, T, sub_b, nsub, p;
-    tsr_accum_t accum;
-    double task_cost, per_logit;
-} step_ctx_t;
-
-static tsr_gpt2_tiles_t tiles_of(const step_ctx_t *x, const int *tile)
-{
-    return (tsr_gpt2_tiles_t){ tile[0], tile[1], tile[2], tile[3], tile[4], 0, 0, x->accum };
-}
-
-/* tsr_tile_problem_t.predict: the step in tiles tok ch hid voc heads
- * (measured: their GEMM task shapes measured first, once). */
-static double predict(void *ctx, const int *tile, int measured, double *tasks)
-{
-    const step_ctx_t *x = ctx;
-    tsr_gpt2_tiles_t t = tiles_of(x, tile);
-    *tasks = 0; /* no granularity: the trials are not budgeted */
-    return predict_step(x->cfg, x->N, x->T, x->nsub, x->p, &t, x->task_cost, x->per_logit, measured);
 }
 
 /* tsr_tile_problem_t.default_tile: tsr_gpt2_tiles_default's. */

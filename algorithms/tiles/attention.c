@@ -166,11 +166,34 @@ static double pair_seconds(const pair_times_t *t, tsr_attn_pos_t pos)
     return d < 1.0 ? t->diag + (t->full - t->diag) * (s - d) / (1.0 - d) : t->full;
 }
 
-/* Model of one pass (see the top of the file). */
-static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, int backward, tsr_accum_t accum,
-                      int p, double *ntasks)
+/* A pass over heads heads of T tokens (bb a tile), and its candidates'
+ * measured pair times (times[a * n + b]: query tile cand[a], key tile cand[b]). */
+typedef struct {
+    int T, hd, heads, bb, backward;
+    tsr_accum_t accum;
+    int n, cand[NCAND + 1], p;
+    pair_times_t times[(NCAND + 1) * (NCAND + 1)];
+} pass_t;
+
+/* The measured times of the pair qb x kb = tile. */
+static const pair_times_t *pair_of(const pass_t *pass, const int *tile)
 {
-    int qb = pt->qb, kb = pt->kb, htiles = (heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
+    int a = 0, b = 0;
+    while (pass->cand[a] != tile[0])
+        a++;
+    while (pass->cand[b] != tile[1])
+        b++;
+    return &pass->times[a * pass->n + b];
+}
+
+/* tsr_tile_problem_t.predict: the pass in tiles qb x kb (its pair tasks
+ * measured already; see the top of the file), and its task count. */
+static double predict(void *ctx, const int *tile, int measured, double *ntasks)
+{
+    const pass_t *pass = ctx;
+    const pair_times_t *pt = pair_of(pass, tile);
+    int T = pass->T, bb = pass->bb, p = pass->p;
+    int qb = pt->qb, kb = pt->kb, htiles = (pass->heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
     double tasks = 0, work = 0, last_chain = 0, t = pt->full;
     for (int i = 0; i < nq; i++)
         for (int j = 0; j <= ((i + 1) * qb - 1) / kb; j++) { /* key tiles up to the query tile's last query */
@@ -181,31 +204,25 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
                 last_chain += s;
         }
     double pair_work = work, chain; /* the pair tasks' own, without REDUX's additions */
-    if (!backward) {
+    if (!pass->backward) {
         chain = last_chain;
-    } else if (accum == TSR_ACCUM_ORDERED) {
+    } else if (pass->accum == TSR_ACCUM_ORDERED) {
         chain = (nq + nk - 1) * t;
     } else {
         /* every worker may hold a copy of each dQ, dK, dV tile: (p - 1) additions each */
-        double bytes = 4.0 * bb * hd * (nq * (double)qb + 2.0 * nk * kb) * htiles;
+        double bytes = 4.0 * bb * pass->hd * (nq * (double)qb + 2.0 * nk * kb) * htiles;
         double adds = (p - 1) * 3.0 * bytes / TSR_TILE_BYTES_PER_S;
         work += adds;
         chain = t + adds / p;
     }
     *ntasks = tasks;
-    return tsr_tile_phase_seconds(work, tasks, pair_work, chain, p);
+    double seconds = tsr_tile_phase_seconds(work, tasks, pair_work, chain, p);
+    tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms (diagonal %.3f), "
+            "predicted %.4f s", T, pass->backward ? "bwd" : "fwd", qb, kb, pt->full * 1e3, pt->diag * 1e3, seconds);
+    return seconds;
 }
 
 /* ---- the search -------------------------------------------------------------- */
-
-/* A pass over heads heads of T tokens (bb a tile), and its candidates'
- * measured pair times (times[a * n + b]: query tile cand[a], key tile cand[b]). */
-typedef struct {
-    int T, hd, heads, bb, backward;
-    tsr_accum_t accum;
-    int n, cand[NCAND + 1], p;
-    pair_times_t times[(NCAND + 1) * (NCAND + 1)];
-} pass_t;
 
 /* The candidate pairs' tasks, measured on first use (cached). */
 static int calibrate_pass(pass_t *pass)
@@ -227,27 +244,6 @@ static int calibrate_pass(pass_t *pass)
                 task_times.n - known, pass->p / tsr_size(), task_times.cache.path);
     tsr_trials_save(&task_times);
     return TSR_SUCCESS;
-}
-
-static int candidate_index(const pass_t *pass, int size)
-{
-    int i = 0;
-    while (pass->cand[i] != size)
-        i++;
-    return i;
-}
-
-/* tsr_tile_problem_t.predict: the pass in tiles qb x kb (its pair tasks
- * are measured already). */
-static double predict_pass(void *ctx, const int *tile, int measured, double *tasks)
-{
-    const pass_t *pass = ctx;
-    const pair_times_t *pt = &pass->times[candidate_index(pass, tile[0]) * pass->n + candidate_index(pass, tile[1])];
-    double s = predict(pass->T, pass->hd, pass->heads, pass->bb, pt, pass->backward, pass->accum, pass->p, tasks);
-    tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms (diagonal %.3f), "
-            "predicted %.4f s", pass->T, pass->backward ? "bwd" : "fwd", pt->qb, pt->kb, pt->full * 1e3,
-            pt->diag * 1e3, s);
-    return s;
 }
 
 /* tsr_tile_problem_t.trial: the fastest of TSR_TRIAL_RUNS passes in tiles
@@ -309,7 +305,7 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
                               .nsizes = { pass.n, pass.n }, .bytes = 9.0 * heads * hd * T * sizeof(float),
                               .trials = &trials, .trials_name = "attention trials", .nkeys = 6,
                               .key = { T, hd, heads, bb, backward, (int)accum }, .ctx = &pass,
-                              .predict = predict_pass, .trial = trial_pass };
+                              .predict = predict, .trial = trial_pass };
     snprintf(pb.name, sizeof pb.name, "attention tiles T %d %s", T, backward ? "bwd" : "fwd");
     memcpy(pb.sizes[0], pass.cand, pass.n * sizeof *pass.cand);
     memcpy(pb.sizes[1], pass.cand, pass.n * sizeof *pass.cand);

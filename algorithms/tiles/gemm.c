@@ -298,14 +298,28 @@ static gemm_phase_t ordered_phase(const gemm_model_t *m, size_t esize, int M, in
     return ph;
 }
 
-static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, int K, int mb, int nb, int kb,
-                      tsr_accum_t accum, int measured)
+/* The product a tile choice is for, and its model. */
+typedef struct {
+    gemm_model_t *model;
+    tsr_dtype_t dtype;
+    int m, n, k;
+    tsr_accum_t accum;
+    int workers;
+    size_t esize;
+} product_t;
+
+/* tsr_tile_problem_t.predict: the product in tiles mb x nb x kb, and its
+ * task count (without REDUX's additions). */
+static double predict(void *ctx, const int *tile, int measured, double *tasks)
 {
-    gemm_phase_t ph = ordered_phase(m, esize, M, N, K, mb, nb, kb, measured);
-    if (accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
-        int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
+    const product_t *pr = ctx;
+    int M = pr->m, N = pr->n, K = pr->k, mb = tile[0], nb = tile[1], kb = tile[2], p = pr->workers;
+    int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
+    *tasks = (double)mt * nt * kt;
+    gemm_phase_t ph = ordered_phase(pr->model, pr->esize, M, N, K, mb, nb, kb, measured);
+    if (pr->accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
         int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
-        double add = streaming_seconds((double)mb * nb * esize * 3) + m->seconds[0];
+        double add = streaming_seconds((double)mb * nb * pr->esize * 3) + pr->model->seconds[0];
         ph.chain = ph.full + ceil(log2(buffers + 1.0)) * add;
         ph.work += (double)mt * nt * buffers * add;
         ph.tasks += (double)mt * nt * buffers;
@@ -419,26 +433,6 @@ static int bad_rule(const tsr_gemm_tile_rules_t *rules)
     return 0;
 }
 
-/* The product a tile choice is for, and its model. */
-typedef struct {
-    gemm_model_t *model;
-    tsr_dtype_t dtype;
-    int m, n, k;
-    tsr_accum_t accum;
-    int workers;
-    size_t esize;
-} product_t;
-
-/* tsr_tile_problem_t.predict: the model's product in tiles mb x nb x kb. */
-static double predict_product(void *ctx, const int *tile, int measured, double *tasks)
-{
-    const product_t *pr = ctx;
-    *tasks = (double)((pr->m + tile[0] - 1) / tile[0]) * ((pr->n + tile[1] - 1) / tile[1]) *
-             ((pr->k + tile[2] - 1) / tile[2]);
-    return predict(pr->model, pr->workers, pr->esize, pr->m, pr->n, pr->k, tile[0], tile[1], tile[2], pr->accum,
-                   measured);
-}
-
 /* tsr_tile_problem_t.measure: the shortlist's task shapes, measured once
  * (cached with the model). */
 static int measure_products(void *ctx, const tsr_tile_choice_t *list, int n)
@@ -506,7 +500,7 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
     static tsr_trials_t trials;
     tsr_tile_problem_t pb = { .policy = &GEMM_POLICY, .ndims = 3, .group_dims = 3, .dim_names = { "mb", "nb", "kb" },
                               .nsizes = { nm, nn, nk }, .trials = &trials, .nkeys = 4, .key = { m, n, k, (int)accum },
-                              .ctx = &pr, .predict = predict_product, .measure = measure_products,
+                              .ctx = &pr, .predict = predict, .measure = measure_products,
                               .trial = trial_product };
     pb.bytes = ((double)m * k + (double)k * n + (double)m * n) * pr.esize;
     snprintf(pb.name, sizeof pb.name, "gemm tiles %dx%dx%d %s", m, n, k, accum == TSR_ACCUM_REDUX ? "redux" : "ordered");
