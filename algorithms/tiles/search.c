@@ -208,8 +208,7 @@ static int plan_with_default(const tsr_tile_problem_t *pb, const choice_t *top, 
     return n;
 }
 
-/* The trial times of the n candidates: cached (per problem, worker set and
- * kernels), else run and cached. */
+/* A trial of tile (tsr_trials_measure's run). */
 typedef struct { const tsr_tile_problem_t *pb; const int *tile; } trial_run_t;
 
 static int run_trial(void *arg, double *seconds)
@@ -218,19 +217,21 @@ static int run_trial(void *arg, double *seconds)
     return r->pb->trial(r->pb->ctx, r->tile, seconds);
 }
 
+/* The trial times of the n candidates: cached (per problem, worker set and
+ * kernels), else run and cached. */
 static int cached_trials(const tsr_tile_problem_t *pb, const choice_t *tried, int n, double *seconds)
 {
     int rc = tsr_trials_load(pb->trials, pb->trials_name, pb->nkeys + pb->ndims), ran = 0;
     for (int i = 0; !rc && i < n; i++) {
-        int key[TSR_TRIAL_KEYS], new = 0;
+        int key[TSR_TRIAL_KEYS], now = 0;
         memcpy(key, pb->key, pb->nkeys * sizeof *key);
         memcpy(key + pb->nkeys, tried[i].tile, pb->ndims * sizeof *key);
         trial_run_t r = { pb, tried[i].tile };
-        rc = tsr_trials_measure(pb->trials, key, run_trial, &r, &seconds[i], &new);
-        if (new)
+        rc = tsr_trials_measure(pb->trials, key, run_trial, &r, &seconds[i], &now);
+        if (now)
             tsr_log(TSR_LOG_DEBUG, "%s: %s, %.4f s predicted, %.4f s in its trial", pb->name,
                     tile_text(pb, tried[i].tile), tried[i].predicted, seconds[i]);
-        ran += new;
+        ran += now;
     }
     if (ran)
         tsr_log(TSR_LOG_INFO, "%s: tried %d tile sets (once; cached in %s)", pb->name, ran, pb->trials->cache.path);
