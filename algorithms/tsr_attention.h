@@ -58,7 +58,7 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
  * candidate tile pair's task measured on the running workers (on first use,
  * cached in $TSR_CACHE_DIR/tile_models as the GEMM model) and a model of
  * the pass's schedule (chains, rounds, REDUX additions; see
- * algorithms/attention_tiles.c); when the pass is small enough (tensors of
+ * algorithms/tiles/attention.c); when the pass is small enough (tensors of
  * at most 1 GiB, one process), as many tile pairs as 2 s of trials afford
  * (2 to 8) run as whole passes and the fastest wins (cached per pass).
  * *predicted_seconds (may be NULL): the model's time for the chosen tiles. TSR_EINVAL, TSR_ENOTINIT, or an error of

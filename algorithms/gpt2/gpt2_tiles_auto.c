@@ -1,4 +1,4 @@
-/* GPT-2 tile sizes chosen from the calibrated GEMM model (gemm_tiles.c).
+/* GPT-2 tile sizes chosen from the calibrated GEMM model (tiles/gemm.c).
  *
  * A training step is modelled by its GEMMs, which are most of its work: per
  * layer the QKV, attention-projection, MLP-up and MLP-down linear layers, and
@@ -19,9 +19,10 @@
  * where the model needs them) is evaluated, with every GEMM task priced from
  * the calibrated square sizes.
  *
- * The choice: per (token, channel) tile pair, the tiles the parallelism and
+ * The choice (the search of tiles/search.c, with this file's callbacks):
+ * per (token, channel) tile pair, the tiles the parallelism and
  * the task granularity depend on most, the model's best hidden, vocabulary
- * and head tiles; the REFINE best pairs are priced again with their GEMM
+ * and head tiles; the TSR_TILE_SHORTLIST best pairs are priced again with their GEMM
  * task shapes measured (thin tasks, as the LM head's, run faster than the
  * squares' interpolation says); the TRIALS - 1 best of those and the
  * default tiles (tsr_gpt2_tiles_default) run a few steps for real on the
@@ -36,11 +37,22 @@
 #include "gpt2_model.h"
 #include "internal/tsr_tile_model.h"
 
-#define REFINE 6           /* the model's best candidates whose GEMM tasks get measured */
 #define TRIALS 4           /* the tile sets run for real */
 #define TRIAL_STEPS 2      /* timed steps a trial at least, after one that fills the pipeline, */
 #define TRIAL_SECONDS 0.5  /* and at least this long, */
 #define MAX_TRIAL_STEPS 20 /* in at most this many steps */
+
+/* The runtime's tasks besides the GEMMs, per layer: per (channel, token)
+ * tile (layernorms, residuals, AdamW of the C-sized tensors), per (head,
+ * query) tile (attention); per (vocabulary, token) tile of the LM head. */
+#define TASKS_PER_CHANNEL_TILE 14
+#define TASKS_PER_HEAD_TILE 6
+#define TASKS_PER_VOCAB_TILE 3
+
+/* The loss calibration's one tile of logits (vocabulary x tokens): the
+ * 124M model's default vocabulary tile, Vp / 8. */
+#define LOSS_ROWS 6288
+#define LOSS_COLS 256
 
 typedef struct {
     double work;        /* every task's time */
@@ -52,14 +64,8 @@ typedef struct {
     int failed;
 } step_model_t;
 
-/* A phase of `tasks` tasks of total `work` whose longest chain is `chain`. */
-static double phase_time(double work, double tasks, double chain, int p)
-{
-    return fmax(fmax(work / p, ceil(tasks / p) * work / tasks), chain);
-}
-
 /* Work, task count and longest chain of C (M x N) = sum over K of A B in
- * tiles mb x nb x kb, chained along K: the GEMM model's (gemm_tiles.c),
+ * tiles mb x nb x kb, chained along K: the GEMM model's (tiles/gemm.c),
  * from its measured task shapes where it has them. */
 static void gemm_phase(step_model_t *s, int M, int N, int K, int mb, int nb, int kb, double *work, double *tasks,
                        double *chain)
@@ -75,9 +81,9 @@ static void add_linear(step_model_t *s, int I, int it, int O, int ot, int N, int
     double work, tasks, chain;
     gemm_phase(s, O, N, I, ot, tok, it, &work, &tasks, &chain); /* forward */
     s->work += work;
-    s->phases += phase_time(work, tasks, chain, s->p);
+    s->phases += tsr_tile_phase_seconds(work, tasks, work, chain, s->p);
     gemm_phase(s, I, N, O, it, tok, ot, &work, &tasks, &chain); /* backward data */
-    double t = phase_time(work, tasks, chain, s->p);
+    double t = tsr_tile_phase_seconds(work, tasks, work, chain, s->p);
     s->work += work;
     s->phases += t;
     s->bwd_idle += s->p * t - work;
@@ -87,10 +93,10 @@ static void add_linear(step_model_t *s, int I, int it, int O, int ot, int N, int
 }
 
 /* Seconds per logit of the softmax statistics (forward) task: one tile of
- * 6288 x 256 logits, the best of 3. */
+ * LOSS_ROWS x LOSS_COLS logits, the best of TSR_CALIBRATION_RUNS. */
 static int calibrate_loss(double *per_logit)
 {
-    const int rows = 6288, cols = 256;
+    const int rows = LOSS_ROWS, cols = LOSS_COLS;
     tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
     tsr_desc_t *logits = NULL, *stats = NULL;
     int *targets = calloc(cols, sizeof(int));
@@ -100,7 +106,7 @@ static int calibrate_loss(double *per_logit)
     if (!rc) rc = tsr_desc_fill_random(logits, 3);
     if (!rc) rc = tsr_wait();
     double best = INFINITY;
-    for (int it = 0; !rc && it < 4; it++) {
+    for (int it = 0; !rc && it <= TSR_CALIBRATION_RUNS; it++) {
         double t0 = tsr_wtime();
         rc = tsr_crossentropy_forward(logits, stats, NULL, targets, rows, TSR_ACCUM_ORDERED);
         if (!rc)
@@ -123,15 +129,35 @@ static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double pe
     double tasks = nv * nt, work = tasks * task;
     double chain = accum == TSR_ACCUM_ORDERED ? nv * task : task;
     s->work += 2 * work;
-    s->phases += phase_time(work, tasks, chain, s->p);
-    s->phases += phase_time(work, tasks, task, s->p);
+    s->phases += tsr_tile_phase_seconds(work, tasks, work, chain, s->p);
+    s->phases += tsr_tile_phase_seconds(work, tasks, work, task, s->p);
 }
 
-static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, int p, const tsr_gpt2_tiles_t *t,
-                           double task_cost, double per_logit, int measure)
+/* The batch as the model sees it (N tokens a sub-batch) and its calibrations. */
+typedef struct {
+    const tsr_gpt2_config_t *cfg;
+    int B, N, T, sub_b, nsub, p;
+    tsr_accum_t accum;
+    double task_cost, per_logit;
+} step_ctx_t;
+
+static tsr_gpt2_tiles_t tiles_of(const step_ctx_t *x, const int *tile)
 {
+    return (tsr_gpt2_tiles_t){ tile[0], tile[1], tile[2], tile[3], tile[4], 0, 0, x->accum };
+}
+
+/* tsr_tile_problem_t.predict: the step in tiles tok ch hid voc heads
+ * (measured: their GEMM task shapes measured first, once); NaN when the
+ * GEMM model fails. */
+static double predict(void *ctx, const int *tile, int measured, double *tasks)
+{
+    const step_ctx_t *x = ctx;
+    const tsr_gpt2_config_t *c = x->cfg;
+    const tsr_gpt2_tiles_t tiles = tiles_of(x, tile), *t = &tiles;
+    int N = x->N, T = x->T, p = x->p;
+    *tasks = 0; /* no granularity: the trials are not budgeted */
     int C = c->C, hd = C / c->NH, fb = t->heads * hd;
-    step_model_t s = { 0, 0, 0, 0, p, measure, 0 };
+    step_model_t s = { 0, 0, 0, 0, p, measured, 0 };
     add_linear(&s, C, t->ch, 3 * C, fb, N, t->tok);     /* QKV */
     add_linear(&s, C, fb, C, t->ch, N, t->tok);         /* attention projection */
     add_linear(&s, C, t->ch, 4 * C, t->hid, N, t->tok); /* MLP up */
@@ -141,21 +167,18 @@ static double predict_step(const tsr_gpt2_config_t *c, int N, int T, int nsub, i
     s.weight_work *= c->L;
     s.bwd_idle *= c->L;
     add_linear(&s, C, t->ch, c->Vp, t->voc, N, t->tok); /* LM head */
-    add_loss(&s, c->Vp, t->voc, N, t->tok, per_logit, t->accum);
+    add_loss(&s, c->Vp, t->voc, N, t->tok, x->per_logit, t->accum);
     if (s.failed)
         return NAN;
-    /* tasks besides the GEMMs, per layer: ~14 per (channel, token) tile
-     * (layernorms, residuals, AdamW of the C-sized tensors), ~6 per (head,
-     * query) tile (attention), AdamW per weight tile; LM head: 3 per
-     * (vocabulary, token) tile */
+    /* tasks besides the GEMMs (TASKS_PER_*), and AdamW per weight tile */
     double nch = ceil((double)C / t->ch), ntok = ceil((double)N / t->tok), nheads = (double)c->NH / t->heads;
     double nq = ceil((double)(t->tok < T ? t->tok : T) / (t->q ? t->q : (t->tok < T ? t->tok : T)));
     double weights = nch * ceil(3.0 * C / fb) + ceil((double)C / fb) * nch + 2 * nch * ceil(4.0 * C / t->hid);
-    double other = c->L * (14 * nch * ntok + 6 * nheads * ntok * nq + weights) +
-                   3 * ceil((double)c->Vp / t->voc) * ntok;
-    double work = nsub * (s.work + other * task_cost);
+    double other = c->L * (TASKS_PER_CHANNEL_TILE * nch * ntok + TASKS_PER_HEAD_TILE * nheads * ntok * nq + weights) +
+                   TASKS_PER_VOCAB_TILE * ceil((double)c->Vp / t->voc) * ntok;
+    double work = x->nsub * (s.work + other * x->task_cost);
     double weight_excess = fmax(0, s.weight_work - s.bwd_idle); /* what the backward's gaps cannot take */
-    return fmax(work / p, s.phases + weight_excess / p + other * task_cost / p);
+    return fmax(work / p, s.phases + weight_excess / p + other * x->task_cost / p);
 }
 
 /* Candidate sizes: n / d for the divisors d of n up to max_parts. */
@@ -166,11 +189,6 @@ static int divisions(int n, int max_parts, int *out, int max_out)
         if (n % d == 0)
             out[c++] = n / d;
     return c;
-}
-
-static int same_tiles(const tsr_gpt2_tiles_t *a, const tsr_gpt2_tiles_t *b)
-{
-    return a->tok == b->tok && a->ch == b->ch && a->hid == b->hid && a->voc == b->voc && a->heads == b->heads;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -224,132 +242,55 @@ static int trial_step(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, cons
     return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
 }
 
-/* The trial times of n candidates: cached (per model, batch, ranks and
- * worker set), else measured and cached. */
-static int trial_steps(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, const tsr_gpt2_tiles_t *cand, int n,
-                       double *seconds)
+/* tsr_tile_problem_t.default_tile: tsr_gpt2_tiles_default's. */
+static void default_tile(void *ctx, int *tile)
 {
-    static tsr_trials_t trials;
-    char name[160];
-    snprintf(name, sizeof name, "gpt2 step, L %d C %d NH %d Vp %d, B %d T %d, %d sub-batches, %s, %d ranks", cfg->L,
-             cfg->C, cfg->NH, cfg->Vp, B, T, nsub, cand[0].accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
-             tsr_size());
-    int rc = tsr_trials_load(&trials, name, 5), tried = 0;
-    for (int i = 0; !rc && i < n; i++) {
-        const tsr_gpt2_tiles_t *t = &cand[i];
-        const int key[5] = { t->tok, t->ch, t->hid, t->voc, t->heads };
-        if ((seconds[i] = tsr_trials_find(&trials, key)) > 0)
-            continue;
-        rc = trial_step(cfg, B, T, nsub, t, &seconds[i]);
-        tsr_log(TSR_LOG_DEBUG, "gpt2 tiles: tok %d ch %d hid %d voc %d heads %d: %.2f ms a step in its trial", t->tok,
-                t->ch, t->hid, t->voc, t->heads, seconds[i] * 1e3);
-        if (!rc) {
-            tsr_trials_add(&trials, key, seconds[i]);
-            tried++;
-        }
-    }
-    if (tried)
-        tsr_log(TSR_LOG_INFO, "gpt2 tiles: tried %d tile sets for a few steps each (once; cached in %s)", tried,
-                trials.cache.path);
-    tsr_trials_save(&trials);
-    return rc;
+    const step_ctx_t *x = ctx;
+    tsr_gpt2_tiles_t def;
+    tsr_gpt2_tiles_default(x->cfg, x->B, x->T, &def);
+    const int sizes[5] = { def.tok, def.ch, def.hid, def.voc, def.heads };
+    memcpy(tile, sizes, sizeof sizes);
 }
 
-/* The batch as the model sees it (N tokens a sub-batch) and its calibrations. */
-typedef struct {
-    const tsr_gpt2_config_t *cfg;
-    int N, T, sub_b, nsub, p;
-    double task_cost, per_logit;
-} step_ctx_t;
-
-static double predict(const step_ctx_t *x, const tsr_gpt2_tiles_t *t, int measure)
+/* tsr_tile_problem_t.trial: a few steps (trial_step). */
+static int trial(void *ctx, const int *tile, double *seconds)
 {
-    return predict_step(x->cfg, x->N, x->T, x->nsub, x->p, t, x->task_cost, x->per_logit, measure);
+    const step_ctx_t *x = ctx;
+    tsr_gpt2_tiles_t t = tiles_of(x, tile);
+    return trial_step(x->cfg, x->B, x->T, x->nsub, &t, seconds);
 }
 
-/* Keeps t (its time s) among the REFINE best in top, best first. */
-static void keep_best(tsr_gpt2_tiles_t *top, double *top_s, int *ntop, const tsr_gpt2_tiles_t *t, double s)
-{
-    if (!(s < INFINITY) || (*ntop == REFINE && s >= top_s[REFINE - 1]))
-        return;
-    int at = *ntop < REFINE ? (*ntop)++ : REFINE - 1;
-    for (; at > 0 && top_s[at - 1] > s; at--) {
-        top[at] = top[at - 1];
-        top_s[at] = top_s[at - 1];
-    }
-    top[at] = *t;
-    top_s[at] = s;
-}
-
-/* Per (token, channel) tile pair the model's best hidden, vocabulary and
- * head tiles from the square sizes; the REFINE best pairs, priced again
- * with their GEMM tasks measured, best first. Returns how many. */
-static int shortlist(const step_ctx_t *x, tsr_accum_t accum, tsr_gpt2_tiles_t *top, double *top_s)
+/* The candidate sizes: token tiles dividing T (at least 16) or of several
+ * whole sequences, channel and hidden tiles of n / d for the divisors d
+ * of n up to 16, vocabulary tiles of Vp / 1 .. 32, heads per tile dividing NH. */
+static void candidate_sizes(const step_ctx_t *x, tsr_tile_problem_t *pb)
 {
     const tsr_gpt2_config_t *cfg = x->cfg;
-    int T = x->T, toks[32], chs[16], hids[16], heads[16], nt = 0, nhd = 0;
-    for (int d = T; d >= 1 && nt < 16; d--) /* token tiles dividing T, at least 16 */
+    int T = x->T, *toks = pb->sizes[0], nt = 0, nhd = 0;
+    for (int d = T; d >= 1 && nt < 16; d--)
         if (T % d == 0 && d >= (T < 16 ? T : 16))
             toks[nt++] = d;
-    for (int s = 2; s <= x->sub_b && nt < 32; s++) /* or several whole sequences */
+    for (int s = 2; s <= x->sub_b && nt < 32; s++)
         if (x->sub_b % s == 0)
             toks[nt++] = s * T;
-    int nc = divisions(cfg->C, 16, chs, 16), nh = divisions(4 * cfg->C, 16, hids, 16);
+    pb->nsizes[0] = nt;
+    pb->nsizes[1] = divisions(cfg->C, 16, pb->sizes[1], 16);
+    pb->nsizes[2] = divisions(4 * cfg->C, 16, pb->sizes[2], 16);
+    static const int voc_parts[] = { 1, 2, 4, 8, 16, 32 };
+    for (int v = 0; v < 6; v++)
+        pb->sizes[3][v] = (cfg->Vp + voc_parts[v] - 1) / voc_parts[v];
+    pb->nsizes[3] = 6;
     for (int d = 1; d <= cfg->NH && nhd < 16; d++)
         if (cfg->NH % d == 0)
-            heads[nhd++] = d;
-    static const int voc_parts[] = { 1, 2, 4, 8, 16, 32 };
-    int ntop = 0;
-    for (int a = 0; a < nt; a++)
-        for (int b = 0; b < nc; b++) {
-            tsr_gpt2_tiles_t pick = { 0 };
-            double pick_s = INFINITY;
-            for (int h = 0; h < nh; h++)
-                for (int v = 0; v < 6; v++)
-                    for (int e = 0; e < nhd; e++) {
-                        tsr_gpt2_tiles_t t = { toks[a], chs[b], hids[h], (cfg->Vp + voc_parts[v] - 1) / voc_parts[v],
-                                               heads[e], 0, 0, accum };
-                        double s = predict(x, &t, 0);
-                        if (s < pick_s)
-                            pick_s = s, pick = t;
-                    }
-            keep_best(top, top_s, &ntop, &pick, pick_s);
-        }
-    tsr_gpt2_tiles_t refined[REFINE];
-    double refined_s[REFINE];
-    int nrefined = 0;
-    for (int i = 0; i < ntop; i++) {
-        double s = predict(x, &top[i], 1);
-        tsr_log(TSR_LOG_DEBUG, "gpt2 tiles: tok %d ch %d hid %d voc %d heads %d: predicted %.2f ms from the square "
-                "sizes, %.2f ms with its tasks measured", top[i].tok, top[i].ch, top[i].hid, top[i].voc, top[i].heads,
-                top_s[i] * 1e3, s * 1e3);
-        keep_best(refined, refined_s, &nrefined, &top[i], s);
-    }
-    for (int i = 0; i < nrefined; i++)
-        top[i] = refined[i], top_s[i] = refined_s[i];
-    return nrefined;
+            pb->sizes[4][nhd++] = d;
+    pb->nsizes[4] = nhd;
 }
 
-/* The tile sets to try: the TRIALS - 1 best of the shortlist and the
- * defaults (the next best when the defaults are among those). */
-static int trial_candidates(const step_ctx_t *x, int B, const tsr_gpt2_tiles_t *top, const double *top_s, int ntop,
-                            tsr_gpt2_tiles_t *cand, double *cand_s)
-{
-    tsr_gpt2_tiles_t def;
-    tsr_gpt2_tiles_default(x->cfg, B, x->T, &def);
-    def.accum = ntop > 0 ? top[0].accum : def.accum;
-    int n = 0, def_in = 0;
-    for (; n < ntop && n < TRIALS - 1; n++) {
-        def_in |= same_tiles(&top[n], &def);
-        cand[n] = top[n];
-        cand_s[n] = top_s[n];
-    }
-    if (!def_in)
-        cand[n] = def, cand_s[n] = predict(x, &def, 1), n++;
-    else if (n < ntop)
-        cand[n] = top[n], cand_s[n] = top_s[n], n++;
-    return n;
-}
+/* The search of a step's tiles: per (token, channel) tile pair, the tiles
+ * the parallelism and the task granularity depend on most, the model's
+ * best hidden, vocabulary and head tiles; the TSR_TILE_SHORTLIST best
+ * pairs refined; TRIALS tried, the defaults among them. */
+static const tsr_tile_policy_t STEP_POLICY = { TSR_TILE_SHORTLIST, 1, 0, TSR_TRIALS_WITH_DEFAULT, TRIALS };
 
 int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
                         double *predicted_seconds, double *trial_seconds)
@@ -364,20 +305,27 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
     if (rc)
         return rc;
     int per_rank = B / tsr_size() > 0 ? B / tsr_size() : 1, sub_b = per_rank / nsub > 0 ? per_rank / nsub : 1;
-    step_ctx_t x = { cfg, sub_b * T, T, sub_b, nsub, tsr_ncpu_workers() + tsr_ncuda_workers(), task_cost, per_logit };
-    tsr_gpt2_tiles_t top[REFINE], cand[TRIALS];
-    double top_s[REFINE], cand_s[TRIALS], trial[TRIALS], best = INFINITY;
-    int ntop = shortlist(&x, tiles->accum, top, top_s);
-    int ncand = trial_candidates(&x, B, top, top_s, ntop, cand, cand_s);
-    rc = trial_steps(cfg, B, T, nsub, cand, ncand, trial);
-    for (int i = 0; !rc && i < ncand; i++)
-        if (trial[i] < best) {
-            best = trial[i];
-            *tiles = cand[i];
-            if (predicted_seconds)
-                *predicted_seconds = cand_s[i];
-        }
-    if (!rc && trial_seconds)
+    step_ctx_t x = { cfg, B, sub_b * T, T, sub_b, nsub, tsr_ncpu_workers() + tsr_ncuda_workers(), tiles->accum,
+                     task_cost, per_logit };
+    static tsr_trials_t trials;
+    tsr_tile_problem_t pb = { .name = "gpt2 tiles", .policy = &STEP_POLICY, .ndims = 5, .group_dims = 2,
+                              .dim_names = { "tok", "ch", "hid", "voc", "heads" }, .trials = &trials, .ctx = &x,
+                              .predict = predict, .default_tile = default_tile, .trial = trial };
+    snprintf(pb.trials_name, sizeof pb.trials_name, "gpt2 step, L %d C %d NH %d Vp %d, B %d T %d, %d sub-batches, "
+             "%s, %d ranks", cfg->L, cfg->C, cfg->NH, cfg->Vp, B, T, nsub,
+             tiles->accum == TSR_ACCUM_REDUX ? "redux" : "ordered", tsr_size());
+    candidate_sizes(&x, &pb);
+    tsr_tile_choice_t c;
+    double best;
+    rc = tsr_tile_search(&pb, &c, &best);
+    if (rc)
+        return rc;
+    if (!isfinite(best))
+        return TSR_ERUNTIME;
+    *tiles = tiles_of(&x, c.tile);
+    if (predicted_seconds)
+        *predicted_seconds = c.predicted;
+    if (trial_seconds)
         *trial_seconds = best;
-    return rc ? rc : isfinite(best) ? TSR_SUCCESS : TSR_ERUNTIME;
+    return TSR_SUCCESS;
 }

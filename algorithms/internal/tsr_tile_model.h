@@ -1,5 +1,5 @@
-/* What the tile models share (gemm_tiles.c, attention_tiles.c,
- * tile_model_cache.c); not installed: the public headers are the .h files
+/* What the tile models share (algorithms/tiles/: gemm.c, attention.c,
+ * model_cache.c; and algorithms/gpt2/gpt2_tiles_auto.c); not installed: the public headers are the .h files
  * directly in algorithms/. */
 #ifndef TSR_TILE_MODEL_H
 #define TSR_TILE_MODEL_H
@@ -69,19 +69,54 @@ int tsr_trials_load(tsr_trials_t *tr, const char *name, int nkeys);
 double tsr_trials_find(const tsr_trials_t *tr, const int *key);
 void tsr_trials_add(tsr_trials_t *tr, const int *key, double seconds);
 void tsr_trials_save(tsr_trials_t *tr);
+/* The time of the trial named key: tr's, else measured by run(ctx,
+ * seconds) and added to tr (*ran, unless ran is NULL, set to 1). */
+int tsr_trials_measure(tsr_trials_t *tr, const int *key, int (*run)(void *ctx, double *seconds), void *ctx,
+                       double *seconds, int *ran);
 
-/* Whole-run trials of a GEMM product or an attention pass: the fastest of
- * TSR_TRIAL_RUNS timed runs after an untimed one, run only when they are
- * cheap: one process (the caller's grid is not known to the tile chooser),
- * operands of at most TSR_TRIAL_BYTES, and TSR_TRIAL_BUDGET seconds at most
- * for all of them as the model puts them. */
-#define TSR_TRIAL_RUNS 2
-#define TSR_TRIAL_BUDGET 2.0
-#define TSR_TRIAL_BYTES (1024.0 * 1048576)
-#define TSR_TRIAL_MAX 8       /* candidates tried at most */
-#define TSR_TRIAL_WINDOW 1.5  /* the slowest prediction, against the best, of a candidate tried for its granularity */
-#define TSR_TRIAL_PLANNED 64  /* candidates a plan looks at, at most */
-#define TSR_TRIAL_GRAINS 64   /* granularities told apart */
+/* ---- the tile search (tiles/search.c) -------------------------------------
+ *
+ * One driver chooses the tiles of every problem (a GEMM product, an
+ * attention pass, a GPT-2 step), in stages:
+ *   candidates  every combination of the problem's sizes per dimension;
+ *   model       each priced by the problem's model from calibrated tasks;
+ *               the best of each group (combinations that share their
+ *               first group_dims sizes) competes;
+ *   shortlist   the policy's best groups, best first; with budgeted trials
+ *               also the best of each other granularity within
+ *               TSR_TRIAL_WINDOW of the best;
+ *   refine      the shortlist priced again with its tasks' own shapes
+ *               measured (once, cached), best first; a tie within
+ *               policy.tie goes to the larger tiles;
+ *   trial plan  budgeted (tsr_trials_plan: as many as TSR_TRIAL_BUDGET
+ *               affords, none for large problems) or with the default
+ *               (the tried - 1 best and the problem's default tiles);
+ *   trials      each planned candidate run whole (cached per problem and
+ *               worker set: run once);
+ *   fastest     the fastest trial wins; without trials the model's best.
+ *
+ * Its numbers, each named once here (docs/tiles-auto.md: how they were
+ * found); a problem's own (its candidate sizes, the GPT-2 step's tasks
+ * besides the GEMMs, its trial steps) are named in its file. */
+#define TSR_CALIBRATION_RUNS 3  /* timed runs of a calibration, the fastest kept, after an untimed one */
+#define TSR_TILE_SHORTLIST 6    /* groups refined (GEMM, GPT-2) */
+#define TSR_TILE_TIE 1.01       /* GEMM: larger tiles win a tie within 1 % (fewer tasks, less runtime cost) */
+#define TSR_TRIAL_RUNS 2        /* timed runs of a budgeted trial, the fastest kept, after an untimed one */
+#define TSR_TRIAL_BUDGET 2.0    /* seconds the model puts all budgeted trials at, at most */
+#define TSR_TRIAL_BYTES (1024.0 * 1048576) /* larger data: no budgeted trials */
+#define TSR_TRIAL_MAX 8         /* budgeted trials at most */
+#define TSR_TRIAL_WINDOW 1.5    /* a granularity's best is tried when predicted within 1.5x of the best */
+#define TSR_TRIAL_PLANNED 64    /* candidates a trial plan looks at, at most */
+#define TSR_TRIAL_GRAINS 64     /* granularities told apart */
+
+#define TSR_TILE_DIMS 5   /* sizes a choice has at most (GPT-2: token, channel, hidden, vocabulary, heads) */
+#define TSR_TILE_SIZES 64 /* candidate sizes per dimension at most */
+
+/* A phase of `tasks` tasks on p workers: max(work / p, rounds of tasks,
+ * the longest chain), the rounds ceil(tasks / p) of the mean task
+ * task_work / tasks (task_work: the tasks' own work, without work the
+ * tasks do not count, e.g. attention's REDUX additions). */
+double tsr_tile_phase_seconds(double work, double tasks, double task_work, double chain, int p);
 
 /* A candidate's granularity: its tasks' rounds on the workers,
  * ceil(tasks / workers), as a power of 2 (0: one round, 1: two, 2: 3-4 ...,
@@ -93,8 +128,56 @@ int tsr_trials_granularity(double tasks, int workers);
  * of each granularity predicted within TSR_TRIAL_WINDOW of the best (a
  * model misjudges granularity most: the balance and contention of many
  * workers), then the others best first. Returns how many of order[] the
- * trials afford (the longest prefix within the budget, TSR_TRIAL_MAX at
- * most), or 0 when fewer than 2 are: the model then decides alone. */
+ * trials afford (one process, operands of at most TSR_TRIAL_BYTES; the
+ * longest prefix whose TSR_TRIAL_RUNS + 1 runs the model puts within
+ * TSR_TRIAL_BUDGET, TSR_TRIAL_MAX at most), or 0 when fewer than 2 are:
+ * the model then decides alone. */
 int tsr_trials_plan(const double *predicted, const double *tasks, int n, double bytes, int *order);
+
+typedef enum {
+    TSR_TRIALS_BUDGETED,     /* tsr_trials_plan over the shortlist */
+    TSR_TRIALS_WITH_DEFAULT, /* always the tried - 1 best and the default tiles */
+} tsr_trial_policy_t;
+
+typedef struct {
+    int shortlist;            /* groups the model keeps (at most TSR_TRIAL_PLANNED) */
+    int refine;               /* 1: the shortlist priced again with its tasks measured */
+    double tie;               /* larger tiles (the product of the sizes) win within this factor; 0: none */
+    tsr_trial_policy_t trials;
+    int tried;                /* TSR_TRIALS_WITH_DEFAULT: tile sets tried, the default among them */
+} tsr_tile_policy_t;
+
+typedef struct {
+    int tile[TSR_TILE_DIMS];
+    double predicted; /* the model's seconds */
+    double tasks;     /* the task count (its granularity) */
+} tsr_tile_choice_t;
+
+/* A problem: its candidates, its model, its trials. */
+typedef struct {
+    char name[160];                  /* the log lines' */
+    const tsr_tile_policy_t *policy;
+    int ndims, group_dims;           /* sizes a choice has; those naming its group */
+    const char *dim_names[TSR_TILE_DIMS];
+    int nsizes[TSR_TILE_DIMS];
+    int sizes[TSR_TILE_DIMS][TSR_TILE_SIZES];
+    double bytes;                    /* the problem's data: TSR_TRIALS_BUDGETED tries none over TSR_TRIAL_BYTES */
+    tsr_trials_t *trials;            /* the trials' cache (one per kind of problem: kept between calls) */
+    char trials_name[160];
+    int nkeys, key[TSR_TRIAL_KEYS];  /* a trial's key: these, then the tiles */
+    void *ctx;                       /* the callbacks' */
+    /* The model's seconds for tile (measured 0: its tasks priced from the
+     * calibration alone; 1: from their measured shapes too) and its task count. */
+    double (*predict)(void *ctx, const int *tile, int measured, double *tasks);
+    /* Measures the tasks of the shortlist before it is refined (NULL:
+     * predict measures them itself). */
+    int (*measure)(void *ctx, const tsr_tile_choice_t *list, int n);
+    void (*default_tile)(void *ctx, int *tile); /* TSR_TRIALS_WITH_DEFAULT */
+    int (*trial)(void *ctx, const int *tile, double *seconds);
+} tsr_tile_problem_t;
+
+/* The search above: *choice, and the fastest trial's time (INFINITY when
+ * none ran). */
+int tsr_tile_search(const tsr_tile_problem_t *pb, tsr_tile_choice_t *choice, double *trial_seconds);
 
 #endif

@@ -2,7 +2,6 @@
  * internal/tsr_tile_model.h). */
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,34 +217,16 @@ void tsr_trials_save(tsr_trials_t *tr)
     tr->added = 0;
 }
 
-int tsr_trials_granularity(double tasks, int workers)
+int tsr_trials_measure(tsr_trials_t *tr, const int *key, int (*run)(void *ctx, double *seconds), void *ctx,
+                       double *seconds, int *ran)
 {
-    double rounds = ceil(tasks / (workers > 0 ? workers : 1));
-    int g = rounds > 1 ? (int)ceil(log2(rounds)) : 0;
-    return g < TSR_TRIAL_GRAINS - 1 ? g : TSR_TRIAL_GRAINS - 1;
-}
-
-int tsr_trials_plan(const double *predicted, const double *tasks, int n, double bytes, int *order)
-{
-    int workers = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size(), k = 0;
-    char seen[TSR_TRIAL_GRAINS] = { 0 }, taken[TSR_TRIAL_PLANNED] = { 0 };
-    n = n < TSR_TRIAL_PLANNED ? n : TSR_TRIAL_PLANNED;
-    for (int i = 0; i < n; i++) {
-        int g = tsr_trials_granularity(tasks[i], workers);
-        if (predicted[i] <= TSR_TRIAL_WINDOW * predicted[0] && !seen[g]) {
-            seen[g] = taken[i] = 1;
-            order[k++] = i;
-        }
+    if ((*seconds = tsr_trials_find(tr, key)) > 0)
+        return TSR_SUCCESS;
+    int rc = run(ctx, seconds);
+    if (!rc) {
+        tsr_trials_add(tr, key, *seconds);
+        if (ran)
+            *ran = 1;
     }
-    for (int i = 0; i < n; i++)
-        if (!taken[i])
-            order[k++] = i;
-    if (tsr_size() != 1 || bytes > TSR_TRIAL_BYTES)
-        return 0;
-    int afford = 0;
-    double cost = 0;
-    while (afford < n && afford < TSR_TRIAL_MAX &&
-           (TSR_TRIAL_RUNS + 1) * (cost + predicted[order[afford]]) <= TSR_TRIAL_BUDGET)
-        cost += predicted[order[afford++]];
-    return afford >= 2 ? afford : 0;
+    return rc;
 }

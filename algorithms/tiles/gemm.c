@@ -17,9 +17,10 @@
  * reading its A and B tiles, and a task that accumulates into C for reading
  * and writing its C tile. Every (mb, nb, kb) from
  * CANDIDATES (and the whole dimension, when smaller) is evaluated; the
- * REFINE fastest are then refined: their exact task shape is measured the
- * same way as the squares (once, cached with them) and replaces the
- * model's task time; the fastest wins, the larger tiles on a tie within 1 %.
+ * TSR_TILE_SHORTLIST fastest are then refined: their exact task shape is
+ * measured the same way as the squares (once, cached with them) and
+ * replaces the model's task time; the fastest wins, the larger tiles on a
+ * tie within TSR_TILE_TIE. The search itself is tiles/search.c's.
  *
  * Trials: when the product is small enough (operands of at most 1 GiB; one
  * process), as many candidates as 2 s of trials afford by the model (up to
@@ -51,7 +52,6 @@ static const int CANDIDATES[] = { 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024
 #define MAX_WHOLE 65536
 
 #define MAX_SHAPES 2048 /* task shapes measured for themselves */
-#define REFINE 6       /* the model's best candidates whose shapes get measured */
 
 typedef struct {
     int mb, nb, kb;
@@ -62,8 +62,6 @@ typedef struct {
     double seconds[NCAL]; /* one task of t x t x t with every worker busy */
     int nshapes;          /* tasks of exactly mb x nb x kb, measured the same way */
     measured_shape_t shapes[MAX_SHAPES];
-    int use_shapes; /* 0 while choosing the candidates to refine: the same
-                     * candidates every call, whatever was measured since */
     tsr_tile_cache_t cache; /* its file, and the key naming the workers and kernels it was measured on */
 } gemm_model_t;
 
@@ -139,16 +137,15 @@ static int time_product(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, 
 }
 
 /* p independent mb x nb x kb tasks at once (C: mb x p*nb, one tile each);
- * the best of 3 after a warm-up. */
+ * the best of TSR_CALIBRATION_RUNS after a warm-up. */
 static int calibrate_shape(tsr_dtype_t dtype, int mb, int nb, int kb, int p, double *seconds)
 {
-    return time_product(dtype, mb, p * nb, kb, mb, nb, kb, TSR_ACCUM_ORDERED, 3, seconds);
+    return time_product(dtype, mb, p * nb, kb, mb, nb, kb, TSR_ACCUM_ORDERED, TSR_CALIBRATION_RUNS, seconds);
 }
 
 static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
 {
     int p = tsr_ncpu_workers() + tsr_ncuda_workers();
-    m->use_shapes = 1;
     int cached = tsr_rank() == 0 ? read_model(m) == 0 : 0;
     int rc = tsr_broadcast(&cached, sizeof cached, 0);
     if (!rc && !cached) {
@@ -237,14 +234,15 @@ static double efficiency(const gemm_model_t *m, double overhead, double peak, in
     return exp((1 - w) * log(kernel_rate(m, overhead, i)) + w * log(kernel_rate(m, overhead, i + 1))) / peak;
 }
 
-/* Seconds of one mb x nb x kb task: the per-task overhead plus its flops at
- * the peak rate times the geometric mean of its three sides' efficiencies
- * (a square tile: its calibrated time). */
-static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb)
+/* Seconds of one mb x nb x kb task: its measured time when `measured` and
+ * the shape was measured; else the per-task overhead plus its flops at the
+ * peak rate times the geometric mean of its three sides' efficiencies (a
+ * square tile: its calibrated time). */
+static double task_seconds(const gemm_model_t *m, int mb, int nb, int kb, int measured)
 {
-    double measured = m->use_shapes ? measured_shape(m, mb, nb, kb) : -1;
-    if (measured > 0)
-        return measured;
+    double shape = measured ? measured_shape(m, mb, nb, kb) : -1;
+    if (shape > 0)
+        return shape;
     double o = task_overhead(m), peak = peak_rate(m, o);
     double e = cbrt(efficiency(m, o, peak, mb) * efficiency(m, o, peak, nb) * efficiency(m, o, peak, kb));
     return o + 2.0 * mb * nb * (double)kb / (peak * e);
@@ -278,7 +276,8 @@ static double operands_seconds(size_t esize, int mb, int nb, int kb)
  * tile it also reads and writes C again. */
 typedef struct { double work, tasks, chain, full; } gemm_phase_t;
 
-static gemm_phase_t ordered_phase(const gemm_model_t *m, size_t esize, int M, int N, int K, int mb, int nb, int kb)
+static gemm_phase_t ordered_phase(const gemm_model_t *m, size_t esize, int M, int N, int K, int mb, int nb, int kb,
+                                  int measured)
 {
     int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
     int sizes_m[2] = { mb, M - (mt - 1) * mb }, sizes_n[2] = { nb, N - (nt - 1) * nb },
@@ -289,31 +288,43 @@ static gemm_phase_t ordered_phase(const gemm_model_t *m, size_t esize, int M, in
         for (int b = 0; b < 2; b++)
             for (int c = 0; c < 2; c++)
                 ph.work += (double)count_m[a] * count_n[b] * count_k[c] *
-                           (task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c]) +
+                           (task_seconds(m, sizes_m[a], sizes_n[b], sizes_k[c], measured) +
                             operands_seconds(esize, sizes_m[a], sizes_n[b], sizes_k[c]));
     double accumulate = streaming_seconds((double)mb * nb * esize * 2); /* C read + written again */
     ph.work += (double)mt * nt * (kt - 1) * accumulate;
-    ph.full = task_seconds(m, mb, nb, kb) + operands_seconds(esize, mb, nb, kb) + accumulate;
-    double last = task_seconds(m, mb, nb, sizes_k[1]) + operands_seconds(esize, mb, nb, sizes_k[1]);
+    ph.full = task_seconds(m, mb, nb, kb, measured) + operands_seconds(esize, mb, nb, kb) + accumulate;
+    double last = task_seconds(m, mb, nb, sizes_k[1], measured) + operands_seconds(esize, mb, nb, sizes_k[1]);
     ph.chain = (kt - 1) * ph.full + last; /* kt tasks, kt - 1 of them accumulating */
     return ph;
 }
 
-static double predict(const gemm_model_t *m, int p, size_t esize, int M, int N, int K, int mb, int nb, int kb,
-                      tsr_accum_t accum)
+/* The product a tile choice is for, and its model. */
+typedef struct {
+    gemm_model_t *model;
+    tsr_dtype_t dtype;
+    int m, n, k;
+    tsr_accum_t accum;
+    int workers;
+    size_t esize;
+} product_t;
+
+/* tsr_tile_problem_t.predict: the product in tiles mb x nb x kb, and its
+ * task count (without REDUX's additions). */
+static double predict(void *ctx, const int *tile, int measured, double *tasks)
 {
-    gemm_phase_t ph = ordered_phase(m, esize, M, N, K, mb, nb, kb);
-    if (accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
-        int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
+    const product_t *pr = ctx;
+    int M = pr->m, N = pr->n, K = pr->k, mb = tile[0], nb = tile[1], kb = tile[2], p = pr->workers;
+    int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
+    *tasks = (double)mt * nt * kt;
+    gemm_phase_t ph = ordered_phase(pr->model, pr->esize, M, N, K, mb, nb, kb, measured);
+    if (pr->accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
         int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
-        double add = streaming_seconds((double)mb * nb * esize * 3) + m->seconds[0];
+        double add = streaming_seconds((double)mb * nb * pr->esize * 3) + pr->model->seconds[0];
         ph.chain = ph.full + ceil(log2(buffers + 1.0)) * add;
         ph.work += (double)mt * nt * buffers * add;
         ph.tasks += (double)mt * nt * buffers;
     }
-    double rounds = ceil(ph.tasks / p) * ph.work / ph.tasks;
-    double t = ph.work / p > rounds ? ph.work / p : rounds;
-    return t > ph.chain ? t : ph.chain;
+    return tsr_tile_phase_seconds(ph.work, ph.tasks, ph.work, ph.chain, p);
 }
 
 /* Candidate tile sizes along a dimension of size n: CANDIDATES below n, and
@@ -377,7 +388,7 @@ int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *sec
         return TSR_EINVAL;
     int rc = current_model(dtype, &m);
     if (!rc)
-        *seconds = task_seconds(m, mb, nb, kb);
+        *seconds = task_seconds(m, mb, nb, kb, 1);
     return rc;
 }
 
@@ -409,9 +420,7 @@ int tsr_gemm_phase_seconds(tsr_dtype_t dtype, int M, int N, int K, int mb, int n
         rc = measure_phase_shapes(m, dtype, M, N, K, mb, nb, kb);
     if (rc)
         return rc;
-    m->use_shapes = measured != 0;
-    gemm_phase_t ph = ordered_phase(m, tsr_dtype_size(dtype), M, N, K, mb, nb, kb);
-    m->use_shapes = 1;
+    gemm_phase_t ph = ordered_phase(m, tsr_dtype_size(dtype), M, N, K, mb, nb, kb, measured != 0);
     *work = ph.work, *tasks = ph.tasks, *chain = ph.chain;
     return TSR_SUCCESS;
 }
@@ -424,93 +433,31 @@ static int bad_rule(const tsr_gemm_tile_rules_t *rules)
     return 0;
 }
 
-/* The product a tile choice is for. */
-typedef struct { int m, n, k; tsr_accum_t accum; int workers; size_t esize; } product_t;
-
-static double task_count(const product_t *pr, const tsr_gemm_tiles_t *t)
+/* tsr_tile_problem_t.measure: the shortlist's task shapes, measured once
+ * (cached with the model). */
+static int measure_products(void *ctx, const tsr_tile_choice_t *list, int n)
 {
-    return (double)((pr->m + t->mb - 1) / t->mb) * ((pr->n + t->nb - 1) / t->nb) * ((pr->k + t->kb - 1) / t->kb);
-}
-
-static double volume(const tsr_gemm_tiles_t *t)
-{
-    return (double)t->mb * t->nb * t->kb;
-}
-
-/* Insertion of t into list (n entries, best first, at most size): the
- * size best are kept. Returns the new count. */
-static int keep_best(tsr_gemm_tiles_t *list, int n, int size, tsr_gemm_tiles_t t)
-{
-    int at = n < size ? n : size - 1;
-    if (n == size && t.predicted_seconds >= list[at].predicted_seconds)
-        return n;
-    while (at > 0 && list[at - 1].predicted_seconds > t.predicted_seconds) {
-        list[at] = list[at - 1];
-        at--;
-    }
-    list[at] = t;
-    return n + (n < size);
-}
-
-/* The model's REFINE best candidates from the square sizes alone, best
- * first, in top (returns how many); in others (*nothers, best first), the
- * best of each granularity (tsr_trials_granularity) that top lacks,
- * predicted within TSR_TRIAL_WINDOW of the best: candidates for the trials
- * alone (refining and ranking them too let the model's known misses, e.g.
- * CPU tiles of 2048 cubed, win where no trial runs). */
-static int shortlist(gemm_model_t *model, const product_t *pr, const int *cm, int nm, const int *cn, int nn,
-                     const int *ck, int nk, tsr_gemm_tiles_t *top, tsr_gemm_tiles_t *others, int *nothers)
-{
-    tsr_gemm_tiles_t finest[TSR_TRIAL_GRAINS]; /* the best of each granularity */
-    for (int g = 0; g < TSR_TRIAL_GRAINS; g++)
-        finest[g].predicted_seconds = INFINITY;
-    int ntop = 0;
-    model->use_shapes = 0; /* the same candidates every call, whatever was measured since */
-    for (int a = 0; a < nm; a++)
-        for (int b = 0; b < nn; b++)
-            for (int c = 0; c < nk; c++) {
-                tsr_gemm_tiles_t t = { cm[a], cn[b], ck[c],
-                                       predict(model, pr->workers, pr->esize, pr->m, pr->n, pr->k, cm[a], cn[b], ck[c],
-                                               pr->accum) };
-                int g = tsr_trials_granularity(task_count(pr, &t), pr->workers);
-                if (t.predicted_seconds < finest[g].predicted_seconds)
-                    finest[g] = t;
-                ntop = keep_best(top, ntop, REFINE, t);
-            }
-    *nothers = 0;
-    for (int g = 0; g < TSR_TRIAL_GRAINS; g++) {
-        int listed = finest[g].predicted_seconds > TSR_TRIAL_WINDOW * top[0].predicted_seconds;
-        for (int i = 0; i < ntop && !listed; i++)
-            listed = tsr_trials_granularity(task_count(pr, &top[i]), pr->workers) == g;
-        if (!listed)
-            *nothers = keep_best(others, *nothers, TSR_TRIAL_GRAINS, finest[g]);
-    }
-    return ntop;
-}
-
-/* The trial times of n candidates for the product: cached (per element
- * type, worker set and kernels), else measured and cached. */
-static int trial_products(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, const tsr_gemm_tiles_t *cand,
-                          int ncand, double *seconds)
-{
-    static tsr_trials_t trials;
-    char name[64];
-    snprintf(name, sizeof name, "gemm trials %s", tsr_dtype_name(dtype));
-    int rc = tsr_trials_load(&trials, name, 7);
-    for (int i = 0; !rc && i < ncand; i++) {
-        const tsr_gemm_tiles_t *t = &cand[i];
-        const int key[7] = { m, n, k, (int)accum, t->mb, t->nb, t->kb };
-        if ((seconds[i] = tsr_trials_find(&trials, key)) > 0)
-            continue;
-        rc = time_product(dtype, m, n, k, t->mb, t->nb, t->kb, accum, TSR_TRIAL_RUNS, &seconds[i]);
-        tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s predicted, %.4f s in its "
-                "trial", m, n, k, t->mb, t->nb, t->kb, t->predicted_seconds, seconds[i]);
-        if (!rc)
-            tsr_trials_add(&trials, key, seconds[i]);
-    }
-    tsr_trials_save(&trials);
+    const product_t *pr = ctx;
+    int added = 0, rc = TSR_SUCCESS;
+    for (int i = 0; !rc && i < n; i++)
+        rc = measure_shape(pr->model, pr->dtype, list[i].tile[0], list[i].tile[1], list[i].tile[2], &added);
+    if (!rc && added && tsr_rank() == 0)
+        write_model(pr->model);
     return rc;
 }
+
+/* tsr_tile_problem_t.trial: the whole product. */
+static int trial_product(void *ctx, const int *tile, double *seconds)
+{
+    const product_t *pr = ctx;
+    return time_product(pr->dtype, pr->m, pr->n, pr->k, tile[0], tile[1], tile[2], pr->accum, TSR_TRIAL_RUNS,
+                        seconds);
+}
+
+/* The search of a product's tiles: the TSR_TILE_SHORTLIST best refined
+ * (their task shapes measured), the larger tiles on a tie within
+ * TSR_TILE_TIE; trials when the product is small. */
+static const tsr_tile_policy_t GEMM_POLICY = { TSR_TILE_SHORTLIST, 1, TSR_TILE_TIE, TSR_TRIALS_BUDGETED, 0 };
 
 int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *out)
 {
@@ -548,61 +495,22 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
     int rc = current_model(dtype, &model);
     if (rc)
         return rc;
-    int ptotal = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
-    size_t esize = tsr_dtype_size(dtype);
-    const product_t prod = { m, n, k, accum, ptotal, esize };
-    tsr_gemm_tiles_t list[REFINE + TSR_TRIAL_GRAINS] = { { 0 } };
-    int nothers, nlist = shortlist(model, &prod, cm, nm, cn, nn, ck, nk, list, list + REFINE, &nothers);
-    /* their task shapes measured (once: cached with the model), then ranked
-     * again; the larger tiles win ties within 1 % */
-    int added = 0;
-    for (int i = 0; !rc && i < nlist; i++)
-        rc = measure_shape(model, dtype, list[i].mb, list[i].nb, list[i].kb, &added);
-    model->use_shapes = 1;
-    if (rc)
-        return rc;
-    if (added && tsr_rank() == 0)
-        write_model(model);
-    for (int i = 0; i < nlist; i++) {
-        double square_only = list[i].predicted_seconds;
-        list[i].predicted_seconds = predict(model, ptotal, esize, m, n, k, list[i].mb, list[i].nb, list[i].kb, accum);
-        tsr_log(TSR_LOG_DEBUG, "tsr_gemm_auto_tiles %dx%dx%d: candidate %dx%dx%d, %.4f s from the square sizes, "
-                "%.4f s with its task measured", m, n, k, list[i].mb, list[i].nb, list[i].kb, square_only,
-                list[i].predicted_seconds);
-    }
-    for (int i = 1; i < nlist; i++) /* best first */
-        for (int j = i; j > 0 && list[j].predicted_seconds < list[j - 1].predicted_seconds; j--) {
-            tsr_gemm_tiles_t t = list[j];
-            list[j] = list[j - 1];
-            list[j - 1] = t;
-        }
-    int pick = 0;
-    for (int i = 1; i < nlist; i++)
-        if (list[i].predicted_seconds <= list[0].predicted_seconds * 1.01 && volume(&list[i]) > volume(&list[pick]))
-            pick = i;
-    *out = list[pick];
-    list[pick] = list[0]; /* the model's pick first */
-    list[0] = *out;
-    /* trials when they are cheap, the other granularities' best among
-     * them: the fastest wins */
-    memmove(list + nlist, list + REFINE, nothers * sizeof *list);
-    double predicted[REFINE + TSR_TRIAL_GRAINS], tasks[REFINE + TSR_TRIAL_GRAINS], trial[TSR_TRIAL_MAX];
-    for (int i = 0; i < nlist + nothers; i++) {
-        predicted[i] = list[i].predicted_seconds;
-        tasks[i] = task_count(&prod, &list[i]);
-    }
-    double bytes = ((double)m * k + (double)k * n + (double)m * n) * esize;
-    int order[REFINE + TSR_TRIAL_GRAINS], ntry = tsr_trials_plan(predicted, tasks, nlist + nothers, bytes, order);
-    tsr_gemm_tiles_t tried[TSR_TRIAL_MAX];
-    for (int i = 0; i < ntry; i++)
-        tried[i] = list[order[i]];
-    if (ntry)
-        rc = trial_products(dtype, m, n, k, accum, tried, ntry, trial);
-    double fastest = INFINITY;
-    for (int i = 0; !rc && i < ntry; i++)
-        if (trial[i] < fastest) {
-            fastest = trial[i];
-            *out = tried[i];
-        }
+    product_t pr = { model, dtype, m, n, k, accum, (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size(),
+                     tsr_dtype_size(dtype) };
+    static tsr_trials_t trials;
+    tsr_tile_problem_t pb = { .policy = &GEMM_POLICY, .ndims = 3, .group_dims = 3, .dim_names = { "mb", "nb", "kb" },
+                              .nsizes = { nm, nn, nk }, .trials = &trials, .nkeys = 4, .key = { m, n, k, (int)accum },
+                              .ctx = &pr, .predict = predict, .measure = measure_products,
+                              .trial = trial_product };
+    pb.bytes = ((double)m * k + (double)k * n + (double)m * n) * pr.esize;
+    snprintf(pb.name, sizeof pb.name, "gemm tiles %dx%dx%d %s", m, n, k, accum == TSR_ACCUM_REDUX ? "redux" : "ordered");
+    snprintf(pb.trials_name, sizeof pb.trials_name, "gemm trials %s", tsr_dtype_name(dtype));
+    memcpy(pb.sizes[0], cm, nm * sizeof *cm);
+    memcpy(pb.sizes[1], cn, nn * sizeof *cn);
+    memcpy(pb.sizes[2], ck, nk * sizeof *ck);
+    tsr_tile_choice_t c;
+    rc = tsr_tile_search(&pb, &c, NULL);
+    if (!rc)
+        *out = (tsr_gemm_tiles_t){ c.tile[0], c.tile[1], c.tile[2], c.predicted };
     return rc;
 }

@@ -7,7 +7,7 @@
  * after a warm-up; the forward and the backward task apart, and each for two
  * positions: fully visible (the queries after the keys) and on the diagonal
  * (last query = last key); about two seconds for 25 pairs. The times are
- * cached on disk per worker set and BLAS kernels (tile_model_cache.c), so
+ * cached on disk per worker set and BLAS kernels (model_cache.c), so
  * every process on a machine works from the same measurements.
  *
  * A pair's time: the CPU kernels compute only the scores each chunk of
@@ -31,8 +31,10 @@
  * process), as many candidates as 2 s of trials afford by the model (up to
  * 8, the best of each granularity first: tsr_trials_plan) run as whole
  * passes and the fastest measured wins, cached per pass and worker set (as
- * gemm_tiles.c does). */
+ * gemm.c does). */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 #include "tsr_attention.h"
 #include "tsr_runtime_attention.h"
 #include "internal/tsr_tile_model.h"
@@ -42,7 +44,7 @@ static const int CANDIDATES[] = { 64, 128, 256, 512, 1024 };
 #define NCAND (int)(sizeof CANDIDATES / sizeof CANDIDATES[0])
 
 /* The tile-pair task times of the running workers, named hd bb qb kb
- * backward diagonal (cached: tile_model_cache.c). */
+ * backward diagonal (cached: model_cache.c). */
 static tsr_trials_t task_times;
 
 /* Descriptors of p head tiles for one tile pair: query tensors of qb tokens,
@@ -109,9 +111,13 @@ static int submit_round(const pair_descs_t *d, int p, int backward, tsr_attn_pos
     return rc ? rc : tsr_wait();
 }
 
-/* Seconds of one round of p tasks of the pair, the best of 3 after a warm-up. */
-static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diagonal, int p, double *seconds)
+/* Seconds of one round of a task per worker of the pair named by key (hd
+ * bb qb kb backward diagonal), the best of TSR_CALIBRATION_RUNS after a
+ * warm-up (tsr_trials_measure's run). */
+static int calibrate_pair(void *key, double *seconds)
 {
+    const int *k = key, hd = k[0], bb = k[1], qb = k[2], kb = k[3], backward = k[4], diagonal = k[5];
+    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
     pair_descs_t d = { 0 };
     tsr_attn_pos_t pos = calibrated_pos(qb, kb, diagonal);
     int rc = create_pair(hd, bb, qb, kb, p, &d);
@@ -121,7 +127,7 @@ static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diag
         rc = submit_round(&d, p, 0, pos);
     for (int b = 0; !rc && backward && b < p; b++)
         rc = tsr_insert_attention_bwd_prep(tsr_tile(d.O, b, 0, 0), tsr_tile(d.dO, b, 0, 0), tsr_tile(d.L, b, 0, 0));
-    for (int it = 0; !rc && it < 4; it++) {
+    for (int it = 0; !rc && it <= TSR_CALIBRATION_RUNS; it++) {
         tsr_barrier();
         double t0 = tsr_wtime();
         rc = submit_round(&d, p, backward, pos);
@@ -137,13 +143,8 @@ static int calibrate_pair(int hd, int bb, int qb, int kb, int backward, int diag
  * workers: cached, or measured on first use (and then cached). */
 static int task_time(int hd, int bb, int qb, int kb, int backward, int diagonal, double *seconds)
 {
-    const int key[6] = { hd, bb, qb, kb, backward, diagonal };
-    if ((*seconds = tsr_trials_find(&task_times, key)) > 0)
-        return TSR_SUCCESS;
-    int rc = calibrate_pair(hd, bb, qb, kb, backward, diagonal, tsr_ncpu_workers() + tsr_ncuda_workers(), seconds);
-    if (!rc)
-        tsr_trials_add(&task_times, key, *seconds);
-    return rc;
+    int key[6] = { hd, bb, qb, kb, backward, diagonal };
+    return tsr_trials_measure(&task_times, key, calibrate_pair, key, seconds, NULL);
 }
 
 /* The measured times of a candidate pair (qb, kb). */
@@ -165,11 +166,34 @@ static double pair_seconds(const pair_times_t *t, tsr_attn_pos_t pos)
     return d < 1.0 ? t->diag + (t->full - t->diag) * (s - d) / (1.0 - d) : t->full;
 }
 
-/* Model of one pass (see the top of the file). */
-static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, int backward, tsr_accum_t accum,
-                      int p, double *ntasks)
+/* A pass over heads heads of T tokens (bb a tile), and its candidates'
+ * measured pair times (times[a * n + b]: query tile cand[a], key tile cand[b]). */
+typedef struct {
+    int T, hd, heads, bb, backward;
+    tsr_accum_t accum;
+    int n, cand[NCAND + 1], p;
+    pair_times_t times[(NCAND + 1) * (NCAND + 1)];
+} pass_t;
+
+/* The measured times of the pair qb x kb = tile. */
+static const pair_times_t *pair_of(const pass_t *pass, const int *tile)
 {
-    int qb = pt->qb, kb = pt->kb, htiles = (heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
+    int a = 0, b = 0;
+    while (pass->cand[a] != tile[0])
+        a++;
+    while (pass->cand[b] != tile[1])
+        b++;
+    return &pass->times[a * pass->n + b];
+}
+
+/* tsr_tile_problem_t.predict: the pass in tiles qb x kb (its pair tasks
+ * measured already; see the top of the file), and its task count. */
+static double predict(void *ctx, const int *tile, int measured, double *ntasks)
+{
+    const pass_t *pass = ctx;
+    const pair_times_t *pt = pair_of(pass, tile);
+    int T = pass->T, bb = pass->bb, p = pass->p;
+    int qb = pt->qb, kb = pt->kb, htiles = (pass->heads + bb - 1) / bb, nq = T / qb, nk = T / kb;
     double tasks = 0, work = 0, last_chain = 0, t = pt->full;
     for (int i = 0; i < nq; i++)
         for (int j = 0; j <= ((i + 1) * qb - 1) / kb; j++) { /* key tiles up to the query tile's last query */
@@ -179,35 +203,57 @@ static double predict(int T, int hd, int heads, int bb, const pair_times_t *pt, 
             if (i == nq - 1)
                 last_chain += s;
         }
-    double mean = work / tasks, chain; /* a pair task's mean time, before REDUX's additions */
-    if (!backward) {
+    double pair_work = work, chain; /* the pair tasks' own, without REDUX's additions */
+    if (!pass->backward) {
         chain = last_chain;
-    } else if (accum == TSR_ACCUM_ORDERED) {
+    } else if (pass->accum == TSR_ACCUM_ORDERED) {
         chain = (nq + nk - 1) * t;
     } else {
         /* every worker may hold a copy of each dQ, dK, dV tile: (p - 1) additions each */
-        double bytes = 4.0 * bb * hd * (nq * (double)qb + 2.0 * nk * kb) * htiles;
+        double bytes = 4.0 * bb * pass->hd * (nq * (double)qb + 2.0 * nk * kb) * htiles;
         double adds = (p - 1) * 3.0 * bytes / TSR_TILE_BYTES_PER_S;
         work += adds;
         chain = t + adds / p;
     }
-    double rounds = ceil(tasks / p) * mean;
-    double span = work / p > rounds ? work / p : rounds;
     *ntasks = tasks;
-    return span > chain ? span : chain;
+    double seconds = tsr_tile_phase_seconds(work, tasks, pair_work, chain, p);
+    tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms (diagonal %.3f), "
+            "predicted %.4f s", T, pass->backward ? "bwd" : "fwd", qb, kb, pt->full * 1e3, pt->diag * 1e3, seconds);
+    return seconds;
 }
 
-/* ---- trials of whole passes ------------------------------------------------- */
+/* ---- the search -------------------------------------------------------------- */
 
-typedef struct { int qb, kb; double predicted, tasks; } pass_choice_t;
-typedef struct { int T, hd, heads, bb, backward; tsr_accum_t accum; } pass_trial_t;
-
-/* The fastest of TSR_TRIAL_RUNS passes in tiles c (after one untimed; the
- * backward after one forward, for its statistics). */
-static int trial_pass(const pass_trial_t *pass, const pass_choice_t *c, double *seconds)
+/* The candidate pairs' tasks, measured on first use (cached). */
+static int calibrate_pass(pass_t *pass)
 {
+    int known = task_times.n, rc = TSR_SUCCESS;
+    for (int a = 0; !rc && a < pass->n; a++)
+        for (int b = 0; !rc && b < pass->n; b++) {
+            pair_times_t *pt = &pass->times[a * pass->n + b];
+            *pt = (pair_times_t){ pass->cand[a], pass->cand[b], 0, 0, 0 };
+            pt->diag_share = computed_share(pt->qb, pt->kb, calibrated_pos(pt->qb, pt->kb, 1));
+            rc = task_time(pass->hd, pass->bb, pt->qb, pt->kb, pass->backward, 0, &pt->full);
+            if (!rc)
+                rc = task_time(pass->hd, pass->bb, pt->qb, pt->kb, pass->backward, 1, &pt->diag);
+        }
+    if (rc)
+        return rc;
+    if (task_times.n > known)
+        tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (once; cached in %s)",
+                task_times.n - known, pass->p / tsr_size(), task_times.cache.path);
+    tsr_trials_save(&task_times);
+    return TSR_SUCCESS;
+}
+
+/* tsr_tile_problem_t.trial: the fastest of TSR_TRIAL_RUNS passes in tiles
+ * qb x kb (after one untimed; the backward after one forward, for its
+ * statistics). */
+static int trial_pass(void *ctx, const int *tile, double *seconds)
+{
+    const pass_t *pass = ctx;
     pair_descs_t d = { 0 };
-    int rc = create_descs(pass->hd, pass->bb, pass->heads, pass->T, c->qb, pass->T, c->kb, &d);
+    int rc = create_descs(pass->hd, pass->bb, pass->heads, pass->T, tile[0], pass->T, tile[1], &d);
     if (!rc && pass->backward)
         rc = tsr_attention_forward(d.Q, d.K, d.V, d.O, d.L);
     if (!rc)
@@ -226,26 +272,10 @@ static int trial_pass(const pass_trial_t *pass, const pass_choice_t *c, double *
     return rc;
 }
 
-/* The trial times of n candidates for the pass: cached (per worker set
- * and kernels), else measured and cached. */
-static int trial_passes(const pass_trial_t *pass, const pass_choice_t *c, int n, double *seconds)
-{
-    static tsr_trials_t trials;
-    int rc = tsr_trials_load(&trials, "attention trials", 8);
-    for (int i = 0; !rc && i < n; i++) {
-        const int key[8] = { pass->T, pass->hd, pass->heads, pass->bb, pass->backward, (int)pass->accum, c[i].qb,
-                             c[i].kb };
-        if ((seconds[i] = tsr_trials_find(&trials, key)) > 0)
-            continue;
-        rc = trial_pass(pass, &c[i], &seconds[i]);
-        tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, %.4f s predicted, %.4f s in its trial",
-                pass->T, pass->backward ? "bwd" : "fwd", c[i].qb, c[i].kb, c[i].predicted, seconds[i]);
-        if (!rc)
-            tsr_trials_add(&trials, key, seconds[i]);
-    }
-    tsr_trials_save(&trials);
-    return rc;
-}
+/* The search of a pass's tiles: every pair ranked (the model measures
+ * every candidate's tasks: nothing to refine); trials when the pass is
+ * small. */
+static const tsr_tile_policy_t ATTENTION_POLICY = { TSR_TRIAL_PLANNED, 0, 0, TSR_TRIALS_BUDGETED, 0 };
 
 int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_accum_t accum, int *qb, int *kb,
                              double *predicted_seconds)
@@ -258,60 +288,34 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
     }
     if (!tsr_initialized())
         return TSR_ENOTINIT;
-    /* tiles that divide T (T itself when no candidate does) */
-    int cand[NCAND + 1], n = 0;
-    for (int i = 0; i < NCAND && CANDIDATES[i] <= T; i++)
+    pass_t pass = { .T = T, .hd = hd, .heads = heads, .bb = bb, .backward = backward, .accum = accum,
+                    .p = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size() };
+    for (int i = 0; i < NCAND && CANDIDATES[i] <= T; i++) /* tiles that divide T (T itself when none does) */
         if (T % CANDIDATES[i] == 0)
-            cand[n++] = CANDIDATES[i];
-    if (n == 0)
-        cand[n++] = T;
-    int p = (tsr_ncpu_workers() + tsr_ncuda_workers()) * tsr_size();
-    int rc = tsr_trials_load(&task_times, "attention tasks", 6), known = task_times.n;
+            pass.cand[pass.n++] = CANDIDATES[i];
+    if (pass.n == 0)
+        pass.cand[pass.n++] = T;
+    int rc = tsr_trials_load(&task_times, "attention tasks", 6);
+    if (!rc)
+        rc = calibrate_pass(&pass);
     if (rc)
         return rc;
-    pass_choice_t ranked[(NCAND + 1) * (NCAND + 1)] = { { 0 } };
-    int nranked = 0;
-    for (int a = 0; a < n; a++)
-        for (int b = 0; b < n; b++) {
-            pair_times_t pt = { cand[a], cand[b], 0, 0, 0 };
-            pt.diag_share = computed_share(pt.qb, pt.kb, calibrated_pos(pt.qb, pt.kb, 1));
-            rc = task_time(hd, bb, pt.qb, pt.kb, backward, 0, &pt.full);
-            if (!rc)
-                rc = task_time(hd, bb, pt.qb, pt.kb, backward, 1, &pt.diag);
-            if (rc)
-                return rc;
-            double tasks, s = predict(T, hd, heads, bb, &pt, backward, accum, p, &tasks);
-            tsr_log(TSR_LOG_DEBUG, "tsr_attention_auto_tiles T %d %s: qb %d kb %d, task %.3f ms (diagonal %.3f), "
-                    "predicted %.4f s", T, backward ? "bwd" : "fwd", pt.qb, pt.kb, pt.full * 1e3, pt.diag * 1e3, s);
-            int at = nranked++; /* insertion, fastest first */
-            for (; at > 0 && ranked[at - 1].predicted > s; at--)
-                ranked[at] = ranked[at - 1];
-            ranked[at] = (pass_choice_t){ cand[a], cand[b], s, tasks };
-        }
-    if (task_times.n > known)
-        tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (once; cached in %s)",
-                task_times.n - known, p / tsr_size(), task_times.cache.path);
-    tsr_trials_save(&task_times);
-    /* trials when they are cheap: the fastest wins */
-    pass_trial_t pass = { T, hd, heads, bb, backward, accum };
-    double predicted[TSR_TRIAL_PLANNED], tasks[TSR_TRIAL_PLANNED], trial[TSR_TRIAL_MAX];
-    for (int i = 0; i < nranked; i++)
-        predicted[i] = ranked[i].predicted, tasks[i] = ranked[i].tasks;
-    double bytes = 9.0 * heads * hd * T * sizeof(float);
-    int order[TSR_TRIAL_PLANNED], ntry = tsr_trials_plan(predicted, tasks, nranked, bytes, order);
-    pass_choice_t tried[TSR_TRIAL_MAX];
-    for (int i = 0; i < ntry; i++)
-        tried[i] = ranked[order[i]];
-    if (ntry)
-        rc = trial_passes(&pass, tried, ntry, trial);
-    int pick = 0;
-    for (int i = 1; !rc && i < ntry; i++)
-        if (trial[i] < trial[pick])
-            pick = i;
-    const pass_choice_t *choice = ntry ? &tried[pick] : &ranked[0];
-    *qb = choice->qb;
-    *kb = choice->kb;
-    if (predicted_seconds)
-        *predicted_seconds = choice->predicted;
+    static tsr_trials_t trials;
+    tsr_tile_problem_t pb = { .policy = &ATTENTION_POLICY, .ndims = 2, .group_dims = 2, .dim_names = { "qb", "kb" },
+                              .nsizes = { pass.n, pass.n }, .bytes = 9.0 * heads * hd * T * sizeof(float),
+                              .trials = &trials, .trials_name = "attention trials", .nkeys = 6,
+                              .key = { T, hd, heads, bb, backward, (int)accum }, .ctx = &pass,
+                              .predict = predict, .trial = trial_pass };
+    snprintf(pb.name, sizeof pb.name, "attention tiles T %d %s", T, backward ? "bwd" : "fwd");
+    memcpy(pb.sizes[0], pass.cand, pass.n * sizeof *pass.cand);
+    memcpy(pb.sizes[1], pass.cand, pass.n * sizeof *pass.cand);
+    tsr_tile_choice_t c;
+    rc = tsr_tile_search(&pb, &c, NULL);
+    if (!rc) {
+        *qb = c.tile[0];
+        *kb = c.tile[1];
+        if (predicted_seconds)
+            *predicted_seconds = c.predicted;
+    }
     return rc;
 }
