@@ -261,7 +261,7 @@ static int trial_pass(void *ctx, const int *tile, double *seconds)
     *seconds = INFINITY;
     for (int it = 0; !rc && it <= TSR_TRIAL_RUNS; it++) {
         double t0 = tsr_wtime();
-        rc = pass->backward ? tsr_attention_backward(d.Q, d.K, d.V, d.O, d.dO, d.L, d.dQ, d.dK, d.dV, 0, pass->accum)
+        rc = pass->backward ? tsr_attention_backward(d.Q, d.K, d.V, d.O, d.dO, d.L, d.dQ, d.dK, d.dV, TSR_OVERWRITE, pass->accum)
                             : tsr_attention_forward(d.Q, d.K, d.V, d.O, d.L);
         if (!rc)
             rc = tsr_wait();
