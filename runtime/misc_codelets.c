@@ -42,7 +42,7 @@ static void gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the destination's mode (W, RW, REDUX) and the source count vary per task */
 static tsr_op_t op_gather = { .name = "gather_columns", .cpu = gather, .cuda = TSR_CUDA(gather),
-                              .float32_only = 1 };
+                              .float32_only = 1, .timed_by_first_tile = 1 };
 
 /* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 

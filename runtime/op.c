@@ -33,10 +33,10 @@ static void cuda_entry(void *buffers[], void *cl_arg)
 }
 #endif
 
-/* The performance-model footprint of a task with a variable buffer count (a
- * gather from however many tiles hold some tokens): its first tile's shape
- * alone. Its other tiles depend on the data, so a history per tile set would
- * never hold enough samples of each to predict a run (docs/simulation.md). */
+/* The performance-model footprint of a task whose tile count depends on the
+ * data (a gather from however many tiles hold some tokens): its first tile's
+ * shape alone. A history per tile set would never hold enough samples of
+ * each to predict a run (docs/simulation.md). */
 static uint32_t first_tile_footprint(struct starpu_task *task)
 {
     starpu_data_handle_t h = STARPU_TASK_GET_HANDLE(task, 0);
@@ -55,7 +55,7 @@ static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
     snprintf(k->symbol, sizeof k->symbol, "tsr_%s_%s", op->name, tsr_dtype_name(t));
     pm->type = STARPU_HISTORY_BASED;
     pm->symbol = k->symbol;
-    if (op->nbuffers == 0)
+    if (op->timed_by_first_tile)
         pm->footprint = first_tile_footprint;
     starpu_codelet_init(cl);
     cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;

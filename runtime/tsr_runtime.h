@@ -118,6 +118,8 @@ struct tsr_op {
     enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
     int float32_only;            /* tasks on float64 tiles are refused */
     int parallel;                /* BLAS-heavy: may run on combined CPU workers */
+    int timed_by_first_tile;     /* its tile count depends on the data: the perf model's
+                                  * history is kept per first tile (runtime/op.c) */
     /* StarPU calls a reduction's init outside any task (nothing tells it the
      * element type), so that op gives its codelet functions per type */
     void (*cpu_of[TSR_NDTYPES])(void *buffers[], void *cl_arg);

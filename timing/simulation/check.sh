@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The simulation's test (CTest 'simulation'): builds what simulate.sh needs
+# (cached), then asserts that
+#  1. one simulated node of 2 workers predicts the 124M B4 T64 step that the
+#     models' calibration run measured (machine.txt) within 15 %;
+#  2. two simulated nodes run the sharded trainer: 2 ranks, and rank 0 holds
+#     about half the parameter + AdamW bytes of one node (0.4-0.6x).
+# Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
+#
+#   timing/simulation/check.sh [BUILD_DIR]   (the simulation build; default build-sim)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+fail() { echo "simulation check: FAILED: $*" >&2; exit 1; }
+
+for tool in smpicc smpirun xsltproc; do
+    command -v "$tool" >/dev/null || { echo "simulation check: skipped: '$tool' is missing (libsimgrid-dev, xsltproc)"; exit 77; }
+done
+models=epyc-avx512-2c
+build=(--build "${1:-$here/../../build-sim}")
+measured=$(sed -n 's/^Measured: 124M B4 T64, 2 workers, median step \([0-9.]*\) ms.*/\1/p' "$here/perfmodels/$models/machine.txt")
+[ -n "$measured" ] || fail "perfmodels/$models/machine.txt has no 'Measured:' line"
+
+gpt2=(tsr_gpt2 --model 124M -B 4 -T 64 --steps 6 --val-every 0 --sample-every 0 --profile)
+out=$(bash "$here/simulate.sh" "${build[@]}" --models "$models" --nodes 1 --workers 2 "${gpt2[@]}")
+predicted=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+[ -n "$predicted" ] || fail "no steady-state step time in the 1-node output: $out"
+echo "1 node x 2 workers: predicted $predicted ms, measured $measured ms at calibration"
+awk -v p="$predicted" -v m="$measured" 'BEGIN { r = p / m; exit !(r > 0.85 && r < 1.15) }' ||
+    fail "prediction $predicted ms is not within 15 % of $measured ms"
+state_of_rank0() { awk '/^rank 0 holds / { print $4 + $8 }' <<<"$1"; }   # parameters + AdamW MB
+state1=$(state_of_rank0 "$out")
+
+out=$(bash "$here/simulate.sh" "${build[@]}" --models "$models" --nodes 2 --workers 2 "${gpt2[@]}")
+grep -q ' 2 rank(s)' <<<"$out" || fail "the 2-node run did not start 2 ranks: $out"
+state2=$(state_of_rank0 "$out")
+[ -n "$state1" ] && [ -n "$state2" ] || fail "no 'rank 0 holds' line in the --profile output"
+echo "rank 0's parameters + AdamW state: $state1 MB on 1 node, $state2 MB on 2 nodes"
+awk -v a="$state2" -v b="$state1" 'BEGIN { r = a / b; exit !(r > 0.4 && r < 0.6) }' ||
+    fail "2 nodes: rank 0 holds $state2 MB, not about half of $state1 MB"
+echo "simulation check: passed"

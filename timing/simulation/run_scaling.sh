@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Simulated scaling of GPT-2 124M training over 1-64 nodes of 16 CPU workers
+# (simulate.sh; models calibrated on one machine, 100 Gb/s network), with the
+# training state sharded over the ranks (the default) and on rank 0
+# (--state-on-rank0). Writes CSV rows as they come and, at the end, the PNG.
+#
+#   timing/simulation/run_scaling.sh [--models NAME] [--nodes LIST] [--only SCENARIO]
+#                                    [--placements LIST] OUT.csv
+#
+# Scenarios (tokens a step on N nodes):
+#   weak-T256    B 16N, T 256  (16 sequences per node)
+#   weak-T1024   B 4N,  T 1024 (4 sequences per node)
+#   strong-T256  B 64,  T 256  (N <= 64)
+#   strong-T1024 B 16,  T 1024 (N <= 16)
+# Tiles fixed for every run (tok 256, ch 384, hid 1536, voc 6288, 6 heads,
+# q = k = 256): the models hold those shapes. 5 steps, the median of the 3
+# steady ones. CSV: scenario,placement,nodes,workers_per_node,B,T,step_ms,
+# tokens_per_ms,tokens_per_ms_per_node,efficiency,rank0_state_mb,simulation_s
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+die() { echo "run_scaling: error: $*" >&2; exit 2; }
+
+models=epyc-avx512-2c nodes_list="1 2 4 8 16 32 64" only="" placements="sharded rank0" workers=16
+while [ $# -gt 1 ]; do
+    case $1 in
+        --models) models=$2; shift 2 ;;
+        --nodes) nodes_list=${2//,/ }; shift 2 ;;
+        --only) only=$2; shift 2 ;;
+        --placements) placements=${2//,/ }; shift 2 ;;
+        *) die "unknown option '$1'" ;;
+    esac
+done
+[ $# -eq 1 ] || die "usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] OUT.csv"
+csv=$1
+[ -e "$csv" ] && die "$csv exists: name a new file"
+tiles=(--tile-tok 256 --tile-ch 384 --tile-hid 1536 --tile-voc 6288 --tile-heads 6 --tile-q 256 --tile-k 256)
+echo "scenario,placement,nodes,workers_per_node,B,T,step_ms,tokens_per_ms,tokens_per_ms_per_node,efficiency,rank0_state_mb,simulation_s" >"$csv"
+
+declare -A base   # tokens/ms per node on the first node count, per scenario and placement
+run_point() {     # scenario placement nodes B T
+    local scenario=$1 placement=$2 n=$3 B=$4 T=$5 extra=() out start step tpm per_node eff state
+    [ "$placement" = rank0 ] && extra=(--state-on-rank0)
+    start=$(date +%s.%N)
+    out=$(bash "$here/simulate.sh" --models "$models" --nodes "$n" --workers "$workers" tsr_gpt2 --model 124M \
+          -B "$B" -T "$T" --steps 5 "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" 2>&1) ||
+        { echo "$out" | tail -n 20 >&2; die "$scenario $placement on $n nodes failed"; }
+    step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+    [ -n "$step" ] || { echo "$out" | tail -n 20 >&2; die "no step time for $scenario $placement on $n nodes"; }
+    state=$(awk '/^rank 0 holds / { print $4 + $8 }' <<<"$out")
+    tpm=$(awk -v b="$B" -v t="$T" -v s="$step" 'BEGIN { printf "%.4f", b * t / s }')
+    per_node=$(awk -v x="$tpm" -v n="$n" 'BEGIN { printf "%.4f", x / n }')
+    local key=$scenario/$placement
+    [ -n "${base[$key]:-}" ] || base[$key]=$per_node
+    eff=$(awk -v x="$per_node" -v b="${base[$key]}" 'BEGIN { printf "%.3f", x / b }')
+    echo "$scenario,$placement,$n,$workers,$B,$T,$step,$tpm,$per_node,$eff,${state:-nan},$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')" |
+        tee -a "$csv"
+}
+
+for scenario in weak-T256 weak-T1024 strong-T256 strong-T1024; do
+    [ -z "$only" ] || [ "$only" = "$scenario" ] || continue
+    for placement in $placements; do
+        for n in $nodes_list; do
+            case $scenario in
+                weak-T256) run_point "$scenario" "$placement" "$n" $((16 * n)) 256 ;;
+                weak-T1024) run_point "$scenario" "$placement" "$n" $((4 * n)) 1024 ;;
+                strong-T256) [ "$n" -le 64 ] && run_point "$scenario" "$placement" "$n" 64 256 ;;
+                strong-T1024) [ "$n" -le 16 ] && run_point "$scenario" "$placement" "$n" 16 1024 ;;
+            esac
+        done
+    done
+done

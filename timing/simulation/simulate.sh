@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Run a Tessera program on a simulated cluster: StarPU-MPI on SimGrid's SMPI,
+# every task's duration taken from performance models calibrated on a real
+# machine (calibrate.sh), the network from a platform file. The kernels do not
+# run: times are predictions, losses and checksums are meaningless.
+#
+#   timing/simulation/simulate.sh [options] PROGRAM [ARGS...]
+#
+#   PROGRAM       tsr_gpt2 or time_gemm (built here against the simulation runtime)
+#   --nodes N     simulated nodes, one MPI rank each, 1-64 (default 1)
+#   --workers N   CPU workers per node (default 16)
+#   --models NAME performance models timing/simulation/perfmodels/NAME (default
+#                 the only one there, else name one)
+#   --platform F  network platform (default timing/simulation/platforms/cluster-100G.xml)
+#   --build DIR   the simulation build (default build-sim; made when missing)
+#
+# Builds (once, cached) StarPU on SimGrid with deps/starpu/build.sh --simgrid
+# and a Tessera build against it (smpicc, static). docs/simulation.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+die() { echo "simulate: error: $*" >&2; exit 2; }
+
+nodes=1 workers=16 models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
+while [ $# -gt 0 ]; do
+    case $1 in
+        --nodes) nodes=${2:-}; shift 2 ;;
+        --workers) workers=${2:-}; shift 2 ;;
+        --models) models=${2:-}; shift 2 ;;
+        --platform) platform=${2:-}; shift 2 ;;
+        --build) build=${2:-}; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --*) die "unknown option '$1' (see --help)" ;;
+        *) break ;;
+    esac
+done
+[ $# -ge 1 ] || die "no program given (tsr_gpt2 or time_gemm; see --help)"
+program=$1
+shift
+case $program in
+    tsr_gpt2) target=tsr_gpt2 path=algorithms/gpt2/tsr_gpt2 ;;
+    time_gemm) target=time_gemm path=timing/time_gemm ;;
+    *) die "program '$program': only tsr_gpt2 and time_gemm run in simulation" ;;
+esac
+[[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die "--nodes '$nodes': a number from 1 to 64"
+[[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] && [ "$workers" -le 256 ] || die "--workers '$workers': a number from 1 to 256"
+[ -f "$platform" ] && [ -r "$platform" ] || die "--platform '$platform' is not a readable file"
+if [ -z "$models" ]; then
+    found=$(cd "$here/perfmodels" 2>/dev/null && ls -d -- */ 2>/dev/null | tr -d /)
+    [ "$(echo "$found" | grep -c .)" = 1 ] || die "name the performance models with --models (there are: $(echo $found))"
+    models=$found
+fi
+[[ $models =~ ^[A-Za-z0-9._-]+$ ]] || die "--models '$models': a name of letters, digits, '.', '_' and '-'"
+model_dir=$here/perfmodels/$models
+[ -f "$model_dir/bus/$models.platform.v4.xml" ] || die "no performance models at $model_dir (calibrate.sh makes them)"
+
+# ---- the simulation runtime and build (cached) ------------------------------
+prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    echo "simulate: configuring the simulation build in $build" >&2
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTARPU_DIR="$prefix" -DCMAKE_C_COMPILER=smpicc >&2
+fi
+grep -q "^TSR_STARPU_PREFIX:INTERNAL=$prefix\$" "$build/CMakeCache.txt" ||
+    die "$build was configured against another StarPU; remove it or name another --build"
+cmake --build "$build" --target "$target" -j"$(nproc)" >&2
+
+# ---- the run: models copied (StarPU may rewrite them), a node of N workers ---
+run=$(mktemp -d "${TMPDIR:-/tmp}/tsr-simulate.XXXXXX")
+trap 'rm -rf "$run"' EXIT
+mkdir -p "$run/sampling"
+cp -r "$model_dir/bus" "$model_dir/codelets" "$run/sampling/"
+node=$run/sampling/bus/$models.platform.v4.xml
+# the calibrated machine's CPU hosts become CPU0 .. CPU(workers-1), alike
+awk -v n="$workers" '/<host id="CPU[0-9]+"/ { if (!done) { for (i = 0; i < n; i++) { l = $0; sub(/CPU[0-9]+/, "CPU" i, l); print l } done = 1 } next } { print }' \
+    "$model_dir/bus/$models.platform.v4.xml" >"$node"
+sed -i "s/^[0-9]* # Number of CPUs/$workers # Number of CPUs/" "$run/sampling/bus/$models.config"
+for ((i = 0; i < nodes; i++)); do echo "node$i"; done >"$run/hostfile"
+
+export STARPU_PERF_MODEL_DIR=$run/sampling STARPU_HOSTNAME=$models STARPU_NCPU=$workers
+export STARPU_HOME=$run TSR_CACHE_DIR=$run/cache STARPU_SILENT=${STARPU_SILENT:-1}
+# SimGrid's own chatter (configuration, platform version, end-of-run notes) is
+# kept to warnings about the run itself
+quiet=(--log=xbt_cfg.thres:warning --log=surf_parse.thres:warning --log=smpi_config.thres:error
+       --log=ker_lmm.thres:error --log=smpi.thres:warning --log=smpi_kernel.thres:error)
+"$prefix/bin/starpu_smpirun" -platform "$platform" -hostfile "$run/hostfile" -np "$nodes" \
+    "$build/$path" "$@" "${quiet[@]}"
