@@ -31,7 +31,10 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tsr-calibrate.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export STARPU_PERF_MODEL_DIR=$work/sampling STARPU_HOSTNAME=$name STARPU_CALIBRATE=1 STARPU_HOME=$work
 export TSR_CACHE_DIR=$work/cache
-rank_args="--val-every 0 --sample-every 0 --model 124M -B 4 -T 64 --steps 6 --threads $((cores / 2 > 0 ? cores / 2 : 1))"
+half=$((cores / 2 > 0 ? cores / 2 : 1))
+scaling_tiles="--tile-tok 256 --tile-ch 384 --tile-hid 1536 --tile-voc 6288 --tile-heads 6"
+rank_args="--val-every 0 --sample-every 0 --model 124M -B 4 -T 64 --steps 6 --threads $half"
+scaling_rank_args="--val-every 0 --sample-every 0 --model 124M -B 2 -T 256 --steps 4 --threads $half $scaling_tiles"
 # the runs below, one per line: they are also written to machine.txt
 runs=(
   # GEMM tiles of 512 and 1024, both accumulations
@@ -42,9 +45,10 @@ runs=(
   # 2 ranks: the sharded state's gradient sums (and the 2-rank validation run)
   # (rank 1 keeps its models apart: two ranks saving one file lose samples)
   "$mpirun -np 1 $gpt2 $rank_args : -np 1 -x STARPU_PERF_MODEL_DIR=$work/rank1 $gpt2 $rank_args"
-  # the scaling runs' tiles: T 256 and T 1024, several sub-batches (their gradients are added)
-  "$gpt2 --val-every 0 --sample-every 0 --model 124M -B 4 -T 256 --steps 5 --threads $cores --sub-batches 4 --tile-tok 256 --tile-ch 384 --tile-hid 1536 --tile-voc 6288 --tile-heads 6"
-  "$gpt2 --val-every 0 --sample-every 0 --model 124M -B 2 -T 1024 --steps 4 --threads $cores --sub-batches 2 --tile-tok 256 --tile-ch 384 --tile-hid 1536 --tile-voc 6288 --tile-heads 6"
+  # the scaling runs' tiles: T 256 and T 1024, several sub-batches (their gradients are added), 2 ranks
+  "$gpt2 --val-every 0 --sample-every 0 --model 124M -B 4 -T 256 --steps 5 --threads $cores --sub-batches 4 $scaling_tiles"
+  "$gpt2 --val-every 0 --sample-every 0 --model 124M -B 2 -T 1024 --steps 4 --threads $cores --sub-batches 2 $scaling_tiles"
+  "$mpirun -np 1 $gpt2 $scaling_rank_args : -np 1 -x STARPU_PERF_MODEL_DIR=$work/rank1 $gpt2 $scaling_rank_args"
 )
 i=0
 for r in "${runs[@]}"; do
