@@ -113,6 +113,23 @@ static int check_user_buffer(const tsr_desc_t *d, const void *A, int lda, int ro
     return TSR_SUCCESS;
 }
 
+double tsr_desc_received_bytes(const tsr_desc_t *d)
+{
+    double bytes = 0;
+#if TSR_USE_MPI
+    for (int bi = 0; d && tsr_ctx.mpi_active && bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                starpu_data_handle_t h = tsr_tile_registered_handle(d, bi, i, j);
+                if (h && !tsr_tile_is_local(d, bi, i, j) && starpu_mpi_cached_receive(h))
+                    bytes += (double)tile_bytes(d, bi, i, j);
+            }
+#else
+    (void)d;
+#endif
+    return bytes;
+}
+
 /* Move one tile between the root's buffer and the owner's storage. */
 static int move_tile(tsr_desc_t *d, int bi, int i, int j, void *A, int lda, int root, int to_tile)
 {

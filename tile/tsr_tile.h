@@ -100,6 +100,9 @@ void tsr_desc_flush(tsr_desc_t *d);
  * data read several times between writes, such as a model's parameters
  * within a training step (fetched once a step instead of once a read). */
 void tsr_desc_keep_received(tsr_desc_t *d, int keep);
+/* Bytes of other ranks' tiles of d this rank holds a received copy of now
+ * (StarPU-MPI's cache; 0 without MPI). */
+double tsr_desc_received_bytes(const tsr_desc_t *d);
 
 /* User buffer layout: column-major b x (m x n), leading dimension lda >= m,
  * matrix bi starts at A + bi * lda * n elements. */

@@ -411,6 +411,14 @@ void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS])
     }
 }
 
+double tsr_gpt2_cached_param_bytes(const tsr_gpt2_model_t *m)
+{
+    double bytes = 0;
+    for (int s = 0; m->params && s < m->ntensors; s++)
+        bytes += tsr_desc_received_bytes(m->params[s]);
+    return bytes;
+}
+
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
 {
     destroy_set(m->params, m->ntensors);
@@ -711,6 +719,7 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
 int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,
                     int step)
 {
+    m->cached_params = tsr_gpt2_cached_param_bytes(m); /* before AdamW's writes drop them */
     for (int s = 0; s < m->ntensors; s++) {
         int rc = tsr_adamw(m->params[s], summed_grads(m)[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
                            weight_decay, step);

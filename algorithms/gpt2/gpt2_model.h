@@ -110,6 +110,7 @@ typedef struct {
     tsr_desc_t **grad_sum;   /* the sub-batches' gradients added, placed like the
                               * parameters (NULL: sub-batch 0's are the sum) */
     tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI (NULL: all on rank 0) */
+    double cached_params;    /* tsr_gpt2_cached_param_bytes as the last update was submitted */
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
 } tsr_gpt2_model_t;
 
@@ -132,6 +133,10 @@ void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
  * gradients (every sub-batch's and their sum), activations and scratch. */
 #define TSR_GPT2_BYTE_KINDS 4
 void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS]);
+/* The bytes of other ranks' parameter tiles this rank holds copies of now:
+ * fetched for this step's forward and backward (StarPU-MPI marks them as its
+ * tasks are submitted), dropped when the update is submitted. */
+double tsr_gpt2_cached_param_bytes(const tsr_gpt2_model_t *m);
 
 /* Flat parameter array in checkpoint order <-> descriptors. The array lives
  * on rank 0 (other ranks pass NULL). Collective. */

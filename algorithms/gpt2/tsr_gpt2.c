@@ -319,6 +319,7 @@ typedef struct {
     FILE *csv;
     double *step_ms;       /* per step, for the summary */
     double *submit_ms;     /* per step: the time its tasks took to submit */
+    double cached_params;        /* --profile: most bytes of other ranks' parameters held */
     double *sent_from, *sent_to; /* --profile: bytes sent to each rank before the
                                   * first steady step and after the last one */
     int comm_steps;        /* steady steps between them */
@@ -598,6 +599,8 @@ static int train(trainer_t *t)
         if (t->sent_to && kind == STEP_STEADY && !rc) {
             tsr_comm_bytes_sent(t->sent_to);
             t->comm_steps++;
+            double cached = t->model.cached_params; /* this step's fetches */
+            t->cached_params = cached > t->cached_params ? cached : t->cached_params;
         }
         t->step_tasks = tsr_tasks_submitted() - tasks_before;
         if (rc)
@@ -655,7 +658,7 @@ static int train(trainer_t *t)
  * receives a steady step, and its peak RSS (collective; rank 0 prints). */
 static void rank_report(trainer_t *t)
 {
-    int size = tsr_size(), n = TSR_GPT2_BYTE_KINDS + 2 + size;
+    int size = tsr_size(), n = TSR_GPT2_BYTE_KINDS + 3 + size;
     double *mine = calloc((size_t)n, sizeof(double)), *all = calloc((size_t)n * size, sizeof(double));
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -667,22 +670,24 @@ static void rank_report(trainer_t *t)
     tsr_gpt2_rank_bytes(&t->model, mine);
     mine[TSR_GPT2_BYTE_KINDS] = ru.ru_maxrss * 1024.0;
     mine[TSR_GPT2_BYTE_KINDS + 1] = t->comm_steps;
+    mine[TSR_GPT2_BYTE_KINDS + 2] = t->cached_params;
     for (int r = 0; r < size; r++) /* bytes sent to rank r a steady step */
-        mine[TSR_GPT2_BYTE_KINDS + 2 + r] = t->comm_steps ? (t->sent_to[r] - t->sent_from[r]) / t->comm_steps : 0;
+        mine[TSR_GPT2_BYTE_KINDS + 3 + r] = t->comm_steps ? (t->sent_to[r] - t->sent_from[r]) / t->comm_steps : 0;
     if (tsr_allgather(mine, all, (size_t)n * sizeof(double)) == 0 && tsr_rank() == 0)
         for (int r = 0; r < size; r++) {
             const double *v = all + (size_t)r * n;
             double sent = 0, received = 0;
             for (int q = 0; q < size; q++) {
-                sent += v[TSR_GPT2_BYTE_KINDS + 2 + q];
-                received += all[(size_t)q * n + TSR_GPT2_BYTE_KINDS + 2 + r];
+                sent += v[TSR_GPT2_BYTE_KINDS + 3 + q];
+                received += all[(size_t)q * n + TSR_GPT2_BYTE_KINDS + 3 + r];
             }
             printf("rank %d holds %.1f MB of parameters, %.1f MB of AdamW state, %.1f MB of gradients, %.1f MB of "
                    "activations; peak RSS %.1f MB", r, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6, v[3] / 1e6,
                    v[TSR_GPT2_BYTE_KINDS] / 1e6);
             if (size > 1)
-                printf("; a steady step: %.2f MB sent, %.2f MB received (over %d steps)", sent / 1e6, received / 1e6,
-                       (int)v[TSR_GPT2_BYTE_KINDS + 1]);
+                printf("; a steady step: %.2f MB sent, %.2f MB received (over %d steps); up to %.1f MB of other "
+                       "ranks' parameters cached", sent / 1e6, received / 1e6, (int)v[TSR_GPT2_BYTE_KINDS + 1],
+                       v[TSR_GPT2_BYTE_KINDS + 2] / 1e6);
             printf("\n");
         }
     free(mine);
