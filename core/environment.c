@@ -127,7 +127,7 @@ int tsr_check_environment(void)
         return rc;
     long ncpu, cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *v = getenv("STARPU_NCPU") ? getenv("STARPU_NCPU") : getenv("STARPU_NCPUS");
-    if (v && is_count(v, &ncpu) && cores > 0 && ncpu > cores)
+    if (v && is_count(v, &ncpu) && cores > 0 && ncpu > cores && !tsr_simulated()) /* simulated cores are not these */
         tsr_log(TSR_LOG_INFO, "warning: STARPU_NCPU=%s asks for more CPU workers than the %ld cores: StarPU "
                 "runs up to %ld of them sharing the cores, slower than one a core", v, cores,
                 ncpu < STARPU_MAXCPUS ? ncpu : (long)STARPU_MAXCPUS);

@@ -37,6 +37,9 @@ done
 [ $# -eq 1 ] || die "usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] OUT.csv"
 csv=$1
 [ -e "$csv" ] && die "$csv exists: name a new file"
+# the validation file holds 32768 tokens, less than one batch of 128 x 256: the
+# training file stands in for it (no validation runs)
+train=$root/algorithms/gpt2/data/tiny_shakespeare_train.bin
 tiles=(--tile-tok 256 --tile-ch 384 --tile-hid 1536 --tile-voc 6288 --tile-heads 6 --tile-q 256 --tile-k 256)
 echo "scenario,placement,nodes,workers_per_node,B,T,step_ms,tokens_per_ms,tokens_per_ms_per_node,efficiency,rank0_state_mb,simulation_s" >"$csv"
 
@@ -46,7 +49,8 @@ run_point() {     # scenario placement nodes B T
     [ "$placement" = rank0 ] && extra=(--state-on-rank0)
     start=$(date +%s.%N)
     out=$(bash "$here/simulate.sh" --models "$models" --nodes "$n" --workers "$workers" tsr_gpt2 --model 124M \
-          -B "$B" -T "$T" --steps 4 "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" 2>&1) ||
+          -B "$B" -T "$T" --steps 4 "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" \
+          --val "$train" 2>&1) ||
         { echo "$out" | tail -n 20 >&2; die "$scenario $placement on $n nodes failed"; }
     step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
     [ -n "$step" ] || { echo "$out" | tail -n 20 >&2; die "no step time for $scenario $placement on $n nodes"; }
