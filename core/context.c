@@ -68,15 +68,6 @@ static int count_bound_cores(void)
     return n > 0 ? n : 1;
 }
 
-int tsr_simulated(void)
-{
-#ifdef STARPU_SIMGRID
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 int tsr_mpi_launched(void)
 {
     if (tsr_simulated()) /* a simulated build runs only under (starpu_)smpirun */
