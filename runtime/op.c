@@ -34,9 +34,9 @@ static void cuda_entry(void *buffers[], void *cl_arg)
 #endif
 
 /* The performance-model footprint of a task whose tile count depends on the
- * data (a gather from however many tiles hold some tokens): its first tile's
- * shape alone. A history per tile set would never hold enough samples of
- * each to predict a run (docs/simulation.md). */
+ * data (a gather from, or a loss over, however many tiles hold some tokens
+ * or targets): its first tile's shape alone. A history per tile set would
+ * never hold enough samples of each to predict a run (docs/simulation.md). */
 static uint32_t first_tile_footprint(struct starpu_task *task)
 {
     starpu_data_handle_t h = STARPU_TASK_GET_HANDLE(task, 0);
