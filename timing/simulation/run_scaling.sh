@@ -51,9 +51,9 @@ run_point() {     # scenario placement nodes B T
     out=$(bash "$here/simulate.sh" --models "$models" --nodes "$n" --workers "$workers" tsr_gpt2 --model 124M \
           -B "$B" -T "$T" --steps 4 "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" \
           --val "$train" 2>&1) ||
-        { echo "$out" | tail -n 20 >&2; die "$scenario $placement on $n nodes failed"; }
+        { echo "$out" >"${csv%.csv}.$scenario-$placement-$n.log"; die "$scenario $placement on $n nodes failed (output: ${csv%.csv}.$scenario-$placement-$n.log)"; }
     step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
-    [ -n "$step" ] || { echo "$out" | tail -n 20 >&2; die "no step time for $scenario $placement on $n nodes"; }
+    [ -n "$step" ] || { echo "$out" >"${csv%.csv}.$scenario-$placement-$n.log"; die "no step time for $scenario $placement on $n nodes (output: ${csv%.csv}.$scenario-$placement-$n.log)"; }
     state=$(awk '/^rank 0 holds / { print $4 + $8 }' <<<"$out")
     tpm=$(awk -v b="$B" -v t="$T" -v s="$step" 'BEGIN { printf "%.4f", b * t / s }')
     per_node=$(awk -v x="$tpm" -v n="$n" 'BEGIN { printf "%.4f", x / n }')
