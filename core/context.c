@@ -88,11 +88,11 @@ static int want_mpi(const tsr_config_t *cfg)
         return 0;
     if (cfg->mpi == TSR_MPI_ON)
         return 1;
-    if (tsr_simulated()) /* StarPU started SMPI before main; MPI_Initialized is not ours to call */
+    if (tsr_mpi_launched()) /* first: under simulation MPI_Initialized is not ours to call */
         return 1;
     int already = 0;
     MPI_Initialized(&already);
-    return already || tsr_mpi_launched();
+    return already;
 #else
     (void)cfg;
     return 0;

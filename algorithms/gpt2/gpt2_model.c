@@ -719,7 +719,6 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
 int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,
                     int step)
 {
-    m->cached_params = tsr_gpt2_cached_param_bytes(m); /* before AdamW's writes drop them */
     for (int s = 0; s < m->ntensors; s++) {
         int rc = tsr_adamw(m->params[s], summed_grads(m)[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
                            weight_decay, step);

@@ -110,7 +110,6 @@ typedef struct {
     tsr_desc_t **grad_sum;   /* the sub-batches' gradients added, placed like the
                               * parameters (NULL: sub-batch 0's are the sum) */
     tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI (NULL: all on rank 0) */
-    double cached_params;    /* tsr_gpt2_cached_param_bytes as the last update was submitted */
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
 } tsr_gpt2_model_t;
 

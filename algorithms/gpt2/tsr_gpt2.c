@@ -319,7 +319,9 @@ typedef struct {
     FILE *csv;
     double *step_ms;       /* per step, for the summary */
     double *submit_ms;     /* per step: the time its tasks took to submit */
-    double cached_params;        /* --profile: most bytes of other ranks' parameters held */
+    double cached_params;        /* --profile: most bytes of other ranks' parameters held in
+                                  * a steady step; step_cached_params: in the last step */
+    double step_cached_params;
     double *sent_from, *sent_to; /* --profile: bytes sent to each rank before the
                                   * first steady step and after the last one */
     int comm_steps;        /* steady steps between them */
@@ -532,6 +534,8 @@ static int train_step(trainer_t *t, float *loss, double *ms, double *submit_ms, 
         rc = tsr_gpt2_forward_submit(&t->model, t->inputs, t->targets);
     if (!rc)
         rc = tsr_gpt2_backward(&t->model);
+    if (!rc && t->sent_to) /* --profile: the step's fetches, before the update drops them */
+        t->step_cached_params = tsr_gpt2_cached_param_bytes(&t->model);
     if (!rc)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
     *submit_ms = (tsr_wtime() - t0) * 1e3;
@@ -599,8 +603,8 @@ static int train(trainer_t *t)
         if (t->sent_to && kind == STEP_STEADY && !rc) {
             tsr_comm_bytes_sent(t->sent_to);
             t->comm_steps++;
-            double cached = t->model.cached_params; /* this step's fetches */
-            t->cached_params = cached > t->cached_params ? cached : t->cached_params;
+            if (t->step_cached_params > t->cached_params)
+                t->cached_params = t->step_cached_params;
         }
         t->step_tasks = tsr_tasks_submitted() - tasks_before;
         if (rc)
