@@ -247,6 +247,17 @@ static void start_cublas(int tf32)
 #endif
 
 /* Cores or GPUs that this build cannot use: say why and what to do. */
+/* Under simulation the tiles that StarPU allocates (copies of other ranks'
+ * tiles, reduction buffers) are never computed on, so they are "folded": SMPI
+ * shares one block of memory among them all and skips copying messages into
+ * them. A simulated rank then costs its own tiles' memory, not every tile it
+ * receives: docs/simulation.md. */
+static void fold_simulated_allocations(void)
+{
+    starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM, STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT |
+                                                                 STARPU_MALLOC_SIMULATION_FOLDED);
+}
+
 static void warn_unused_hardware(const tsr_config_t *cfg)
 {
     int cores = count_physical_cores();
@@ -338,6 +349,8 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         return TSR_ERUNTIME;
     }
     tsr_ctx.mpi_active = use_mpi;
+    if (tsr_simulated()) /* kernels do not run: the tiles StarPU allocates need no memory */
+        fold_simulated_allocations();
 #if TSR_USE_MPI
     if (use_mpi && tsr_simulated()) {
         starpu_mpi_comm_rank(tsr_ctx.comm, &tsr_ctx.rank);
