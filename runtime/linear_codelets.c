@@ -192,11 +192,11 @@ static void cuda_linear_gemm(void *buffers[], void *cl_arg, const tsr_exec_t *ex
 /* C's mode (W, RW, REDUX) and the optional tiles vary per task; indexed by tsr_lin_kind_t */
 static tsr_op_t op_linear[TSR_LIN_NKINDS] = {
     { .name = "linear_fwd", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
-      .float32_only = 1 },
+      .no_float64 = 1 },
     { .name = "linear_bwd_data", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
-      .float32_only = 1 },
+      .no_float64 = 1 },
     { .name = "linear_bwd_weight", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
-      .float32_only = 1 },
+      .no_float64 = 1 },
 };
 
 /* ---- bias_fill: C = bias broadcast along columns (no bias: 0) ----------------------- */
@@ -213,7 +213,7 @@ static void bias_fill(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* buffers: C (W), and the bias (R) when there is one */
 static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = bias_fill, .cuda = TSR_CUDA(bias_fill),
-                                 .float32_only = 1 };
+                                 .no_float64 = 1 };
 
 /* ---- bias_add: C += bias broadcast along columns ---------------------------------------- */
 
@@ -227,7 +227,7 @@ static void bias_add(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = bias_add, .cuda = TSR_CUDA(bias_add),
-                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
+                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .no_float64 = 1 };
 
 /* ---- gelu_fwd: out = gelu(pre) ----------------------------------------------------------- */
 
@@ -243,7 +243,7 @@ static void gelu_forward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* buffers: pre (R), out (W); or out alone (RW, in place) */
 static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = gelu_forward, .cuda = TSR_CUDA(gelu_forward),
-                                .float32_only = 1 };
+                                .no_float64 = 1 };
 
 /* ---- gelu_bwd: dpre = dout * gelu'(pre) ---------------------------------------------------- */
 
@@ -262,7 +262,7 @@ static void gelu_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* buffers: pre (R), dout (R), dpre (W); or pre (R), dout (RW, in place) */
 static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = gelu_backward, .cuda = TSR_CUDA(gelu_backward),
-                                .float32_only = 1 };
+                                .no_float64 = 1 };
 
 /* ---- rowsum: y = beta y + row sums of X ---------------------------------------------------- */
 
@@ -277,7 +277,7 @@ static void rowsum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* y's mode (W, RW, REDUX) varies per task */
 static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = rowsum, .cuda = TSR_CUDA(rowsum),
-                              .float32_only = 1 };
+                              .no_float64 = 1 };
 
 /* ---- heads_copy: between feature-major X and a head tile --------------------------------- */
 
@@ -294,7 +294,7 @@ static void heads_copy(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the destination is W or RW per task */
 static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = heads_copy, .cuda = TSR_CUDA(heads_copy),
-                                  .float32_only = 1 };
+                                  .no_float64 = 1 };
 
 static int same_tile(tsr_tile_t a, tsr_tile_t b)
 {

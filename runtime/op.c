@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "tsr_runtime.h"
 #include "tsr_context.h"
+#include "tsr_bf16.h"
 
 static pthread_mutex_t define_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -15,11 +16,80 @@ static const tsr_op_codelet_t *current_codelet(void)
     return (const tsr_op_codelet_t *)starpu_task_get_current()->cl;
 }
 
+/* ---- bf16 on CPU workers ----------------------------------------------------
+ * A bf16 tile (2-byte elements) of the task becomes a float32 scratch tile of
+ * the same layout (the same ld and z stride, in elements), read in when the
+ * task reads it; the op's float32 kernel runs on the copies, and the tiles it
+ * writes are rounded back to bf16. Tiles of 4-byte elements (float32 operands
+ * of a mixed task: losses, master weights) are used as they are. This is
+ * bf16 storage with float32 arithmetic, as on a GPU, for every op. */
+
+typedef struct starpu_block_interface block_t;
+
+/* Elements from a tile's first to its last, padding included. */
+static size_t block_span(const block_t *b)
+{
+    return (size_t)b->ldz * (b->nz - 1) + (size_t)b->ldy * (b->ny - 1) + b->nx;
+}
+
+static int reads(enum starpu_data_access_mode m) { return (m & STARPU_R) || (m & STARPU_REDUX); }
+static int writes(enum starpu_data_access_mode m) { return (m & STARPU_W) || (m & STARPU_REDUX); }
+
+void tsr_run_bf16_on_cpu(tsr_op_func_t f, void *buffers[], void *cl_arg, int n,
+                         const enum starpu_data_access_mode *modes)
+{
+    block_t copy[TSR_MAX_TASK_TILES];
+    void *bufs[TSR_MAX_TASK_TILES];
+    for (int i = 0; i < n; i++) {
+        const block_t *b = buffers[i];
+        bufs[i] = buffers[i];
+        if (b->elemsize != sizeof(tsr_bf16_t))
+            continue;
+        float *scratch = malloc(block_span(b) * sizeof(float));
+        if (!scratch) { /* no error path out of a codelet: fail the task */
+            tsr_log(TSR_LOG_ERROR, "bf16 task: no memory for a float32 copy of a %u x %u x %u tile", b->nx,
+                    b->ny, b->nz);
+            for (int j = 0; j < i; j++)
+                if (bufs[j] != buffers[j])
+                    free((void *)copy[j].ptr);
+            tsr_kernel_check(TSR_ENOMEM);
+            return;
+        }
+        copy[i] = *b;
+        copy[i].ptr = copy[i].dev_handle = (uintptr_t)scratch;
+        copy[i].offset = 0;
+        copy[i].elemsize = sizeof(float);
+        if (reads(modes[i]))
+            tsr_bf16_to_float_block((const tsr_bf16_t *)b->ptr, scratch, b->nx, b->ny, b->nz, b->ldy, b->ldz);
+        bufs[i] = &copy[i];
+    }
+    tsr_exec_t ex = { TSR_FLOAT32, 0, NULL };
+    f(bufs, cl_arg, &ex);
+    for (int i = 0; i < n; i++) {
+        if (bufs[i] == buffers[i])
+            continue;
+        const block_t *b = buffers[i];
+        if (writes(modes[i]))
+            tsr_float_to_bf16_block((const float *)copy[i].ptr, (tsr_bf16_t *)b->ptr, b->nx, b->ny, b->nz, b->ldy,
+                                    b->ldz);
+        free((void *)copy[i].ptr);
+    }
+}
+
 /* The codelet functions of every op: they call the op's own with the task's
  * element type and worker. */
 static void cpu_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
+    if (k->dtype == TSR_BFLOAT16) {
+        struct starpu_task *task = starpu_task_get_current();
+        enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
+        int n = STARPU_TASK_GET_NBUFFERS(task);
+        for (int i = 0; i < n; i++)
+            modes[i] = STARPU_TASK_GET_MODE(task, i);
+        tsr_run_bf16_on_cpu(k->op->cpu, buffers, cl_arg, n, modes);
+        return;
+    }
     tsr_exec_t ex = { k->dtype, 0, NULL };
     k->op->cpu(buffers, cl_arg, &ex);
 }
@@ -45,6 +115,19 @@ static uint32_t first_tile_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be_n(dims, sizeof dims, 0);
 }
 
+int tsr_op_runs_on_cpu(const tsr_op_t *op, tsr_dtype_t t) { return op->cpu_of[t] || op->cpu; }
+
+int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t)
+{
+#if TSR_HAVE_CUDA
+    return op->cuda_of[t] || (op->cuda && (t != TSR_BFLOAT16 || op->cuda_bf16));
+#else
+    (void)op;
+    (void)t;
+    return 0;
+#endif
+}
+
 static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
 {
     tsr_op_codelet_t *k = &op->kind[t];
@@ -58,10 +141,12 @@ static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
     if (op->timed_by_first_tile)
         pm->footprint = first_tile_footprint;
     starpu_codelet_init(cl);
-    cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;
-    cl->cpu_funcs_name[0] = k->symbol;
+    if (tsr_op_runs_on_cpu(op, t)) {
+        cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;
+        cl->cpu_funcs_name[0] = k->symbol;
+    }
 #if TSR_HAVE_CUDA
-    if (op->cuda || op->cuda_of[t]) {
+    if (tsr_op_runs_on_cuda(op, t)) {
         cl->cuda_funcs[0] = op->cuda_of[t] ? op->cuda_of[t] : cuda_entry;
         cl->cuda_flags[0] = STARPU_CUDA_ASYNC; /* kernels are queued on the worker's stream */
     }

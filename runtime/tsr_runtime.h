@@ -23,6 +23,8 @@ static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
  * worker: cuda 1 and the worker's stream, which may be the default stream,
  * NULL itself). */
 typedef struct { tsr_dtype_t dtype; int cuda; void *stream; } tsr_exec_t;
+/* On a CPU worker a bf16 task never reaches its op's function with bf16
+ * tiles: the op kit gives it float32 copies and ex->dtype TSR_FLOAT32. */
 
 /* A tile (StarPU block interface) as depth consecutive column-major
  * matrices of element type dtype: rows x cols with leading dimension ld,
@@ -116,7 +118,12 @@ struct tsr_op {
     tsr_op_func_t cpu, cuda;     /* cuda NULL: the op runs on CPU workers only */
     int nbuffers;
     enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
-    int float32_only;            /* tasks on float64 tiles are refused */
+    int no_float64;              /* float32 kernels only: tasks on float64 tiles are refused
+                                  * (bf16 tasks run them on float32 copies: op.c) */
+    int cuda_bf16;               /* its CUDA function takes bf16 tiles; otherwise a bf16 task
+                                  * runs on a CPU worker, through the float32 kernel */
+    unsigned fp32_in_bf16;       /* bit k: buffer k may stay float32 in a bf16 task (a loss,
+                                  * a master weight); any other tile of it must be bf16 */
     int parallel;                /* BLAS-heavy: may run on combined CPU workers */
     int timed_by_first_tile;     /* its tile count depends on the data: the perf model's
                                   * history is kept per first tile (runtime/op.c) */
@@ -129,6 +136,17 @@ struct tsr_op {
     tsr_op_codelet_t kind[TSR_NDTYPES];
 };
 
+/* Whether op has a CPU / a CUDA function for tasks of element type t (a bf16
+ * task runs on a CPU through the float32 function, on a GPU only where the
+ * op says its CUDA function takes bf16: cuda_bf16). */
+int tsr_op_runs_on_cpu(const tsr_op_t *op, tsr_dtype_t t);
+int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t);
+/* Run f, a float32 op function, on a CPU worker for a task of n buffers in
+ * these modes whose 2-byte tiles are bf16: on float32 copies of them, the
+ * written ones rounded back (op.c). For codelet functions outside the op kit
+ * (a reduction's init). */
+void tsr_run_bf16_on_cpu(tsr_op_func_t f, void *buffers[], void *cl_arg, int n,
+                         const enum starpu_data_access_mode *modes);
 /* The op's codelet for element type t (defined on first use; thread-safe). */
 struct starpu_codelet *tsr_op_codelet(tsr_op_t *op, tsr_dtype_t t);
 
