@@ -135,7 +135,8 @@ static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the sums' mode varies per task */
 static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = ln_bwd_sums,
-                                   .cuda = TSR_CUDA(ln_bwd_sums), .no_float64 = 1 };
+                                   .cuda = TSR_CUDA(ln_bwd_sums), .no_float64 = 1,
+                                   .fp32_in_bf16 = 1u << 5 /* the float32 workspace */ };
 
 /* ---- layernorm_bwd_dinp ---------------------------------------------------- */
 
@@ -152,7 +153,8 @@ static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* dinp's mode varies per task */
 static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = ln_bwd_dinp,
-                                   .cuda = TSR_CUDA(ln_bwd_dinp), .no_float64 = 1 };
+                                   .cuda = TSR_CUDA(ln_bwd_dinp), .no_float64 = 1,
+                                   .fp32_in_bf16 = 1u << 5 /* the float32 workspace */ };
 
 /* ---- layernorm_bwd_params -------------------------------------------------- */
 
