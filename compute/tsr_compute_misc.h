@@ -91,6 +91,10 @@ int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, i
                                    const float *stats, int lds, const int *target_row, float dloss);
 int tsr_cuda_adamw(void *stream, int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
                    float *v, int ldv, const tsr_adamw_step_t *s);
+/* tsr_cpu_adamw_master with g and out of type gt (float32 or bf16: its
+ * rounding to nearest even); p, m, v float32. */
+int tsr_cuda_adamw_master(void *stream, tsr_dtype_t gt, int rows, int cols, float *p, int ldp, const void *g, int ldg,
+                          float *m, int ldm, float *v, int ldv, void *out, int ldo, const tsr_adamw_step_t *s);
 
 #ifdef __cplusplus
 }

@@ -145,8 +145,24 @@ static void adamw_master(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
                              M.ld, tsr_view_at(V, z), V.ld, tsr_view_at(O, z), O.ld, s);
 }
 
+#if TSR_HAVE_CUDA
+/* the master, m and v are float32 whatever the task's type */
+static void cuda_adamw_master(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const tsr_adamw_step_t *s = cl_arg;
+    tsr_view_t P = tsr_view_typed(buffers[0], TSR_FLOAT32), G = tsr_view(buffers[1], ex),
+               M = tsr_view_typed(buffers[2], TSR_FLOAT32), V = tsr_view_typed(buffers[3], TSR_FLOAT32),
+               O = tsr_view(buffers[4], ex);
+    for (int z = 0; z < P.depth; z++)
+        tsr_kernel_check(tsr_cuda_adamw_master(ex->stream, ex->dtype, P.rows, P.cols, tsr_view_at(P, z), P.ld,
+                                               tsr_view_at(G, z), G.ld, tsr_view_at(M, z), M.ld, tsr_view_at(V, z),
+                                               V.ld, tsr_view_at(O, z), O.ld, s));
+}
+#endif
+
 /* master, m, v stay float32 in the bf16 task; the gradient and the copy are bf16 */
-static tsr_op_t op_adamw_master = { .name = "adamw_master", .cpu = adamw_master, .nbuffers = 5,
+static tsr_op_t op_adamw_master = { .name = "adamw_master", .cpu = adamw_master,
+                                    .cuda = TSR_CUDA(cuda_adamw_master), .cuda_bf16 = 1, .nbuffers = 5,
                                     .modes = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW, STARPU_W },
                                     .no_float64 = 1, .fp32_in_bf16 = 1u << 0 | 1u << 2 | 1u << 3 };
 

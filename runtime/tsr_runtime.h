@@ -33,11 +33,11 @@ typedef struct { void *ptr; int rows, cols, depth, ld; size_t zstride; tsr_dtype
 /* Reports a tile whose elements are not of the task's element type and
  * aborts (a broken invariant: tsr_submit refuses such tasks). */
 void tsr_view_mismatch(size_t elemsize, tsr_dtype_t dtype);
-/* The view of a buffer of the task ex, of the task's element type (the
- * element size is never taken for a type). */
-static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex)
+/* The view of a buffer whose elements are of type dtype (the element size
+ * is never taken for a type): a float32 operand of a bf16 task (fp32_in_bf16)
+ * on a CUDA worker. */
+static inline tsr_view_t tsr_view_typed(void *iface, tsr_dtype_t dtype)
 {
-    tsr_dtype_t dtype = ex->dtype;
     tsr_view_t v;
     size_t es = STARPU_BLOCK_GET_ELEMSIZE(iface);
     if (es != tsr_dtype_size(dtype))
@@ -51,6 +51,8 @@ static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex)
     v.dtype = dtype;
     return v;
 }
+/* The view of a buffer of the task ex, of the task's element type. */
+static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex) { return tsr_view_typed(iface, ex->dtype); }
 /* How a kernel writes an output that its task has in mode m: STARPU_W
  * overwrites it, STARPU_RW and STARPU_REDUX add to it. */
 static inline tsr_write_t tsr_write_of(enum starpu_data_access_mode m)
