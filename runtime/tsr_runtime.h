@@ -23,8 +23,9 @@ static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
  * worker: cuda 1 and the worker's stream, which may be the default stream,
  * NULL itself). */
 typedef struct { tsr_dtype_t dtype; int cuda; void *stream; } tsr_exec_t;
-/* On a CPU worker a bf16 task never reaches its op's function with bf16
- * tiles: the op kit gives it float32 copies and ex->dtype TSR_FLOAT32. */
+/* A bf16 task reaches its op's function with bf16 tiles only on a CUDA
+ * worker of an op with cuda_bf16 set; otherwise the op kit gives it float32
+ * copies and ex->dtype TSR_FLOAT32. */
 
 /* A tile (StarPU block interface) as depth consecutive column-major
  * matrices of element type dtype: rows x cols with leading dimension ld,
@@ -122,8 +123,9 @@ struct tsr_op {
     enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
     int no_float64;              /* float32 kernels only: tasks on float64 tiles are refused
                                   * (bf16 tasks run them on float32 copies: op.c) */
-    int cuda_bf16;               /* its CUDA function takes bf16 tiles; otherwise a bf16 task
-                                  * runs on a CPU worker, through the float32 kernel */
+    int cuda_bf16;               /* its CUDA function takes bf16 tiles itself; otherwise a
+                                  * bf16 task on a GPU, as on a CPU, runs it on float32
+                                  * copies (op.c) */
     unsigned fp32_in_bf16;       /* bit k: buffer k may stay float32 in a bf16 task (a loss,
                                   * a master weight); any other tile of it must be bf16 */
     int parallel;                /* BLAS-heavy: may run on combined CPU workers */
@@ -139,8 +141,8 @@ struct tsr_op {
 };
 
 /* Whether op has a CPU / a CUDA function for tasks of element type t (a bf16
- * task runs on a CPU through the float32 function, on a GPU only where the
- * op says its CUDA function takes bf16: cuda_bf16). */
+ * task runs through the float32 function on float32 copies of its bf16
+ * tiles, except on a GPU when the op's CUDA function takes bf16: cuda_bf16). */
 int tsr_op_runs_on_cpu(const tsr_op_t *op, tsr_dtype_t t);
 int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t);
 /* Run f, a float32 op function, on a CPU worker for a task of n buffers in

@@ -20,10 +20,7 @@ if(TSR_USE_CUDA AND STARPU_HAS_CUDA)
   tsr_add_gpu_test(encoder $<TARGET_FILE:test_encoder>)
   tsr_add_gpu_test(crossentropy $<TARGET_FILE:test_crossentropy>)
   tsr_add_gpu_test(adamw $<TARGET_FILE:test_adamw>)
-  # bf16: CPUs beside the GPU only, since most ops have no bf16 CUDA kernel
-  # yet (their bf16 tasks run on CPU workers: docs/gpu.md)
-  tsr_add_test(gpu_mixed_bf16 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpu.sh mixed $<TARGET_FILE:test_bf16> gpu)
-  set_tests_properties(gpu_mixed_bf16 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  tsr_add_gpu_test(bf16 $<TARGET_FILE:test_bf16> gpu)
   tsr_add_gpu_test(gpt2_oracle ${GPT2_ORACLE})
   tsr_add_gpu_test(gpt2_oracle_redux ${GPT2_ORACLE} 8 24 100 128 1 1)
   # several GPUs' data parallelism, on one GPU: two CUDA workers with a

@@ -57,6 +57,28 @@ int launch_add(cudaStream_t s, int m, int n, double alpha, const void *A, int ld
     return launched();
 }
 
+/* dst = src element by element in dst's type, over depth matrices */
+template <typename S, typename D>
+__global__ void convert_kernel(const S *src, D *dst, int rows, int cols, int depth, size_t ld, size_t ldz)
+{
+    for (int z = 0; z < depth; z++)
+        TSR_CUDA_TILE_LOOP(r, c, rows, cols) {
+            size_t at = (size_t)z * ldz + (size_t)c * ld + r;
+            store(dst + at, load(src + at));
+        }
+}
+
+template <typename S, typename D>
+int convert(void *stream, const S *src, D *dst, int rows, int cols, int depth, size_t ld, size_t ldz)
+{
+    if (rows < 0 || cols < 0 || depth < 0 || ld < (size_t)rows)
+        return TSR_EINVAL;
+    if (rows == 0 || cols == 0 || depth == 0)
+        return 0;
+    convert_kernel<<<grid2d(rows, cols), block2d(), 0, (cudaStream_t)stream>>>(src, dst, rows, cols, depth, ld, ldz);
+    return launched();
+}
+
 cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 } /* namespace */
@@ -132,4 +154,27 @@ extern "C" int tsr_cuda_zero(void *stream, tsr_dtype_t t, int m, int n, void *A,
         return 0;
     size_t es = elem_size(t); /* +0 is all zero bits in every type */
     return cuda_rc(cudaMemset2DAsync(A, (size_t)lda * es, 0, (size_t)m * es, (size_t)n, (cudaStream_t)stream));
+}
+
+extern "C" int tsr_cuda_bf16_to_float(void *stream, const void *src, float *dst, int rows, int cols, int depth,
+                                      size_t ld, size_t ldz)
+{
+    return convert(stream, (const __nv_bfloat16 *)src, dst, rows, cols, depth, ld, ldz);
+}
+
+extern "C" int tsr_cuda_float_to_bf16(void *stream, const float *src, void *dst, int rows, int cols, int depth,
+                                      size_t ld, size_t ldz)
+{
+    return convert(stream, src, (__nv_bfloat16 *)dst, rows, cols, depth, ld, ldz);
+}
+
+extern "C" int tsr_cuda_scratch_alloc(void *stream, size_t bytes, void **ptr)
+{
+    keep_pool_memory();
+    return cuda_rc(cudaMallocAsync(ptr, bytes, (cudaStream_t)stream));
+}
+
+extern "C" int tsr_cuda_scratch_free(void *stream, void *ptr)
+{
+    return cuda_rc(cudaFreeAsync(ptr, (cudaStream_t)stream));
 }
