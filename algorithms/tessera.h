@@ -4,6 +4,7 @@
 #define TESSERA_H
 #include "tsr_build_config.h"
 #include "tsr_core.h"
+#include "tsr_bf16.h"
 #include "tsr_tile.h"
 #include "tsr_algorithms.h"
 #include "tsr_layernorm.h"

@@ -20,6 +20,13 @@ extern "C" {
  * tile's owner. */
 int tsr_adamw(tsr_desc_t *params, tsr_desc_t *grads, tsr_desc_t *m, tsr_desc_t *v, float lr, float beta1,
               float beta2, float eps, float weight_decay, int step);
+/* Mixed precision (llm.c's bf16 trainer): the same step on float32 master
+ * weights with float32 m and v, from grads that may be bf16, and then params
+ * = master rounded to params' type (bf16: the copy the forward and backward
+ * read). Every operand of identical shape and tiling; master, m, v float32,
+ * grads and params both float32 or both bf16 (TSR_EDTYPE otherwise). */
+int tsr_adamw_master(tsr_desc_t *master, tsr_desc_t *grads, tsr_desc_t *m, tsr_desc_t *v, tsr_desc_t *params,
+                     float lr, float beta1, float beta2, float eps, float weight_decay, int step);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,16 @@ int tsr_cuda_scale(void *stream, tsr_dtype_t t, int m, int n, double alpha, void
 int tsr_cuda_add(void *stream, tsr_dtype_t t, int m, int n, double alpha, const void *A, int lda,
                  double beta, void *B, int ldb);
 int tsr_cuda_zero(void *stream, tsr_dtype_t t, int m, int n, void *A, int lda);
+/* The op kit's bf16 path for ops without bf16 CUDA kernels (runtime/op.c):
+ * rows x cols x depth elements, column c of matrix z at z * ldz + c * ld in
+ * both arrays, converted bf16 -> float / float -> bf16 (rounded to nearest
+ * even); and stream-ordered device scratch (cudaMallocAsync / cudaFreeAsync). */
+int tsr_cuda_bf16_to_float(void *stream, const void *src, float *dst, int rows, int cols, int depth, size_t ld,
+                           size_t ldz);
+int tsr_cuda_float_to_bf16(void *stream, const float *src, void *dst, int rows, int cols, int depth, size_t ld,
+                           size_t ldz);
+int tsr_cuda_scratch_alloc(void *stream, size_t bytes, void **ptr);
+int tsr_cuda_scratch_free(void *stream, void *ptr);
 #ifdef __cplusplus
 }
 #endif

@@ -93,12 +93,22 @@ void tsr_cpu_heads_copy(const tsr_heads_geom_t *g, int to_heads, float beta,
  * adds the tokens in chunks (another order than the CPU's); GeLU uses the
  * formulas of tsr_compute_elem.h. No twin of heads_pack / heads_unpack: on
  * the GPU, gemm_chunked works on the head tiles directly. */
-int tsr_cuda_gemm_chunked(void *cublas, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k, tsr_chunk_dim_t dim,
-                          int csize, float alpha, tsr_chunked_t A, tsr_chunked_t B, float beta, tsr_chunked_t C);
+int tsr_cuda_gemm_chunked(void *cublas, tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                          tsr_chunk_dim_t dim, int csize, float alpha, tsr_chunked_t A, tsr_chunked_t B, float beta,
+                          tsr_chunked_t C);
 int tsr_cuda_bias_fill(void *stream, int m, int n, const float *bias, float *C, int ldc);
 int tsr_cuda_bias_add(void *stream, int m, int n, const float *bias, float *C, int ldc);
 int tsr_cuda_rowsum(void *stream, int m, int n, const float *X, int ldx, float beta, float *y);
 int tsr_cuda_gelu_forward(void *stream, int m, int n, const float *pre, int ldp, float *out, int ldo);
+/* The linear layer's bf16 path (t TSR_FLOAT32 or TSR_BFLOAT16: the tiles'
+ * storage, computed in float32): gemm_chunked above with t (bf16 operands
+ * through cublasGemmEx / cublasGemmStridedBatchedEx, CUBLAS_COMPUTE_32F;
+ * A.p, B.p, C.p then point to bf16 data and cstride counts bf16 elements),
+ * bias_fill, rowsum (float sums) and gelu_forward on tiles of type t. */
+int tsr_cuda_bias_fill_typed(void *stream, tsr_dtype_t t, int m, int n, const void *bias, void *C, int ldc);
+int tsr_cuda_rowsum_typed(void *stream, tsr_dtype_t t, int m, int n, const void *X, int ldx, float beta, void *y);
+int tsr_cuda_gelu_forward_typed(void *stream, tsr_dtype_t t, int m, int n, const void *pre, int ldp, void *out,
+                                int ldo);
 int tsr_cuda_gelu_backward(void *stream, int m, int n, const float *pre, int ldp, const float *dout, int ldd,
                            float *dpre, int lddp);
 int tsr_cuda_heads_copy(void *stream, const tsr_heads_geom_t *g, int to_heads, float beta,

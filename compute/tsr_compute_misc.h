@@ -59,6 +59,10 @@ typedef struct { float lr, beta1, beta2, eps, weight_decay, corr1, corr2; } tsr_
  * p -= lr * ((m / corr1) / (sqrt(v / corr2) + eps) + wd * p). */
 void tsr_cpu_adamw(int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
                    float *v, int ldv, const tsr_adamw_step_t *s);
+/* The same step on float32 master weights p, then out = p: the copy that
+ * the forward and backward read (bf16 on CPU workers: the op kit rounds it). */
+void tsr_cpu_adamw_master(int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
+                          float *v, int ldv, float *out, int ldo, const tsr_adamw_step_t *s);
 
 /* ---- CUDA (compute/cuda/misc.cu, built with TSR_USE_CUDA) -----------------
  * The same kernels, asynchronous on `stream` (a cudaStream_t). The tiles
@@ -87,6 +91,10 @@ int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, i
                                    const float *stats, int lds, const int *target_row, float dloss);
 int tsr_cuda_adamw(void *stream, int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
                    float *v, int ldv, const tsr_adamw_step_t *s);
+/* tsr_cpu_adamw_master with g and out of type gt (float32 or bf16: its
+ * rounding to nearest even); p, m, v float32. */
+int tsr_cuda_adamw_master(void *stream, tsr_dtype_t gt, int rows, int cols, float *p, int ldp, const void *g, int ldg,
+                          float *m, int ldm, float *v, int ldv, void *out, int ldo, const tsr_adamw_step_t *s);
 
 #ifdef __cplusplus
 }

@@ -28,8 +28,10 @@ enum {
 };
 
 /* Element types, transposition and write mode, shared by every layer. */
-typedef enum { TSR_FLOAT32 = 0, TSR_FLOAT64 = 1 } tsr_dtype_t;
-#define TSR_NDTYPES 2
+/* TSR_BFLOAT16: bfloat16 storage (tsr_bf16.h); its ops compute in float32:
+ * on a CPU worker the op kit runs the float32 kernel on converted tiles. */
+typedef enum { TSR_FLOAT32 = 0, TSR_FLOAT64 = 1, TSR_BFLOAT16 = 2 } tsr_dtype_t;
+#define TSR_NDTYPES 3
 typedef enum { TSR_NOTRANS = 0, TSR_TRANS = 1 } tsr_trans_t;
 /* Whether a result overwrites its destination or is added to it (llm.c's
  * "+=" for gradients: accumulating lets a training step skip the zero-grad

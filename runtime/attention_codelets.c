@@ -92,7 +92,7 @@ static void cuda_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* O and L are W, RW or REDUX per task */
 static tsr_op_t op_fwd = { .name = "attention_fwd", .cpu = cpu_fwd, .cuda = TSR_CUDA(cuda_fwd), .parallel = 1,
-                           .float32_only = 1 };
+                           .no_float64 = 1 };
 
 /* buffers: O, dO, L */
 static void cpu_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
@@ -116,7 +116,7 @@ static void cuda_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 #endif
 
 static tsr_op_t op_bwd_prep = { .name = "attention_bwd_prep", .cpu = cpu_bwd_prep, .cuda = TSR_CUDA(cuda_bwd_prep),
-                                .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .float32_only = 1 };
+                                .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .no_float64 = 1 };
 
 /* buffers: Q, K, V, dO, L, dQ, dK, dV */
 static void cpu_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
@@ -159,7 +159,7 @@ static void cuda_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* dQ, dK and dV are W, RW or REDUX per task */
 static tsr_op_t op_bwd = { .name = "attention_bwd", .cpu = cpu_bwd, .cuda = TSR_CUDA(cuda_bwd), .parallel = 1,
-                           .float32_only = 1 };
+                           .no_float64 = 1 };
 
 /* ---- insert helpers --------------------------------------------------------------- */
 

@@ -42,7 +42,8 @@ static void cuda_gemm(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 #endif
 
 /* C's mode is chosen per task (W, RW or REDUX) */
-static tsr_op_t op_gemm = { .name = "gemm", .cpu = cpu_gemm, .cuda = TSR_CUDA(cuda_gemm), .parallel = 1 };
+static tsr_op_t op_gemm = { .name = "gemm", .cpu = cpu_gemm, .cuda = TSR_CUDA(cuda_gemm), .parallel = 1,
+                            .cuda_bf16 = 1 /* cublasGemmEx, float32 accumulation */ };
 
 /* ---- scale: A = alpha A ------------------------------------------------------------ */
 
@@ -55,7 +56,7 @@ static void scale(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 static tsr_op_t op_scale = { .name = "scale", .cpu = scale, .cuda = TSR_CUDA(scale),
-                             .nbuffers = 1, .modes = { STARPU_RW } };
+                             .nbuffers = 1, .modes = { STARPU_RW }, .cuda_bf16 = 1 };
 
 /* ---- zero: A = 0 (also the REDUX identity) ---------------------------------------- */
 
@@ -68,7 +69,7 @@ static void zero(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 static tsr_op_t op_zero = { .name = "zero", .cpu = zero, .cuda = TSR_CUDA(zero),
-                            .nbuffers = 1, .modes = { STARPU_W } };
+                            .nbuffers = 1, .modes = { STARPU_W }, .cuda_bf16 = 1 };
 
 /* The REDUX identity: the same kernel, under its own name so that inits show
  * apart in traces. StarPU calls it outside any task, without argument, so
@@ -87,12 +88,21 @@ static void cpu_redux_init_float64(void *buffers[], void *cl_arg) { (void)cl_arg
 #if TSR_HAVE_CUDA
 static void cuda_redux_init_float32(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_FLOAT32, 1); }
 static void cuda_redux_init_float64(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_FLOAT64, 1); }
+static void cuda_redux_init_bf16(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_BFLOAT16, 1); }
 #endif
+
+/* bf16 on a CPU: the float32 zero on a float32 copy, as every bf16 task */
+static void cpu_redux_init_bf16(void *buffers[], void *cl_arg)
+{
+    const enum starpu_data_access_mode w = STARPU_W;
+    tsr_run_bf16_on_cpu(zero, buffers, cl_arg, 1, &w);
+}
 
 static tsr_op_t op_redux_init = {
     .name = "redux_init", .nbuffers = 1, .modes = { STARPU_W },
-    .cpu_of = { cpu_redux_init_float32, cpu_redux_init_float64 },
-    .cuda_of = { TSR_CUDA(cuda_redux_init_float32), TSR_CUDA(cuda_redux_init_float64) } };
+    .cpu_of = { cpu_redux_init_float32, cpu_redux_init_float64, cpu_redux_init_bf16 },
+    .cuda_of = { TSR_CUDA(cuda_redux_init_float32), TSR_CUDA(cuda_redux_init_float64),
+                 TSR_CUDA(cuda_redux_init_bf16) } };
 
 /* ---- add: B = alpha A + beta B ------------------------------------------------------ */
 
@@ -106,7 +116,7 @@ static void add(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 /* B is W (beta 0) or RW per task */
-static tsr_op_t op_add = { .name = "add", .cpu = add, .cuda = TSR_CUDA(add) };
+static tsr_op_t op_add = { .name = "add", .cpu = add, .cuda = TSR_CUDA(add), .cuda_bf16 = 1 };
 
 /* ---- redux_add: dst += src, the reduction method (first buffer plain RW) ----------- */
 
@@ -119,7 +129,7 @@ static void redux_add(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 static tsr_op_t op_redux_add = { .name = "redux_add", .cpu = redux_add, .cuda = TSR_CUDA(redux_add),
-                                 .nbuffers = 2, .modes = { STARPU_RW, STARPU_R } };
+                                 .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .cuda_bf16 = 1 };
 
 /* ---- insert helpers --------------------------------------------------------------- */
 

@@ -29,7 +29,7 @@ static void ln_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = ln_fwd, .cuda = TSR_CUDA(ln_fwd), .nbuffers = 6,
                               .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W },
-                              .float32_only = 1 };
+                              .no_float64 = 1 };
 
 /* ---- layernorm_sum --------------------------------------------------------- */
 
@@ -52,7 +52,7 @@ static void cuda_ln_sum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the sum's mode (W, RW, REDUX) varies per task */
 static tsr_op_t op_ln_sum = { .name = "layernorm_sum", .cpu = cpu_ln_sum, .cuda = TSR_CUDA(cuda_ln_sum),
-                              .float32_only = 1 };
+                              .no_float64 = 1 };
 
 /* ---- layernorm_sqdev ------------------------------------------------------- */
 
@@ -65,7 +65,7 @@ static void ln_sqdev(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the output's mode varies per task */
 static tsr_op_t op_ln_sqdev = { .name = "layernorm_sqdev", .cpu = ln_sqdev, .cuda = TSR_CUDA(ln_sqdev),
-                                .float32_only = 1 };
+                                .no_float64 = 1 };
 
 /* ---- layernorm_stats ------------------------------------------------------- */
 
@@ -87,7 +87,7 @@ static void cuda_ln_stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 #endif
 
 static tsr_op_t op_ln_stats = { .name = "layernorm_stats", .cpu = cpu_ln_stats, .cuda = TSR_CUDA(cuda_ln_stats),
-                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_RW }, .float32_only = 1 };
+                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_RW }, .no_float64 = 1 };
 
 /* ---- layernorm_normalize --------------------------------------------------- */
 
@@ -103,7 +103,7 @@ static void ln_normalize(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = ln_normalize,
                                     .cuda = TSR_CUDA(ln_normalize), .nbuffers = 6,
                                     .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W },
-                                    .float32_only = 1 };
+                                    .no_float64 = 1 };
 
 /* ---- layernorm_bwd --------------------------------------------------------- */
 
@@ -119,7 +119,7 @@ static void ln_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* dinp's mode varies per task */
 static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = ln_bwd, .cuda = TSR_CUDA(ln_bwd),
-                              .float32_only = 1 };
+                              .no_float64 = 1 };
 
 /* ---- layernorm_bwd_sums ---------------------------------------------------- */
 
@@ -135,7 +135,8 @@ static void ln_bwd_sums(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the sums' mode varies per task */
 static tsr_op_t op_ln_bwd_sums = { .name = "layernorm_bwd_sums", .cpu = ln_bwd_sums,
-                                   .cuda = TSR_CUDA(ln_bwd_sums), .float32_only = 1 };
+                                   .cuda = TSR_CUDA(ln_bwd_sums), .no_float64 = 1,
+                                   .fp32_in_bf16 = 1u << 5 /* the float32 workspace */ };
 
 /* ---- layernorm_bwd_dinp ---------------------------------------------------- */
 
@@ -152,7 +153,8 @@ static void ln_bwd_dinp(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* dinp's mode varies per task */
 static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = ln_bwd_dinp,
-                                   .cuda = TSR_CUDA(ln_bwd_dinp), .float32_only = 1 };
+                                   .cuda = TSR_CUDA(ln_bwd_dinp), .no_float64 = 1,
+                                   .fp32_in_bf16 = 1u << 5 /* the float32 workspace */ };
 
 /* ---- layernorm_bwd_params -------------------------------------------------- */
 
@@ -168,7 +170,7 @@ static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the gradients' modes vary per task */
 static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = ln_bwd_params,
-                                     .cuda = TSR_CUDA(ln_bwd_params), .float32_only = 1 };
+                                     .cuda = TSR_CUDA(ln_bwd_params), .no_float64 = 1 };
 
 /* ---- residual_fwd ---------------------------------------------------------- */
 

@@ -47,7 +47,7 @@ static tsr_chunked_t chunked(tsr_view_t v, int heads, int cut, int hd)
 {
     tsr_chunked_t c = { (float *)v.ptr, v.ld, 0 };
     if (cut == CUT_ROWS)
-        c.cstride = heads ? v.zstride / sizeof(float) : (size_t)hd;
+        c.cstride = heads ? v.zstride / tsr_dtype_size(v.dtype) : (size_t)hd;
     else if (cut == CUT_COLS)
         c.cstride = (size_t)hd * v.ld;
     return c;
@@ -160,43 +160,50 @@ static void cpu_linear_gemm(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 #if TSR_HAVE_CUDA
-/* The same steps as cpu_linear_gemm; head tiles go through one GEMM per head. */
+/* Element i of the vector at p, of the task's element type. */
+static void *element(void *p, size_t i, const tsr_exec_t *ex) { return (char *)p + i * tsr_dtype_size(ex->dtype); }
+
+/* The same steps as cpu_linear_gemm; head tiles go through one GEMM per head.
+ * float32 or bf16 tiles (bf16: cuBLAS's bf16 GEMMs, float32 sums). */
 static void cuda_linear_gemm(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const lin_args_t *a = cl_arg;
     void *stream = ex->stream;
+    tsr_dtype_t t = ex->dtype;
     lin_operands_t o = linear_operands(buffers, a, ex);
     tsr_view_t A = o.A, B = o.B, C = o.C;
     float beta = a->beta;
     if (o.bias) {
         for (int z = 0; z < C.depth; z++)
-            tsr_kernel_check(tsr_cuda_bias_fill(stream, C.rows, C.cols, o.bias + (size_t)z * C.rows,
-                                                tsr_view_at(C, z), C.ld));
+            tsr_kernel_check(tsr_cuda_bias_fill_typed(stream, t, C.rows, C.cols,
+                                                      element(o.bias, (size_t)z * C.rows, ex), tsr_view_at(C, z),
+                                                      C.ld));
         beta = 1.0f;
     }
-    tsr_kernel_check(tsr_cuda_gemm_chunked(starpu_cublas_get_local_handle(), a->ta, a->tb, o.m, o.n, o.k, a->chunk,
-                                           a->hd, a->alpha, chunked(A, o.ha, cut_of_a(a->chunk, a->ta), a->hd),
+    tsr_kernel_check(tsr_cuda_gemm_chunked(starpu_cublas_get_local_handle(), t, a->ta, a->tb, o.m, o.n, o.k,
+                                           a->chunk, a->hd, a->alpha,
+                                           chunked(A, o.ha, cut_of_a(a->chunk, a->ta), a->hd),
                                            chunked(B, o.hb, cut_of_b(a->chunk, a->tb), a->hd), beta,
                                            chunked(C, o.hc, cut_of_c(a->chunk), a->hd)));
     if (a->flags & LIN_GELU)
         for (int z = 0; z < C.depth; z++)
-            tsr_kernel_check(tsr_cuda_gelu_forward(stream, C.rows, C.cols, tsr_view_at(C, z), C.ld,
-                                                   tsr_view_at(o.out, z), o.out.ld));
+            tsr_kernel_check(tsr_cuda_gelu_forward_typed(stream, t, C.rows, C.cols, tsr_view_at(C, z), C.ld,
+                                                         tsr_view_at(o.out, z), o.out.ld));
     if (o.dbias)
         for (int z = 0; z < B.depth; z++)
-            tsr_kernel_check(tsr_cuda_rowsum(stream, B.rows, B.cols, tsr_view_at(B, z), B.ld, a->dbias_beta,
-                                             o.dbias + (size_t)z * B.rows));
+            tsr_kernel_check(tsr_cuda_rowsum_typed(stream, t, B.rows, B.cols, tsr_view_at(B, z), B.ld,
+                                                   a->dbias_beta, element(o.dbias, (size_t)z * B.rows, ex)));
 }
 #endif
 
 /* C's mode (W, RW, REDUX) and the optional tiles vary per task; indexed by tsr_lin_kind_t */
 static tsr_op_t op_linear[TSR_LIN_NKINDS] = {
     { .name = "linear_fwd", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
-      .float32_only = 1 },
+      .no_float64 = 1, .cuda_bf16 = 1 },
     { .name = "linear_bwd_data", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
-      .float32_only = 1 },
+      .no_float64 = 1, .cuda_bf16 = 1 },
     { .name = "linear_bwd_weight", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
-      .float32_only = 1 },
+      .no_float64 = 1, .cuda_bf16 = 1 },
 };
 
 /* ---- bias_fill: C = bias broadcast along columns (no bias: 0) ----------------------- */
@@ -213,7 +220,7 @@ static void bias_fill(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* buffers: C (W), and the bias (R) when there is one */
 static tsr_op_t op_bias_fill = { .name = "bias_fill", .cpu = bias_fill, .cuda = TSR_CUDA(bias_fill),
-                                 .float32_only = 1 };
+                                 .no_float64 = 1 };
 
 /* ---- bias_add: C += bias broadcast along columns ---------------------------------------- */
 
@@ -227,7 +234,7 @@ static void bias_add(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 static tsr_op_t op_bias_add = { .name = "bias_add", .cpu = bias_add, .cuda = TSR_CUDA(bias_add),
-                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
+                                .nbuffers = 2, .modes = { STARPU_RW, STARPU_R }, .no_float64 = 1 };
 
 /* ---- gelu_fwd: out = gelu(pre) ----------------------------------------------------------- */
 
@@ -243,7 +250,7 @@ static void gelu_forward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* buffers: pre (R), out (W); or out alone (RW, in place) */
 static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = gelu_forward, .cuda = TSR_CUDA(gelu_forward),
-                                .float32_only = 1 };
+                                .no_float64 = 1 };
 
 /* ---- gelu_bwd: dpre = dout * gelu'(pre) ---------------------------------------------------- */
 
@@ -262,7 +269,7 @@ static void gelu_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* buffers: pre (R), dout (R), dpre (W); or pre (R), dout (RW, in place) */
 static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = gelu_backward, .cuda = TSR_CUDA(gelu_backward),
-                                .float32_only = 1 };
+                                .no_float64 = 1 };
 
 /* ---- rowsum: y = beta y + row sums of X ---------------------------------------------------- */
 
@@ -277,7 +284,7 @@ static void rowsum(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* y's mode (W, RW, REDUX) varies per task */
 static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = rowsum, .cuda = TSR_CUDA(rowsum),
-                              .float32_only = 1 };
+                              .no_float64 = 1 };
 
 /* ---- heads_copy: between feature-major X and a head tile --------------------------------- */
 
@@ -294,7 +301,7 @@ static void heads_copy(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the destination is W or RW per task */
 static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = heads_copy, .cuda = TSR_CUDA(heads_copy),
-                                  .float32_only = 1 };
+                                  .no_float64 = 1 };
 
 static int same_tile(tsr_tile_t a, tsr_tile_t b)
 {

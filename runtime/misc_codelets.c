@@ -42,7 +42,7 @@ static void gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the destination's mode (W, RW, REDUX) and the source count vary per task */
 static tsr_op_t op_gather = { .name = "gather_columns", .cpu = gather, .cuda = TSR_CUDA(gather),
-                              .float32_only = 1, .timed_by_first_tile = 1 };
+                              .no_float64 = 1, .timed_by_first_tile = 1 };
 
 /* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 
@@ -55,7 +55,7 @@ static void stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the statistics' mode (W, RW, REDUX) varies per task */
 static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = stats, .cuda = TSR_CUDA(stats),
-                             .float32_only = 1 };
+                             .no_float64 = 1, .fp32_in_bf16 = 1u << 0 /* float32 statistics */ };
 
 /* ---- softmax_stats_merge: the statistics' reduction method -------------- */
 
@@ -69,7 +69,7 @@ static void stats_merge(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 /* a reduction method: first buffer plain STARPU_RW */
 static tsr_op_t op_stats_merge = { .name = "softmax_stats_merge", .cpu = stats_merge,
                                    .cuda = TSR_CUDA(stats_merge), .nbuffers = 2,
-                                   .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
+                                   .modes = { STARPU_RW, STARPU_R }, .no_float64 = 1 };
 
 /* ---- crossentropy_loss: the loss of the columns named by the refs ----------------- */
 
@@ -99,7 +99,8 @@ static void cuda_loss(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 /* the loss's mode and the logits tile count vary per task */
 static tsr_op_t op_loss = { .name = "crossentropy_loss", .cpu = cpu_loss, .cuda = TSR_CUDA(cuda_loss),
-                            .float32_only = 1, .timed_by_first_tile = 1 };
+                            .no_float64 = 1, .timed_by_first_tile = 1,
+                            .fp32_in_bf16 = 1u << 0 | 1u << 1 /* float32 losses and statistics */ };
 
 /* ---- crossentropy_backward: logits = (softmax - onehot) * dloss, in place --------- */
 
@@ -113,7 +114,8 @@ static void ce_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 
 static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = ce_backward,
                                    .cuda = TSR_CUDA(ce_backward), .nbuffers = 2,
-                                   .modes = { STARPU_RW, STARPU_R }, .float32_only = 1 };
+                                   .modes = { STARPU_RW, STARPU_R }, .no_float64 = 1,
+                                   .fp32_in_bf16 = 1u << 1 /* float32 statistics */ };
 
 /* ---- adamw: one AdamW step on a parameter tile ------------------------------------ */
 
@@ -129,7 +131,40 @@ static void adamw(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 static tsr_op_t op_adamw = { .name = "adamw", .cpu = adamw, .cuda = TSR_CUDA(adamw), .nbuffers = 4,
-                             .modes = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW }, .float32_only = 1 };
+                             .modes = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW }, .no_float64 = 1 };
+
+/* ---- adamw_master: AdamW on float32 master weights, and their bf16 copy ---------------- */
+
+static void adamw_master(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const tsr_adamw_step_t *s = cl_arg;
+    tsr_view_t P = tsr_view(buffers[0], ex), G = tsr_view(buffers[1], ex), M = tsr_view(buffers[2], ex),
+               V = tsr_view(buffers[3], ex), O = tsr_view(buffers[4], ex);
+    for (int z = 0; z < P.depth; z++)
+        tsr_cpu_adamw_master(P.rows, P.cols, tsr_view_at(P, z), P.ld, tsr_view_at(G, z), G.ld, tsr_view_at(M, z),
+                             M.ld, tsr_view_at(V, z), V.ld, tsr_view_at(O, z), O.ld, s);
+}
+
+#if TSR_HAVE_CUDA
+/* the master, m and v are float32 whatever the task's type */
+static void cuda_adamw_master(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const tsr_adamw_step_t *s = cl_arg;
+    tsr_view_t P = tsr_view_typed(buffers[0], TSR_FLOAT32), G = tsr_view(buffers[1], ex),
+               M = tsr_view_typed(buffers[2], TSR_FLOAT32), V = tsr_view_typed(buffers[3], TSR_FLOAT32),
+               O = tsr_view(buffers[4], ex);
+    for (int z = 0; z < P.depth; z++)
+        tsr_kernel_check(tsr_cuda_adamw_master(ex->stream, ex->dtype, P.rows, P.cols, tsr_view_at(P, z), P.ld,
+                                               tsr_view_at(G, z), G.ld, tsr_view_at(M, z), M.ld, tsr_view_at(V, z),
+                                               V.ld, tsr_view_at(O, z), O.ld, s));
+}
+#endif
+
+/* master, m, v stay float32 in the bf16 task; the gradient and the copy are bf16 */
+static tsr_op_t op_adamw_master = { .name = "adamw_master", .cpu = adamw_master,
+                                    .cuda = TSR_CUDA(cuda_adamw_master), .cuda_bf16 = 1, .nbuffers = 5,
+                                    .modes = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW, STARPU_W },
+                                    .no_float64 = 1, .fp32_in_bf16 = 1u << 0 | 1u << 2 | 1u << 3 };
 
 /* ---- insert helpers ------------------------------------------------------------------- */
 
@@ -230,4 +265,13 @@ int tsr_insert_adamw(tsr_tile_t p, tsr_tile_t g, tsr_tile_t m, tsr_tile_t v, con
     enum starpu_data_access_mode modes[4] = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW };
     double flops = 12.0 * tsr_tile_depth(p.d, p.bi) * tsr_tile_rows(p.d, p.i) * tsr_tile_cols(p.d, p.j);
     return tsr_submit(&op_adamw, tiles, modes, 4, step, sizeof *step, -1, flops);
+}
+
+int tsr_insert_adamw_master(tsr_tile_t p, tsr_tile_t g, tsr_tile_t m, tsr_tile_t v, tsr_tile_t out,
+                            const tsr_adamw_step_t *step)
+{
+    tsr_tile_t tiles[5] = { p, g, m, v, out };
+    enum starpu_data_access_mode modes[5] = { STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW, STARPU_W };
+    double flops = 12.0 * tsr_tile_depth(p.d, p.bi) * tsr_tile_rows(p.d, p.i) * tsr_tile_cols(p.d, p.j);
+    return tsr_submit(&op_adamw_master, tiles, modes, 5, step, sizeof *step, -1, flops);
 }

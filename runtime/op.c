@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include "tsr_runtime.h"
 #include "tsr_context.h"
+#include "tsr_bf16.h"
+#if TSR_HAVE_CUDA
+#include "tsr_compute_cuda.h"
+#endif
 
 static pthread_mutex_t define_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -15,11 +19,140 @@ static const tsr_op_codelet_t *current_codelet(void)
     return (const tsr_op_codelet_t *)starpu_task_get_current()->cl;
 }
 
+/* ---- bf16 through float32 kernels ------------------------------------------
+ * A bf16 tile (2-byte elements) of the task becomes a float32 scratch tile of
+ * the same layout (the same ld and z stride, in elements), read in when the
+ * task reads it; the op's float32 kernel runs on the copies, and the tiles it
+ * writes are rounded back to bf16. Tiles of 4-byte elements (float32 operands
+ * of a mixed task: losses, master weights) are used as they are. This is
+ * bf16 storage with float32 arithmetic for every op: on a CPU worker always,
+ * on a CUDA worker (device scratch, conversions on the worker's stream) for
+ * the ops without bf16 CUDA kernels of their own (cuda_bf16 unset). */
+
+typedef struct starpu_block_interface block_t;
+
+/* Elements from a tile's first to its last, padding included. */
+static size_t block_span(const block_t *b)
+{
+    return (size_t)b->ldz * (b->nz - 1) + (size_t)b->ldy * (b->ny - 1) + b->nx;
+}
+
+static int reads(enum starpu_data_access_mode m) { return (m & STARPU_R) || (m & STARPU_REDUX); }
+static int writes(enum starpu_data_access_mode m) { return (m & STARPU_W) || (m & STARPU_REDUX); }
+
+/* Float32 scratch for tile b where the worker w computes (NULL: no memory). */
+static float *scratch_alloc(const tsr_exec_t *w, const block_t *b)
+{
+    size_t bytes = block_span(b) * sizeof(float);
+#if TSR_HAVE_CUDA
+    if (w->cuda) {
+        void *p = NULL;
+        return tsr_cuda_scratch_alloc(w->stream, bytes, &p) ? NULL : p;
+    }
+#else
+    (void)w;
+#endif
+    return malloc(bytes);
+}
+
+static void scratch_free(const tsr_exec_t *w, float *p)
+{
+#if TSR_HAVE_CUDA
+    if (w->cuda) {
+        tsr_kernel_check(tsr_cuda_scratch_free(w->stream, p));
+        return;
+    }
+#else
+    (void)w;
+#endif
+    free(p);
+}
+
+/* scratch = b (to_bf16 0) or b = scratch rounded (to_bf16 1). */
+static int convert(const tsr_exec_t *w, const block_t *b, float *scratch, int to_bf16)
+{
+#if TSR_HAVE_CUDA
+    if (w->cuda)
+        return to_bf16 ? tsr_cuda_float_to_bf16(w->stream, scratch, (void *)b->ptr, b->nx, b->ny, b->nz, b->ldy, b->ldz)
+                       : tsr_cuda_bf16_to_float(w->stream, (const void *)b->ptr, scratch, b->nx, b->ny, b->nz, b->ldy,
+                                                b->ldz);
+#else
+    (void)w;
+#endif
+    if (to_bf16)
+        tsr_float_to_bf16_block(scratch, (tsr_bf16_t *)b->ptr, b->nx, b->ny, b->nz, b->ldy, b->ldz);
+    else
+        tsr_bf16_to_float_block((const tsr_bf16_t *)b->ptr, scratch, b->nx, b->ny, b->nz, b->ldy, b->ldz);
+    return TSR_SUCCESS;
+}
+
+/* f, a float32 op function, on the worker w (its cuda and stream) for a bf16 task. */
+static void run_bf16_as_float32(tsr_op_func_t f, void *buffers[], void *cl_arg, int n,
+                                const enum starpu_data_access_mode *modes, const tsr_exec_t *w)
+{
+    block_t copy[TSR_MAX_TASK_TILES];
+    void *bufs[TSR_MAX_TASK_TILES];
+    int rc = TSR_SUCCESS, made = 0;
+    for (; made < n && !rc; made++) {
+        const block_t *b = buffers[made];
+        bufs[made] = buffers[made];
+        if (b->elemsize != sizeof(tsr_bf16_t))
+            continue;
+        float *scratch = scratch_alloc(w, b);
+        if (!scratch) { /* no error path out of a codelet: the task fails */
+            rc = TSR_ENOMEM;
+            break;
+        }
+        copy[made] = *b;
+        copy[made].ptr = copy[made].dev_handle = (uintptr_t)scratch;
+        copy[made].offset = 0;
+        copy[made].elemsize = sizeof(float);
+        bufs[made] = &copy[made];
+        if (reads(modes[made]))
+            rc = convert(w, b, scratch, 0);
+    }
+    if (!rc) {
+        tsr_exec_t ex = { TSR_FLOAT32, w->cuda, w->stream };
+        f(bufs, cl_arg, &ex);
+    }
+    for (int i = 0; i < made; i++) {
+        if (bufs[i] == buffers[i])
+            continue;
+        if (!rc && writes(modes[i]))
+            rc = convert(w, buffers[i], (float *)copy[i].ptr, 1);
+        scratch_free(w, (float *)copy[i].ptr);
+    }
+    tsr_kernel_check(rc);
+}
+
+void tsr_run_bf16_on_cpu(tsr_op_func_t f, void *buffers[], void *cl_arg, int n,
+                         const enum starpu_data_access_mode *modes)
+{
+    const tsr_exec_t cpu = { TSR_BFLOAT16, 0, NULL };
+    run_bf16_as_float32(f, buffers, cl_arg, n, modes, &cpu);
+}
+
+/* The modes of the running task's n buffers. */
+static int task_modes(enum starpu_data_access_mode *modes)
+{
+    struct starpu_task *task = starpu_task_get_current();
+    int n = STARPU_TASK_GET_NBUFFERS(task);
+    for (int i = 0; i < n; i++)
+        modes[i] = STARPU_TASK_GET_MODE(task, i);
+    return n;
+}
+
 /* The codelet functions of every op: they call the op's own with the task's
  * element type and worker. */
 static void cpu_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
+    if (k->dtype == TSR_BFLOAT16) {
+        enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
+        int n = task_modes(modes);
+        tsr_run_bf16_on_cpu(k->op->cpu, buffers, cl_arg, n, modes);
+        return;
+    }
     tsr_exec_t ex = { k->dtype, 0, NULL };
     k->op->cpu(buffers, cl_arg, &ex);
 }
@@ -29,6 +162,12 @@ static void cuda_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
     tsr_exec_t ex = { k->dtype, 1, starpu_cuda_get_local_stream() };
+    if (k->dtype == TSR_BFLOAT16 && !k->op->cuda_bf16) { /* its kernels take float32 tiles */
+        enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
+        int n = task_modes(modes);
+        run_bf16_as_float32(k->op->cuda, buffers, cl_arg, n, modes, &ex);
+        return;
+    }
     k->op->cuda(buffers, cl_arg, &ex);
 }
 #endif
@@ -45,6 +184,19 @@ static uint32_t first_tile_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be_n(dims, sizeof dims, 0);
 }
 
+int tsr_op_runs_on_cpu(const tsr_op_t *op, tsr_dtype_t t) { return op->cpu_of[t] || op->cpu; }
+
+int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t)
+{
+#if TSR_HAVE_CUDA
+    return op->cuda_of[t] || op->cuda;
+#else
+    (void)op;
+    (void)t;
+    return 0;
+#endif
+}
+
 static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
 {
     tsr_op_codelet_t *k = &op->kind[t];
@@ -58,10 +210,12 @@ static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
     if (op->timed_by_first_tile)
         pm->footprint = first_tile_footprint;
     starpu_codelet_init(cl);
-    cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;
-    cl->cpu_funcs_name[0] = k->symbol;
+    if (tsr_op_runs_on_cpu(op, t)) {
+        cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;
+        cl->cpu_funcs_name[0] = k->symbol;
+    }
 #if TSR_HAVE_CUDA
-    if (op->cuda || op->cuda_of[t]) {
+    if (tsr_op_runs_on_cuda(op, t)) {
         cl->cuda_funcs[0] = op->cuda_of[t] ? op->cuda_of[t] : cuda_entry;
         cl->cuda_flags[0] = STARPU_CUDA_ASYNC; /* kernels are queued on the worker's stream */
     }

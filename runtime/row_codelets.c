@@ -38,7 +38,7 @@ static void row(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 static tsr_op_t row_ops[TSR_NROW_OPS] = {
-#define TSR_ROW_ENTRY(op, nin, nout, flops) { .name = #op, .cpu = row, .cuda = TSR_CUDA(row), .float32_only = 1 },
+#define TSR_ROW_ENTRY(op, nin, nout, flops) { .name = #op, .cpu = row, .cuda = TSR_CUDA(row), .no_float64 = 1 },
     TSR_ROW_OPS(TSR_ROW_ENTRY)
 #undef TSR_ROW_ENTRY
 };

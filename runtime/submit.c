@@ -43,6 +43,47 @@ static int involves_rank(const tsr_tile_t *tiles, const enum starpu_data_access_
     return 0;
 }
 
+/* The task's element type: that of its tiles, or bf16 when it has a bf16
+ * tile and its other tiles are bf16 or float32 where the op allows it. */
+static int task_dtype(const tsr_op_t *op, const tsr_tile_t *tiles, int ntiles, tsr_dtype_t *dtype)
+{
+    *dtype = tiles[0].d->dtype;
+    for (int t = 1; t < ntiles; t++)
+        if (tiles[t].d->dtype == TSR_BFLOAT16)
+            *dtype = TSR_BFLOAT16;
+    if (op->no_float64 && *dtype == TSR_FLOAT64) {
+        tsr_log(TSR_LOG_ERROR, "%s: float32 or bf16 tiles only, got float64", op->name);
+        return TSR_EINVAL;
+    }
+    for (int t = 0; t < ntiles; t++) {
+        tsr_dtype_t have = tiles[t].d->dtype;
+        int float32_kept = *dtype == TSR_BFLOAT16 && have == TSR_FLOAT32 && (op->fp32_in_bf16 >> t & 1u);
+        if (have != *dtype && !float32_kept) {
+            tsr_log(TSR_LOG_ERROR, "%s: tile %d is %s in a %s task%s", op->name, t, tsr_dtype_name(have),
+                    tsr_dtype_name(*dtype), *dtype == TSR_BFLOAT16 ? " (this operand cannot stay float32)" : "");
+            return TSR_EDTYPE;
+        }
+    }
+    return TSR_SUCCESS;
+}
+
+/* A task that no running worker could execute is refused here, with the
+ * reason, rather than by StarPU (-ENODEV, or an abort). */
+static int check_workers(const tsr_op_t *op, tsr_dtype_t dtype)
+{
+    int cpu = tsr_op_runs_on_cpu(op, dtype) && tsr_ncpu_workers() > 0;
+    int cuda = tsr_op_runs_on_cuda(op, dtype) && tsr_ncuda_workers() > 0;
+    if (cpu || cuda)
+        return TSR_SUCCESS;
+    if (!tsr_op_runs_on_cpu(op, dtype))
+        tsr_log(TSR_LOG_ERROR, "%s: %s needs a CUDA worker (the op has no CPU kernel), and none is running", op->name,
+                tsr_dtype_name(dtype));
+    else
+        tsr_log(TSR_LOG_ERROR, "%s: %s tasks need a CPU worker (the op has no %s CUDA kernel), and none is running",
+                op->name, tsr_dtype_name(dtype), tsr_dtype_name(dtype));
+    return TSR_ENOTSUP;
+}
+
 static void *copy_arg(const void *arg, size_t argsize)
 {
     void *copy = malloc(argsize);
@@ -58,17 +99,12 @@ int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_acc
         return TSR_ENOTINIT;
     if (ntiles < 1 || ntiles > TSR_MAX_TASK_TILES)
         return TSR_EINVAL;
-    tsr_dtype_t dtype = tiles[0].d->dtype;
-    if (op->float32_only && dtype != TSR_FLOAT32) {
-        tsr_log(TSR_LOG_ERROR, "%s: float32 tiles only, got %s", op->name, tsr_dtype_name(dtype));
-        return TSR_EINVAL;
-    }
-    for (int t = 1; t < ntiles; t++)
-        if (tiles[t].d->dtype != dtype) {
-            tsr_log(TSR_LOG_ERROR, "%s: %s and %s tiles in one task", op->name, tsr_dtype_name(dtype),
-                    tsr_dtype_name(tiles[t].d->dtype));
-            return TSR_EDTYPE;
-        }
+    tsr_dtype_t dtype;
+    int rc = task_dtype(op, tiles, ntiles, &dtype);
+    if (rc)
+        return rc;
+    if ((rc = check_workers(op, dtype)))
+        return rc;
     struct starpu_codelet *cl = tsr_op_codelet(op, dtype);
     int me = tsr_ctx.rank;
     if (tsr_ctx.mpi_active) {

@@ -23,6 +23,9 @@ static inline tsr_tile_t tsr_tile(tsr_desc_t *d, int bi, int i, int j)
  * worker: cuda 1 and the worker's stream, which may be the default stream,
  * NULL itself). */
 typedef struct { tsr_dtype_t dtype; int cuda; void *stream; } tsr_exec_t;
+/* A bf16 task reaches its op's function with bf16 tiles only on a CUDA
+ * worker of an op with cuda_bf16 set; otherwise the op kit gives it float32
+ * copies and ex->dtype TSR_FLOAT32. */
 
 /* A tile (StarPU block interface) as depth consecutive column-major
  * matrices of element type dtype: rows x cols with leading dimension ld,
@@ -31,11 +34,11 @@ typedef struct { void *ptr; int rows, cols, depth, ld; size_t zstride; tsr_dtype
 /* Reports a tile whose elements are not of the task's element type and
  * aborts (a broken invariant: tsr_submit refuses such tasks). */
 void tsr_view_mismatch(size_t elemsize, tsr_dtype_t dtype);
-/* The view of a buffer of the task ex, of the task's element type (the
- * element size is never taken for a type). */
-static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex)
+/* The view of a buffer whose elements are of type dtype (the element size
+ * is never taken for a type): a float32 operand of a bf16 task (fp32_in_bf16)
+ * on a CUDA worker. */
+static inline tsr_view_t tsr_view_typed(void *iface, tsr_dtype_t dtype)
 {
-    tsr_dtype_t dtype = ex->dtype;
     tsr_view_t v;
     size_t es = STARPU_BLOCK_GET_ELEMSIZE(iface);
     if (es != tsr_dtype_size(dtype))
@@ -49,6 +52,8 @@ static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex)
     v.dtype = dtype;
     return v;
 }
+/* The view of a buffer of the task ex, of the task's element type. */
+static inline tsr_view_t tsr_view(void *iface, const tsr_exec_t *ex) { return tsr_view_typed(iface, ex->dtype); }
 /* How a kernel writes an output that its task has in mode m: STARPU_W
  * overwrites it, STARPU_RW and STARPU_REDUX add to it. */
 static inline tsr_write_t tsr_write_of(enum starpu_data_access_mode m)
@@ -116,7 +121,13 @@ struct tsr_op {
     tsr_op_func_t cpu, cuda;     /* cuda NULL: the op runs on CPU workers only */
     int nbuffers;
     enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
-    int float32_only;            /* tasks on float64 tiles are refused */
+    int no_float64;              /* float32 kernels only: tasks on float64 tiles are refused
+                                  * (bf16 tasks run them on float32 copies: op.c) */
+    int cuda_bf16;               /* its CUDA function takes bf16 tiles itself; otherwise a
+                                  * bf16 task on a GPU, as on a CPU, runs it on float32
+                                  * copies (op.c) */
+    unsigned fp32_in_bf16;       /* bit k: buffer k may stay float32 in a bf16 task (a loss,
+                                  * a master weight); any other tile of it must be bf16 */
     int parallel;                /* BLAS-heavy: may run on combined CPU workers */
     int timed_by_first_tile;     /* its tile count depends on the data: the perf model's
                                   * history is kept per first tile (runtime/op.c) */
@@ -129,6 +140,17 @@ struct tsr_op {
     tsr_op_codelet_t kind[TSR_NDTYPES];
 };
 
+/* Whether op has a CPU / a CUDA function for tasks of element type t (a bf16
+ * task runs through the float32 function on float32 copies of its bf16
+ * tiles, except on a GPU when the op's CUDA function takes bf16: cuda_bf16). */
+int tsr_op_runs_on_cpu(const tsr_op_t *op, tsr_dtype_t t);
+int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t);
+/* Run f, a float32 op function, on a CPU worker for a task of n buffers in
+ * these modes whose 2-byte tiles are bf16: on float32 copies of them, the
+ * written ones rounded back (op.c). For codelet functions outside the op kit
+ * (a reduction's init). */
+void tsr_run_bf16_on_cpu(tsr_op_func_t f, void *buffers[], void *cl_arg, int n,
+                         const enum starpu_data_access_mode *modes);
 /* The op's codelet for element type t (defined on first use; thread-safe). */
 struct starpu_codelet *tsr_op_codelet(tsr_op_t *op, tsr_dtype_t t);
 

@@ -10,13 +10,15 @@ rm -rf "$work" && mkdir -p "$work/bundle/bin" "$work/bundle/lib" "$work/llmc"
 fails=0
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# tsr_gpt2: losses 10 - s/10; TF32 (no --strict-fp32, on the GPU) adds 1e-4
+# tsr_gpt2: losses 10 - s/10; TF32 (no --strict-fp32, on the GPU) adds 1e-4,
+# --precision bf16 3e-3 more
 cat > "$work/bundle/bin/tsr_gpt2" <<'STUB'
 #!/bin/bash
 args=" $* "
 case $args in *" --write-checkpoint "*) f=${args#* --write-checkpoint }; : > "${f%% *}"; exit 0 ;; esac
 off=0
 [ "${STARPU_NCPU:-}" = 0 ] && [[ $args != *" --strict-fp32 "* ]] && off=0.0001
+[[ $args == *" --precision bf16 "* ]] && off=0.0031
 for s in $(seq 0 9); do awk -v s=$s -v o=$off 'BEGIN { printf "step %d: train loss %f (took 1.0 ms)\n", s, 10 - s / 10 + o }'; done
 STUB
 # llm.c: its own step format, losses 10 - s/10 exactly
@@ -35,5 +37,9 @@ grep -q "GPU strict fp32 vs CPU (bar 1e-5): 0 over 10 losses" "$work/log" || bad
 # 1e-4 over the smallest loss, 9.1: 1.1e-05
 grep -q "GPU TF32 vs llm.c fp32 (bar 1e-3): 1.1e-05 over 10 losses" "$work/log" ||
     bad "TF32 vs llm.c: $(grep TF32 "$work/log")"
+# the tsr_bf16 stage: bf16 against the fp32 (TF32) run, absolute
+bash "$script" --bundle "$work/bundle" --out "$work/out" tsr_bf16 > "$work/bf16.log" 2>&1
+grep -q "bf16 vs fp32 (bar 2e-2 absolute): 0.003 over 10 losses" "$work/bf16.log" ||
+    bad "tsr_bf16 stage: $(grep "bf16 vs" "$work/bf16.log")"
 [ $fails -eq 0 ] && echo "gpu_node: all checks passed"
 exit $((fails > 0))

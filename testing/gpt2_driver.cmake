@@ -37,6 +37,9 @@ endforeach()
 # the replay of the steady steps per tile set (timing/replay_gpt2_tiles.sh)
 tsr_add_test(replay_gpt2_tiles bash ${CMAKE_CURRENT_SOURCE_DIR}/check_replay_gpt2_tiles.sh
              ${PROJECT_SOURCE_DIR}/timing/replay_gpt2_tiles.sh $<TARGET_FILE:tsr_gpt2>)
+# --precision bf16 against float32 on CPU workers (losses within 2e-2)
+tsr_add_test(gpt2_bf16 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_bf16.sh $<TARGET_FILE:tsr_gpt2>
+             ${CMAKE_CURRENT_BINARY_DIR}/gpt2_bf16_work)
 # the GPU node script (timing/gpu_node.sh): arguments and its loss comparison,
 # on stand-in trainers
 tsr_add_test(gpu_node_script bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpu_node.sh

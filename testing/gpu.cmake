@@ -20,6 +20,7 @@ if(TSR_USE_CUDA AND STARPU_HAS_CUDA)
   tsr_add_gpu_test(encoder $<TARGET_FILE:test_encoder>)
   tsr_add_gpu_test(crossentropy $<TARGET_FILE:test_crossentropy>)
   tsr_add_gpu_test(adamw $<TARGET_FILE:test_adamw>)
+  tsr_add_gpu_test(bf16 $<TARGET_FILE:test_bf16> gpu)
   tsr_add_gpu_test(gpt2_oracle ${GPT2_ORACLE})
   tsr_add_gpu_test(gpt2_oracle_redux ${GPT2_ORACLE} 8 24 100 128 1 1)
   # several GPUs' data parallelism, on one GPU: two CUDA workers with a

@@ -16,7 +16,39 @@ static int diagonal_owner(int bi, int i, int j, void *arg)
 
 static double value_at(const tsr_desc_t *d, const void *buf, size_t k)
 {
+    if (d->dtype == TSR_BFLOAT16)
+        return tsr_bf16_to_float(((const tsr_bf16_t *)buf)[k]);
     return d->dtype == TSR_FLOAT64 ? ((const double *)buf)[k] : ((const float *)buf)[k];
+}
+
+/* v as d's element type stores it. */
+static double stored(const tsr_desc_t *d, double v)
+{
+    if (d->dtype == TSR_BFLOAT16)
+        return tsr_bf16_to_float(tsr_float_to_bf16((float)v));
+    return d->dtype == TSR_FLOAT32 ? (float)v : v;
+}
+
+/* float <-> bf16: round to nearest even, NaN kept, overflow to infinity. */
+static void check_bf16_conversion(void)
+{
+    CHECK(tsr_float_to_bf16(1.0f) == 0x3f80 && tsr_bf16_to_float(0x3f80) == 1.0f);
+    CHECK(tsr_float_to_bf16(-2.0f) == 0xc000);
+    /* 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties to the even 1 */
+    CHECK(tsr_float_to_bf16(1.0f + 0x1p-8f) == 0x3f80);
+    /* 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up */
+    CHECK(tsr_float_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82);
+    CHECK(tsr_float_to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81); /* above half: up */
+    CHECK(isnan(tsr_bf16_to_float(tsr_float_to_bf16(NAN))));
+    CHECK(isnan(tsr_bf16_to_float(tsr_float_to_bf16(-NAN))) && (tsr_float_to_bf16(-NAN) & 0x8000));
+    float nan_low; /* a NaN with only low mantissa bits: truncation would give infinity */
+    uint32_t bits = 0x7f800001u;
+    memcpy(&nan_low, &bits, sizeof nan_low);
+    CHECK(isnan(tsr_bf16_to_float(tsr_float_to_bf16(nan_low))));
+    CHECK(isinf(tsr_bf16_to_float(tsr_float_to_bf16(INFINITY))));
+    CHECK(isinf(tsr_bf16_to_float(tsr_float_to_bf16(3.4e38f)))); /* past bf16's largest, 3.39e38 */
+    CHECK(tsr_bf16_to_float(tsr_float_to_bf16(1e-40f)) != 0.0f); /* subnormals are kept */
+    CHECK(tsr_dtype_size(TSR_BFLOAT16) == 2 && strcmp(tsr_dtype_name(TSR_BFLOAT16), "bf16") == 0);
 }
 
 static void *alloc_full(const tsr_desc_t *d, int lda)
@@ -36,9 +68,7 @@ static void check_fill(tsr_desc_t *d, int seed)
         for (int z = 0; z < d->b; z++)
             for (int c = 0; c < d->n; c++)
                 for (int r = 0; r < d->m; r++, k++) {
-                    double want = tsr_random_value(seed, z, r, c);
-                    if (d->dtype == TSR_FLOAT32)
-                        want = (float)want;
+                    double want = stored(d, tsr_random_value(seed, z, r, c));
                     bad += value_at(d, buf, k) != want;
                 }
         CHECK(bad == 0);
@@ -57,6 +87,8 @@ static void check_round_trip(tsr_desc_t *d)
         for (size_t k = 0; k < n; k++) {
             if (d->dtype == TSR_FLOAT64)
                 ((double *)src)[k] = (double)k + 0.25;
+            else if (d->dtype == TSR_BFLOAT16)
+                ((tsr_bf16_t *)src)[k] = tsr_float_to_bf16((float)(k % 100000) + 0.25f);
             else
                 ((float *)src)[k] = (float)(k % 100000) + 0.25f;
         }
@@ -72,7 +104,7 @@ static void check_round_trip(tsr_desc_t *d)
             for (int c = 0; c < d->n; c++)
                 for (int r = 0; r < d->m; r++) {
                     size_t k = ((size_t)z * d->n + c) * lda + r;
-                    double want = d->dtype == TSR_FLOAT64 ? (double)k + 0.25 : (float)(k % 100000) + 0.25f;
+                    double want = d->dtype == TSR_FLOAT64 ? (double)k + 0.25 : stored(d, (float)(k % 100000) + 0.25f);
                     bad += value_at(d, back, k) != want;
                 }
         CHECK(bad == 0);
@@ -90,9 +122,7 @@ static void check_norms(tsr_desc_t *d, int seed)
     for (int z = 0; z < d->b; z++)
         for (int c = 0; c < d->n; c++)
             for (int r = 0; r < d->m; r++) {
-                double v = tsr_random_value(seed, z, r, c);
-                if (d->dtype == TSR_FLOAT32)
-                    v = (float)v;
+                double v = stored(d, tsr_random_value(seed, z, r, c));
                 want_max = fmax(want_max, fabs(v));
                 want_sq += v * v;
             }
@@ -194,6 +224,7 @@ int main(int argc, char **argv)
     if (tsr_init(&cfg, &argc, &argv) != 0)
         return 2;
     int size = tsr_size();
+    check_bf16_conversion();
     tiling_t tilings[] = { { 1, 1, 1 }, { 2, 8, 5 }, { 3, 37, 29 }, { 1, 16, 64 } };
     for (int dt = 0; dt < TSR_NDTYPES; dt++)
         for (size_t t = 0; t < sizeof tilings / sizeof tilings[0]; t++) {

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <starpu.h>
 #include "tsr_tile.h"
+#include "tsr_bf16.h"
 #include "tsr_context.h"
 #if TSR_USE_MPI
 #include <starpu_mpi.h>
@@ -11,8 +12,14 @@
 
 static int next_desc_id;
 
-size_t tsr_dtype_size(tsr_dtype_t t) { return t == TSR_FLOAT64 ? sizeof(double) : sizeof(float); }
-const char *tsr_dtype_name(tsr_dtype_t t) { return t == TSR_FLOAT64 ? "float64" : "float32"; }
+size_t tsr_dtype_size(tsr_dtype_t t)
+{
+    return t == TSR_FLOAT64 ? sizeof(double) : t == TSR_BFLOAT16 ? sizeof(tsr_bf16_t) : sizeof(float);
+}
+const char *tsr_dtype_name(tsr_dtype_t t)
+{
+    return t == TSR_FLOAT64 ? "float64" : t == TSR_BFLOAT16 ? "bf16" : "float32";
+}
 
 tsr_dist_t tsr_dist_block_cyclic(int P, int Q)
 {
@@ -137,7 +144,7 @@ int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
     *desc = NULL;
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
-    if (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64) {
+    if (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64 && dtype != TSR_BFLOAT16) {
         tsr_log(TSR_LOG_ERROR, "descriptor: unknown element type %d", (int)dtype);
         return TSR_EINVAL;
     }

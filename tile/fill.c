@@ -3,6 +3,17 @@
 #include <stdlib.h>
 #include "tsr_tile_internal.h"
 #include "tsr_context.h"
+#include "tsr_bf16.h"
+
+/* Element k of a tile or buffer of d's element type, as a double. */
+static double element(const tsr_desc_t *d, const void *p, size_t k)
+{
+    if (d->dtype == TSR_FLOAT64)
+        return ((const double *)p)[k];
+    if (d->dtype == TSR_BFLOAT16)
+        return tsr_bf16_to_float(((const tsr_bf16_t *)p)[k]);
+    return ((const float *)p)[k];
+}
 
 static uint64_t splitmix64(uint64_t x)
 {
@@ -31,6 +42,8 @@ static int fill_tile(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg)
                 double v = tsr_random_value(seed, bi * d->bb + z, i * d->mb + r, j * d->nb + c);
                 if (d->dtype == TSR_FLOAT64)
                     ((double *)tile)[k] = v;
+                else if (d->dtype == TSR_BFLOAT16)
+                    ((tsr_bf16_t *)tile)[k] = tsr_float_to_bf16((float)v);
                 else
                     ((float *)tile)[k] = (float)v;
             }
@@ -54,7 +67,7 @@ static int norm_tile(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg)
     struct norm_acc *acc = arg;
     size_t n = (size_t)tsr_tile_depth(d, bi) * tsr_tile_rows(d, i) * tsr_tile_cols(d, j);
     for (size_t k = 0; k < n; k++) {
-        double v = d->dtype == TSR_FLOAT64 ? ((double *)tile)[k] : ((float *)tile)[k];
+        double v = element(d, tile, k);
         if (isnan(v) || isnan(acc->value))
             acc->value = NAN; /* a NaN anywhere makes the norm NaN */
         else if (acc->which == TSR_NORM_MAX)
@@ -98,7 +111,7 @@ int tsr_desc_sum(tsr_desc_t *d, double *sum)
         rc = tsr_desc_gather(d, r == tsr_ctx.rank ? all : NULL, d->m, r);
     double s = 0.0;
     for (size_t i = 0; i < n && !rc; i++)
-        s += d->dtype == TSR_FLOAT64 ? ((const double *)all)[i] : ((const float *)all)[i];
+        s += element(d, all, i);
     free(all);
     if (!rc)
         *sum = s;

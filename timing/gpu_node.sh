@@ -20,6 +20,8 @@
 #     residency  host <-> GPU bytes a steady step (tsr_gpt2 --profile), B4 T64 and B8 T1024
 #     speed      tsr_gpt2 against llm.c train_gpt2_fp32.cu: B4 T64, B8 T1024, B16 T1024
 #     bf16       llm.c's bf16 trainer (train_gpt2.cu -e d12), B4 T64, B8 T1024, B16 T1024
+#     tsr_bf16   tsr_gpt2 --precision bf16, 124M B8 T1024, --steps steps: its losses against
+#                the fp32 (TF32) run's (bar 2e-2 absolute), tokens/ms of both
 #     tiles      --tiles auto on the GPU against a GPT-2 tile sweep (124M B8 T1024)
 #     workers    two CUDA workers sharing the GPU (STARPU_NWORKER_PER_CUDA=2): losses, speed
 #     cpu16      the node's CPU cores: --tiles auto scripts and 124M against llm.c + BLIS
@@ -57,6 +59,9 @@ losses() { sed -n 's/^step *[0-9]*[:/].*train loss \([-0-9.eE+naif]*\).*/\1/p' "
 # maxrel A B: the largest |a - b| / |b| over the lines both files have
 maxrel() { paste -d' ' "$1" "$2" | awk 'NF == 2 { d = $1 - $2; d = d < 0 ? -d : d; b = $2 < 0 ? -$2 : $2
   r = d / b; if (r > m) m = r; n++ } END { printf "%.3g over %d losses\n", m, n }'; }
+# maxabs A B: the largest |a - b| over the lines both files have
+maxabs() { paste -d' ' "$1" "$2" | awk 'NF == 2 { d = $1 - $2; d = d < 0 ? -d : d; if (d > m) m = d; n++ }
+  END { printf "%.3g over %d losses\n", m, n }'; }
 checkpoint() { # llm.c's seed-42 124M init, written once
   [ -f "$ckpt" ] || "$tsr" --model 124M --steps 0 --gpus 0 --write-checkpoint "$ckpt" > "$out/checkpoint.log" 2>&1
   if [ -d "$llmc" ]; then ln -sf "$ckpt" "$llmc/gpt2_124M.bin"; fi
@@ -134,6 +139,18 @@ stage_bf16() {
   done
 }
 
+stage_tsr_bf16() {
+  checkpoint
+  local args=(--model 124M -B 8 -T 1024 --steps "$steps" "${quiet_args[@]}")
+  say "124M B8 T1024, $steps steps: --precision bf16 against fp32 (TF32), GPU alone"
+  timeout 300 "${gpu[@]}" "${args[@]}" > "$out/tsr_fp32_B8_T1024.log" 2>&1
+  timeout 300 "${gpu[@]}" "${args[@]}" --precision bf16 > "$out/tsr_bf16_B8_T1024.log" 2>&1
+  for p in fp32 bf16; do losses "$out/tsr_${p}_B8_T1024.log" > "$out/losses_tsr_$p.txt"; done
+  paste -d' ' "$out"/losses_tsr_{fp32,bf16}.txt | sed '1i fp32 bf16'
+  echo "bf16 vs fp32 (bar 2e-2 absolute): $(maxabs "$out/losses_tsr_bf16.txt" "$out/losses_tsr_fp32.txt")"
+  grep -h "^precision:\|summary:\|error" "$out"/tsr_{fp32,bf16}_B8_T1024.log | cut -c1-300
+}
+
 stage_tiles() {
   local b=$out/bundle_build; mkdir -p "$b/algorithms/gpt2"
   ln -sf "$bundle/bin/tsr_gpt2" "$b/algorithms/gpt2/"
@@ -187,7 +204,7 @@ declare -A cpu16_limit=([gemm]=200 [attention]=100 [gpt2]=150)
 
 for s in "${stages[@]}"; do
   case $s in
-    tests|correct|residency|speed|bf16|tiles|workers|cpu16) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
+    tests|correct|residency|speed|bf16|tsr_bf16|tiles|workers|cpu16) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
     *) echo "error: unknown stage $s (see --help)" >&2; exit 2 ;;
   esac
 done

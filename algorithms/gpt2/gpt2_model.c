@@ -150,11 +150,11 @@ static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_
 }
 
 /* Descriptor creation with one error path: *rc keeps the first failure. */
-static tsr_desc_t *make(int *rc, int b, int m, int n, int bb, int mb, int nb, const tsr_dist_t *dist)
+static tsr_desc_t *make(int *rc, tsr_dtype_t t, int b, int m, int n, int bb, int mb, int nb, const tsr_dist_t *dist)
 {
     tsr_desc_t *d = NULL;
     if (*rc == 0)
-        *rc = tsr_desc_create(&d, TSR_FLOAT32, b, m, n, bb, mb, nb, dist);
+        *rc = tsr_desc_create(&d, t, b, m, n, bb, mb, nb, dist);
     return d;
 }
 
@@ -193,9 +193,14 @@ static int owner_shard(int bi, int i, int j, void *arg)
 static int create_param_sets(tsr_gpt2_model_t *m, int state_on_rank0)
 {
     int sharded = tsr_size() > 1 && !state_on_rank0, rc = 0, tiles = 0;
-    tsr_desc_t ***sets[4] = { &m->params, &m->adam_m, &m->adam_v, &m->grad_sum };
-    int nsets = sharded && m->nsub > 1 ? 4 : 3;
-    for (int k = 0; k < nsets; k++) {
+    /* in bf16 the parameters the forward and backward read and the gradient
+     * sums are bf16; the AdamW state and the master weights float32 */
+    tsr_desc_t ***sets[5] = { &m->params, &m->adam_m, &m->adam_v, &m->grad_sum, &m->master };
+    tsr_dtype_t types[5] = { m->dtype, TSR_FLOAT32, TSR_FLOAT32, m->dtype, TSR_FLOAT32 };
+    int has[5] = { 1, 1, 1, sharded && m->nsub > 1, m->dtype == TSR_BFLOAT16 };
+    for (int k = 0; k < 5; k++) {
+        if (!has[k])
+            continue;
         *sets[k] = calloc(m->ntensors, sizeof(tsr_desc_t *));
         if (!*sets[k])
             return TSR_ENOMEM;
@@ -211,8 +216,9 @@ static int create_param_sets(tsr_gpt2_model_t *m, int state_on_rank0)
             tiles += ((rows + rt - 1) / rt) * m->shard[s].col_tiles;
             dist = tsr_dist_custom(owner_shard, &m->shard[s]);
         }
-        for (int k = 0; k < nsets; k++)
-            (*sets[k])[s] = make(&rc, 1, rows, cols, 1, rt, ct, &dist);
+        for (int k = 0; k < 5; k++)
+            if (has[k])
+                (*sets[k])[s] = make(&rc, types[k], 1, rows, cols, 1, rt, ct, &dist);
         /* a step reads each parameter tile in the forward and the backward:
          * one fetch a step from its owner, dropped when AdamW rewrites it */
         tsr_desc_keep_received(m->params[s], 1);
@@ -236,7 +242,7 @@ static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     for (int s = 0; s < m->ntensors; s++) {
         int rows, cols, rt, ct;
         param_shape(m, s, &rows, &cols, &rt, &ct);
-        b->grads[s] = make(&rc, 1, rows, cols, 1, rt, ct, &root);
+        b->grads[s] = make(&rc, m->dtype, 1, rows, cols, 1, rt, ct, &root);
     }
     return rc;
 }
@@ -249,8 +255,9 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     b->dist2d = (tsr_gpt2_dist_arg_t){ m->B, m->T, c->NH, t->tok, t->heads, tsr_size(), first };
     b->dist3d = b->dist2d;
     tsr_dist_t d2 = tsr_dist_custom(owner_2d, &b->dist2d), d3 = tsr_dist_custom(owner_3d, &b->dist3d);
-#define ACT(rows, rtile) make(&rc, 1, rows, BT, 1, rtile, t->tok, &d2)
-#define HEADS(rows, tile) make(&rc, BNH, rows, m->T, t->heads, rows, tile, &d3)
+    tsr_dtype_t dt = m->dtype;
+#define ACT(rows, rtile) make(&rc, dt, 1, rows, BT, 1, rtile, t->tok, &d2)
+#define HEADS(rows, tile) make(&rc, dt, BNH, rows, m->T, t->heads, rows, tile, &d3)
     b->encoded = ACT(C, t->ch);
     b->acts = calloc(c->L, sizeof *b->acts);
     if (!b->acts)
@@ -277,8 +284,9 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     b->lnf_mean = ACT(1, 1);
     b->lnf_rstd = ACT(1, 1);
     b->logits = ACT(c->Vp, t->voc);
-    b->ce_stats = ACT(2, 2);
-    b->losses = ACT(1, 1);
+    /* the loss and its softmax statistics in float32 whatever the activations */
+    b->ce_stats = make(&rc, TSR_FLOAT32, 1, 2, BT, 1, 2, t->tok, &d2);
+    b->losses = make(&rc, TSR_FLOAT32, 1, 1, BT, 1, 1, t->tok, &d2);
     b->dres = ACT(C, t->ch);
     b->dln = ACT(C, t->ch);
     b->dfch = ACT(4 * C, t->hid);
@@ -306,7 +314,17 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles, int state_on_rank0)
 {
+    return tsr_gpt2_model_create_dtype(m, cfg, B, T, nsub, tiles, state_on_rank0, TSR_FLOAT32);
+}
+
+int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
+                                const tsr_gpt2_tiles_t *tiles, int state_on_rank0, tsr_dtype_t dtype)
+{
     memset(m, 0, sizeof *m);
+    if (dtype != TSR_FLOAT32 && dtype != TSR_BFLOAT16) {
+        tsr_log(TSR_LOG_ERROR, "gpt2: precision %s: float32 or bf16 only", tsr_dtype_name(dtype));
+        return TSR_EINVAL;
+    }
     tsr_gpt2_tiles_t t = *tiles;
     int attention_tile = t.tok < T ? t.tok : T; /* for q, k = 0 */
     t.q = t.q ? t.q : attention_tile;
@@ -321,6 +339,7 @@ int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int
     if (rc)
         return rc;
     m->cfg = *cfg;
+    m->dtype = dtype;
     m->B = B;
     m->T = T;
     m->nsub = nsub;
@@ -401,7 +420,7 @@ static double set_bytes(tsr_desc_t **set, int n)
 
 void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS])
 {
-    bytes[0] = set_bytes(m->params, m->ntensors);
+    bytes[0] = set_bytes(m->params, m->ntensors) + set_bytes(m->master, m->ntensors);
     bytes[1] = set_bytes(m->adam_m, m->ntensors) + set_bytes(m->adam_v, m->ntensors);
     bytes[2] = set_bytes(m->grad_sum, m->ntensors);
     bytes[3] = 0;
@@ -425,11 +444,31 @@ void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
     destroy_set(m->adam_m, m->ntensors);
     destroy_set(m->adam_v, m->ntensors);
     destroy_set(m->grad_sum, m->ntensors);
+    destroy_set(m->master, m->ntensors);
     for (int r = 0; m->sub && r < m->nsub; r++)
         destroy_batch(m, &m->sub[r]);
     free(m->sub);
     free(m->shard);
     memset(m, 0, sizeof *m);
+}
+
+/* Scatter n floats at into d, or gather d into them (root 0; at NULL on
+ * other ranks); a bf16 d through a bf16 copy, rounded on the way in. */
+static int transfer(tsr_desc_t *d, float *at, int to_desc)
+{
+    if (d->dtype == TSR_FLOAT32)
+        return to_desc ? tsr_desc_scatter(d, at, d->m, 0) : tsr_desc_gather(d, at, d->m, 0);
+    size_t n = (size_t)d->m * d->n;
+    tsr_bf16_t *h = at ? malloc(n * sizeof *h) : NULL;
+    if (at && !h)
+        return TSR_ENOMEM;
+    for (size_t i = 0; h && to_desc && i < n; i++)
+        h[i] = tsr_float_to_bf16(at[i]);
+    int rc = to_desc ? tsr_desc_scatter(d, h, d->m, 0) : tsr_desc_gather(d, h, d->m, 0);
+    for (size_t i = 0; h && !to_desc && !rc && i < n; i++)
+        at[i] = tsr_bf16_to_float(h[i]);
+    free(h);
+    return rc;
 }
 
 /* Move every parameter-shaped descriptor of a set to/from the flat array. */
@@ -442,19 +481,24 @@ static int flat_transfer(tsr_gpt2_model_t *m, tsr_desc_t **set, float *flat, int
         int layer, tensor = slot_tensor(s, &layer);
         size_t per_layer = layer < 0 ? 0 : sizes[tensor] / m->cfg.L;
         float *at = flat ? flat + offsets[tensor] + (layer < 0 ? 0 : layer * per_layer) : NULL;
-        int rc = to_desc ? tsr_desc_scatter(set[s], at, set[s]->m, 0) : tsr_desc_gather(set[s], at, set[s]->m, 0);
+        int rc = transfer(set[s], at, to_desc);
         if (rc)
             return rc;
     }
     return TSR_SUCCESS;
 }
 
+/* In bf16 the float32 master weights are the model; params their bf16 copy. */
 int tsr_gpt2_params_scatter(tsr_gpt2_model_t *m, const float *flat)
 {
-    return flat_transfer(m, m->params, (float *)flat, 1);
+    int rc = m->master ? flat_transfer(m, m->master, (float *)flat, 1) : TSR_SUCCESS;
+    return rc ? rc : flat_transfer(m, m->params, (float *)flat, 1);
 }
 
-int tsr_gpt2_params_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, m->params, flat, 0); }
+int tsr_gpt2_params_gather(tsr_gpt2_model_t *m, float *flat)
+{
+    return flat_transfer(m, m->master ? m->master : m->params, flat, 0);
+}
 int tsr_gpt2_grads_gather(tsr_gpt2_model_t *m, float *flat) { return flat_transfer(m, summed_grads(m), flat, 0); }
 
 int tsr_gpt2_adam_scatter(tsr_gpt2_model_t *m, const float *flat_m, const float *flat_v)
@@ -720,8 +764,11 @@ int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, flo
                     int step)
 {
     for (int s = 0; s < m->ntensors; s++) {
-        int rc = tsr_adamw(m->params[s], summed_grads(m)[s], m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
-                           weight_decay, step);
+        tsr_desc_t *g = summed_grads(m)[s];
+        int rc = m->master ? tsr_adamw_master(m->master[s], g, m->adam_m[s], m->adam_v[s], m->params[s], lr, beta1,
+                                              beta2, eps, weight_decay, step)
+                           : tsr_adamw(m->params[s], g, m->adam_m[s], m->adam_v[s], lr, beta1, beta2, eps,
+                                       weight_decay, step);
         if (rc)
             return rc;
     }
@@ -736,7 +783,7 @@ int tsr_gpt2_logits_column(tsr_gpt2_model_t *m, int bt, float *out)
     float *all = tsr_rank() == 0 ? malloc(n * sizeof(float)) : NULL;
     if (tsr_rank() == 0 && !all)
         return TSR_ENOMEM;
-    int rc = tsr_desc_gather(b->logits, all, (int)Vp, 0);
+    int rc = transfer(b->logits, all, 0);
     if (!rc && all)
         memcpy(out, all + (size_t)(bt % per_sub) * Vp, m->cfg.V * sizeof(float));
     free(all);

@@ -106,7 +106,11 @@ typedef struct {
     tsr_gpt2_tiles_t tiles;
     int fused;               /* QKV / attproj fused with the head reshape */
     int ntensors;            /* 4 + 12 L parameter descriptors */
+    tsr_dtype_t dtype;       /* of activations, parameters read by the forward and
+                              * backward, and gradients: float32 or bf16 */
     tsr_desc_t **params, **adam_m, **adam_v;
+    tsr_desc_t **master;     /* bf16: the float32 master weights AdamW updates (params
+                              * is their bf16 copy); NULL in float32 */
     tsr_desc_t **grad_sum;   /* the sub-batches' gradients added, placed like the
                               * parameters (NULL: sub-batch 0's are the sum) */
     tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI (NULL: all on rank 0) */
@@ -126,6 +130,12 @@ typedef struct {
  * instead, every state tile on rank 0 (a parameter server; for comparison). */
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles, int state_on_rank0);
+/* The same with the training precision (llm.c's bf16 trainer for
+ * TSR_BFLOAT16): activations, the parameters the forward and backward read
+ * and the gradients in dtype; float32 master weights, AdamW state, loss and
+ * softmax statistics. tsr_gpt2_model_create is this with TSR_FLOAT32. */
+int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
+                                const tsr_gpt2_tiles_t *tiles, int state_on_rank0, tsr_dtype_t dtype);
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
 
 /* The bytes of the tiles this rank owns: parameters, AdamW moments,
@@ -138,7 +148,9 @@ void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS])
 double tsr_gpt2_cached_param_bytes(const tsr_gpt2_model_t *m);
 
 /* Flat parameter array in checkpoint order <-> descriptors. The array lives
- * on rank 0 (other ranks pass NULL). Collective. */
+ * on rank 0 (other ranks pass NULL). Collective. In bf16 the scatter sets
+ * the master weights and their rounded copy, the gather reads the master
+ * weights; gradients and logits are read from bf16 as floats. */
 int tsr_gpt2_params_scatter(tsr_gpt2_model_t *m, const float *flat);
 int tsr_gpt2_params_gather(tsr_gpt2_model_t *m, float *flat);
 /* The same for the AdamW moments (for checkpoints with optimizer state). */

@@ -27,6 +27,7 @@ typedef struct {
     unsigned seed;
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
+    tsr_dtype_t precision;  /* TSR_FLOAT32 or TSR_BFLOAT16 */
 } options_t;
 
 static void usage(FILE *out)
@@ -71,6 +72,11 @@ static void usage(FILE *out)
 "                      default is one sub-batch per GPU\n"
 "  --strict-fp32       float32 GEMMs on GPUs without TF32 tensor cores (default: TF32\n"
 "                      where the GPU has it, as llm.c; also TSR_GPU_TF32=0)\n"
+"  --precision P       fp32 (default) or bf16, as llm.c's bf16 trainer: activations, the\n"
+"                      parameters the forward and backward read and the gradients in bf16\n"
+"                      (computed in float32: on CPU workers on float32 copies of the bf16\n"
+"                      tiles); float32 master weights, AdamW state and loss; checkpoints\n"
+"                      and --save states hold the float32 master weights\n"
 "  --sub-batches N     data parallelism: N sub-batches with their own activations and\n"
 "                      gradients, added before the update (divides B; default 1, one per\n"
 "                      rank under MPI so each rank reduces its own gradients, one per GPU)\n"
@@ -185,7 +191,7 @@ static int parse_float(const char *s, const char *name, float *out)
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0 };
+       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0, O_PRECISION };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -196,6 +202,7 @@ static const struct option long_options[] = {
     { "tile-voc", 1, 0, O_TVOC }, { "tile-heads", 1, 0, O_THEADS }, { "tile-q", 1, 0, O_TQ },
     { "tile-k", 1, 0, O_TK }, { "tiles", 1, 0, O_TILES }, { "redux", 0, 0, O_REDUX },
     { "threads", 1, 0, O_THREADS }, { "gpus", 1, 0, O_GPUS }, { "strict-fp32", 0, 0, O_STRICT_FP32 },
+    { "precision", 1, 0, O_PRECISION },
     { "pws", 1, 0, O_PWS }, { "sub-batches", 1, 0, O_NSUB }, { "sched", 1, 0, O_SCHED },
     { "state-on-rank0", 0, 0, O_STATE_RANK0 },
     { "trace", 1, 0, O_TRACE }, { "profile", 0, 0, O_PROFILE },
@@ -269,6 +276,16 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
         case O_GPUS: bad = parse_int(optarg, "gpus", 0, &o->gpus); break;
         case O_STRICT_FP32: o->strict_fp32 = 1; break;
+        case O_PRECISION:
+            if (strcmp(optarg, "fp32") == 0) {
+                o->precision = TSR_FLOAT32;
+            } else if (strcmp(optarg, "bf16") == 0) {
+                o->precision = TSR_BFLOAT16;
+            } else {
+                fprintf(stderr, "error: --precision %s: the values are fp32 and bf16\n", optarg);
+                bad = 1;
+            }
+            break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
         case O_STATE_RANK0: o->state_on_rank0 = 1; break;
@@ -869,7 +886,8 @@ static int setup(trainer_t *t)
         t->opt.nsub = tsr_gpt2_default_sub_batches(o->B);
     rc = fill_tiles(t);
     if (!rc)
-        rc = tsr_gpt2_model_create(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles, o->state_on_rank0);
+        rc = tsr_gpt2_model_create_dtype(&t->model, &t->cfg, o->B, o->T, o->nsub, &o->tiles, o->state_on_rank0,
+                                         o->precision);
     if (!rc && tsr_rank() == 0)
         printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
                "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
@@ -878,6 +896,9 @@ static int setup(trainer_t *t)
                o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
                t->model.fused ? "" : ", split/merge",
                o->nsub);
+    if (!rc && tsr_rank() == 0 && o->precision == TSR_BFLOAT16)
+        printf("precision: bf16 activations, parameters (forward, backward) and gradients; float32 master "
+               "weights, AdamW state and loss\n");
     if (!rc)
         rc = tsr_gpt2_params_scatter(&t->model, tsr_rank() == 0 ? params : NULL);
     tsr_resume();

@@ -51,7 +51,8 @@ typedef struct {
 /* the shape and the tiles of X */
 #define TSR_LIKE(X) { TSR_BATCH(X), TSR_ROWS(X), TSR_COLS(X) }, { TSR_BATCH(X), TSR_ROWS(X), TSR_COLS(X) }
 
-/* dtype: a tsr_dtype_t, or that of the table's first operand that is present */
+/* dtype: a tsr_dtype_t (TSR_FLOAT32 also takes TSR_BFLOAT16: bf16 tiles
+ * compute in float32), or that of the table's first operand that is present */
 #define TSR_DTYPE_FIRST (-1)
 
 typedef struct {

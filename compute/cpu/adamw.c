@@ -20,3 +20,12 @@ void tsr_cpu_adamw(int rows, int cols, float *p, int ldp, const float *g, int ld
         }
     }
 }
+
+void tsr_cpu_adamw_master(int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
+                          float *v, int ldv, float *out, int ldo, const tsr_adamw_step_t *s)
+{
+    tsr_cpu_adamw(rows, cols, p, ldp, g, ldg, m, ldm, v, ldv, s);
+    for (int c = 0; c < cols; c++)
+        for (int r = 0; r < rows; r++)
+            out[(size_t)c * ldo + r] = p[(size_t)c * ldp + r];
+}

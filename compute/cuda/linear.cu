@@ -12,7 +12,9 @@
 
 namespace {
 
-__global__ void bias_fill_kernel(int m, int n, const float *bias, float *C, int ldc)
+/* T: the storage type (float, or bf16 computed in float) */
+template <typename T>
+__global__ void bias_fill_kernel(int m, int n, const T *bias, T *C, int ldc)
 {
     TSR_CUDA_TILE_LOOP(r, c, m, n)
         C[(size_t)c * ldc + r] = bias[r];
@@ -26,16 +28,18 @@ __global__ void bias_add_kernel(int m, int n, const float *bias, float *C, int l
 
 /* beta y as the CPU's y *= beta (rounded before the sums are added; beta == 0:
  * y is not read). */
-__device__ float scaled_y(float beta, const float *y)
+template <typename T>
+__device__ float scaled_y(float beta, const T *y)
 {
-    return beta == 0.0f ? 0.0f : beta == 1.0f ? *y : __fmul_rn(beta, *y);
+    return beta == 0.0f ? 0.0f : beta == 1.0f ? load(y) : __fmul_rn(beta, load(y));
 }
 
 /* Row sums over the tokens [blockIdx.y * chunk, + chunk): each of the 8
  * thread rows of the block sums every 8th token, then the 8 partial sums are
  * added in order. part != NULL: written to part[blockIdx.y * m + r] (more
  * chunks follow); else y[r] = beta y[r] + the sum (a single chunk). */
-__global__ void rowsum_kernel(int m, int n, const float *X, int ldx, int chunk, float beta, float *y, float *part)
+template <typename T>
+__global__ void rowsum_kernel(int m, int n, const T *X, int ldx, int chunk, float beta, T *y, float *part)
 {
     __shared__ float partial[kTileCols][kTileRows];
     int r = blockIdx.x * kTileRows + threadIdx.x;
@@ -43,7 +47,7 @@ __global__ void rowsum_kernel(int m, int n, const float *X, int ldx, int chunk, 
     float acc = 0.0f;
     if (r < m)
         for (int t = t0 + threadIdx.y; t < t1; t += kTileCols)
-            acc += X[(size_t)t * ldx + r];
+            acc += load(&X[(size_t)t * ldx + r]);
     partial[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && r < m) {
@@ -53,25 +57,27 @@ __global__ void rowsum_kernel(int m, int n, const float *X, int ldx, int chunk, 
         if (part)
             part[(size_t)blockIdx.y * m + r] = total;
         else
-            y[r] = scaled_y(beta, &y[r]) + total;
+            store(&y[r], scaled_y(beta, &y[r]) + total);
     }
 }
 
 /* y[r] = beta y[r] + the nchunks partial sums, in chunk order. */
-__global__ void rowsum_finish_kernel(int m, int nchunks, const float *part, float beta, float *y)
+template <typename T>
+__global__ void rowsum_finish_kernel(int m, int nchunks, const float *part, float beta, T *y)
 {
     for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x) {
         float acc = scaled_y(beta, &y[r]);
         for (int c = 0; c < nchunks; c++)
             acc += part[(size_t)c * m + r];
-        y[r] = acc;
+        store(&y[r], acc);
     }
 }
 
-__global__ void gelu_forward_kernel(int m, int n, const float *pre, int ldp, float *out, int ldo)
+template <typename T>
+__global__ void gelu_forward_kernel(int m, int n, const T *pre, int ldp, T *out, int ldo)
 {
     TSR_CUDA_TILE_LOOP(r, c, m, n)
-        out[(size_t)c * ldo + r] = tsr_elem_gelu(pre[(size_t)c * ldp + r]);
+        store(&out[(size_t)c * ldo + r], tsr_elem_gelu(load(&pre[(size_t)c * ldp + r])));
 }
 
 __global__ void gelu_backward_kernel(int m, int n, const float *pre, int ldp, const float *dout, int ldd,
@@ -102,75 +108,30 @@ __global__ void heads_copy_kernel(tsr_heads_geom_t g, int to_heads, float beta, 
 
 cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-} /* namespace */
+bool bad_type(tsr_dtype_t t) { return t != TSR_FLOAT32 && t != TSR_BFLOAT16; }
+size_t elem_size(tsr_dtype_t t) { return t == TSR_BFLOAT16 ? sizeof(__nv_bfloat16) : sizeof(float); }
 
-extern "C" int tsr_cuda_gemm_chunked(void *cublas, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
-                                     tsr_chunk_dim_t dim, int csize, float alpha, tsr_chunked_t A, tsr_chunked_t B,
-                                     float beta, tsr_chunked_t C)
+/* Chunk c of an operand: cstride elements of type t per chunk. */
+void *chunk_at(tsr_chunked_t x, tsr_dtype_t t, int c) { return (char *)x.p + (size_t)c * x.cstride * elem_size(t); }
+
+/* The full chunks of M or N as one strided-batched GEMM; bf16 operands with
+ * float32 accumulation (CUBLAS_COMPUTE_32F) for t == TSR_BFLOAT16. */
+int gemm_batched(cublasHandle_t h, tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k, float alpha,
+                 tsr_chunked_t A, tsr_chunked_t B, float beta, tsr_chunked_t C, int count)
 {
-    if (!cublas || m < 0 || n < 0 || k < 0 || (dim != TSR_CHUNK_NONE && dim != TSR_CHUNK_M && dim != TSR_CHUNK_N &&
-                                               dim != TSR_CHUNK_K))
-        return TSR_EINVAL;
-    int total = dim == TSR_CHUNK_M ? m : dim == TSR_CHUNK_N ? n : dim == TSR_CHUNK_K ? k : 0;
-    if (dim == TSR_CHUNK_NONE || csize < 1 || csize >= total)
-        return tsr_cuda_gemm(cublas, TSR_FLOAT32, ta, tb, m, n, k, alpha, A.p, A.ld, B.p, B.ld, beta, C.p, C.ld);
-    if (m == 0 || n == 0)
-        return 0;
-    /* every chunk but the last has csize rows / columns / terms */
-    int mc = dim == TSR_CHUNK_M ? csize : m, nc = dim == TSR_CHUNK_N ? csize : n, kc = dim == TSR_CHUNK_K ? csize : k;
-    if (kc > 0 && bad_gemm_lds(ta, tb, mc, nc, kc, A.ld, B.ld, C.ld))
-        return TSR_EINVAL;
-    int nfull = total / csize, done = 0, rc = 0;
-    if (dim != TSR_CHUNK_K && nfull > 1 && k > 0 && C.cstride != 0) {
-        /* the full chunks of M or N are independent GEMMs: one batched call */
-        if (C.cstride > (size_t)INT64_MAX || A.cstride > (size_t)INT64_MAX || B.cstride > (size_t)INT64_MAX)
-            return TSR_EINVAL;
-        rc = cublas_rc(cublasSgemmStridedBatched((cublasHandle_t)cublas, op(ta), op(tb), mc, nc, kc, &alpha, A.p,
-                                                 A.ld, (long long)A.cstride, B.p, B.ld, (long long)B.cstride, &beta,
-                                                 C.p, C.ld, (long long)C.cstride, nfull));
-        done = nfull;
-    }
-    for (int c = done; !rc && c * csize < total; c++) {
-        int len = total - c * csize < csize ? total - c * csize : csize;
-        /* along K the chunks are summed: beta applies to the first one only */
-        float b = dim == TSR_CHUNK_K && c > 0 ? 1.0f : beta;
-        rc = tsr_cuda_gemm(cublas, TSR_FLOAT32, ta, tb, dim == TSR_CHUNK_M ? len : m, dim == TSR_CHUNK_N ? len : n,
-                           dim == TSR_CHUNK_K ? len : k, alpha, A.p + c * A.cstride, A.ld, B.p + c * B.cstride, B.ld,
-                           b, C.p + c * C.cstride, C.ld);
-    }
-    return rc;
+    if (t == TSR_BFLOAT16)
+        return cublas_rc(cublasGemmStridedBatchedEx(h, op(ta), op(tb), m, n, k, &alpha, A.p, CUDA_R_16BF, A.ld,
+                                                    (long long)A.cstride, B.p, CUDA_R_16BF, B.ld, (long long)B.cstride,
+                                                    &beta, C.p, CUDA_R_16BF, C.ld, (long long)C.cstride, count,
+                                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return cublas_rc(cublasSgemmStridedBatched(h, op(ta), op(tb), m, n, k, &alpha, (const float *)A.p, A.ld,
+                                               (long long)A.cstride, (const float *)B.p, B.ld, (long long)B.cstride,
+                                               &beta, (float *)C.p, C.ld, (long long)C.cstride, count));
 }
 
-extern "C" int tsr_cuda_bias_fill(void *stream, int m, int n, const float *bias, float *C, int ldc)
+template <typename T>
+int launch_rowsum(cudaStream_t s, int m, int n, const T *X, int ldx, float beta, T *y)
 {
-    if (bad_tile(m, n, ldc))
-        return TSR_EINVAL;
-    if (m == 0 || n == 0)
-        return 0;
-    cudaStream_t s = (cudaStream_t)stream;
-    if (!bias)
-        return cuda_rc(cudaMemset2DAsync(C, (size_t)ldc * sizeof(float), 0, (size_t)m * sizeof(float), (size_t)n, s));
-    bias_fill_kernel<<<grid2d(m, n), block2d(), 0, s>>>(m, n, bias, C, ldc);
-    return launched();
-}
-
-extern "C" int tsr_cuda_bias_add(void *stream, int m, int n, const float *bias, float *C, int ldc)
-{
-    if (bad_tile(m, n, ldc) || !bias)
-        return TSR_EINVAL;
-    if (m == 0 || n == 0)
-        return 0;
-    bias_add_kernel<<<grid2d(m, n), block2d(), 0, (cudaStream_t)stream>>>(m, n, bias, C, ldc);
-    return launched();
-}
-
-extern "C" int tsr_cuda_rowsum(void *stream, int m, int n, const float *X, int ldx, float beta, float *y)
-{
-    if (bad_tile(m, n, ldx) || (m > 0 && !y))
-        return TSR_EINVAL;
-    if (m == 0 || (n == 0 && beta == 1.0f))
-        return 0;
-    cudaStream_t s = (cudaStream_t)stream;
     if (n == 0) {
         rowsum_finish_kernel<<<blocks_for(m, kThreads), kThreads, 0, s>>>(m, 0, nullptr, beta, y);
         return launched();
@@ -197,14 +158,114 @@ extern "C" int tsr_cuda_rowsum(void *stream, int m, int n, const float *X, int l
     return launched();
 }
 
-extern "C" int tsr_cuda_gelu_forward(void *stream, int m, int n, const float *pre, int ldp, float *out, int ldo)
+} /* namespace */
+
+extern "C" int tsr_cuda_gemm_chunked(void *cublas, tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n,
+                                     int k, tsr_chunk_dim_t dim, int csize, float alpha, tsr_chunked_t A,
+                                     tsr_chunked_t B, float beta, tsr_chunked_t C)
 {
-    if (bad_tile(m, n, ldp) || bad_tile(m, n, ldo))
+    if (!cublas || bad_type(t) || m < 0 || n < 0 || k < 0 ||
+        (dim != TSR_CHUNK_NONE && dim != TSR_CHUNK_M && dim != TSR_CHUNK_N && dim != TSR_CHUNK_K))
+        return TSR_EINVAL;
+    int total = dim == TSR_CHUNK_M ? m : dim == TSR_CHUNK_N ? n : dim == TSR_CHUNK_K ? k : 0;
+    if (dim == TSR_CHUNK_NONE || csize < 1 || csize >= total)
+        return tsr_cuda_gemm(cublas, t, ta, tb, m, n, k, alpha, A.p, A.ld, B.p, B.ld, beta, C.p, C.ld);
+    if (m == 0 || n == 0)
+        return 0;
+    /* every chunk but the last has csize rows / columns / terms */
+    int mc = dim == TSR_CHUNK_M ? csize : m, nc = dim == TSR_CHUNK_N ? csize : n, kc = dim == TSR_CHUNK_K ? csize : k;
+    if (kc > 0 && bad_gemm_lds(ta, tb, mc, nc, kc, A.ld, B.ld, C.ld))
+        return TSR_EINVAL;
+    int nfull = total / csize, done = 0, rc = 0;
+    if (dim != TSR_CHUNK_K && nfull > 1 && k > 0 && C.cstride != 0) {
+        /* the full chunks of M or N are independent GEMMs: one batched call */
+        if (C.cstride > (size_t)INT64_MAX || A.cstride > (size_t)INT64_MAX || B.cstride > (size_t)INT64_MAX)
+            return TSR_EINVAL;
+        rc = gemm_batched((cublasHandle_t)cublas, t, ta, tb, mc, nc, kc, alpha, A, B, beta, C, nfull);
+        done = nfull;
+    }
+    for (int c = done; !rc && c * csize < total; c++) {
+        int len = total - c * csize < csize ? total - c * csize : csize;
+        /* along K the chunks are summed: beta applies to the first one only */
+        float b = dim == TSR_CHUNK_K && c > 0 ? 1.0f : beta;
+        rc = tsr_cuda_gemm(cublas, t, ta, tb, dim == TSR_CHUNK_M ? len : m, dim == TSR_CHUNK_N ? len : n,
+                           dim == TSR_CHUNK_K ? len : k, alpha, chunk_at(A, t, c), A.ld, chunk_at(B, t, c), B.ld, b,
+                           chunk_at(C, t, c), C.ld);
+    }
+    return rc;
+}
+
+extern "C" int tsr_cuda_bias_fill_typed(void *stream, tsr_dtype_t t, int m, int n, const void *bias, void *C,
+                                        int ldc)
+{
+    if (bad_type(t) || bad_tile(m, n, ldc))
         return TSR_EINVAL;
     if (m == 0 || n == 0)
         return 0;
-    gelu_forward_kernel<<<grid2d(m, n), block2d(), 0, (cudaStream_t)stream>>>(m, n, pre, ldp, out, ldo);
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t es = elem_size(t);
+    if (!bias)
+        return cuda_rc(cudaMemset2DAsync(C, (size_t)ldc * es, 0, (size_t)m * es, (size_t)n, s));
+    if (t == TSR_BFLOAT16)
+        bias_fill_kernel<<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const __nv_bfloat16 *)bias, (__nv_bfloat16 *)C,
+                                                            ldc);
+    else
+        bias_fill_kernel<<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const float *)bias, (float *)C, ldc);
     return launched();
+}
+
+extern "C" int tsr_cuda_bias_fill(void *stream, int m, int n, const float *bias, float *C, int ldc)
+{
+    return tsr_cuda_bias_fill_typed(stream, TSR_FLOAT32, m, n, bias, C, ldc);
+}
+
+extern "C" int tsr_cuda_bias_add(void *stream, int m, int n, const float *bias, float *C, int ldc)
+{
+    if (bad_tile(m, n, ldc) || !bias)
+        return TSR_EINVAL;
+    if (m == 0 || n == 0)
+        return 0;
+    bias_add_kernel<<<grid2d(m, n), block2d(), 0, (cudaStream_t)stream>>>(m, n, bias, C, ldc);
+    return launched();
+}
+
+extern "C" int tsr_cuda_rowsum_typed(void *stream, tsr_dtype_t t, int m, int n, const void *X, int ldx, float beta,
+                                     void *y)
+{
+    if (bad_type(t) || bad_tile(m, n, ldx) || (m > 0 && !y))
+        return TSR_EINVAL;
+    if (m == 0 || (n == 0 && beta == 1.0f))
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (t == TSR_BFLOAT16)
+        return launch_rowsum(s, m, n, (const __nv_bfloat16 *)X, ldx, beta, (__nv_bfloat16 *)y);
+    return launch_rowsum(s, m, n, (const float *)X, ldx, beta, (float *)y);
+}
+
+extern "C" int tsr_cuda_rowsum(void *stream, int m, int n, const float *X, int ldx, float beta, float *y)
+{
+    return tsr_cuda_rowsum_typed(stream, TSR_FLOAT32, m, n, X, ldx, beta, y);
+}
+
+extern "C" int tsr_cuda_gelu_forward_typed(void *stream, tsr_dtype_t t, int m, int n, const void *pre, int ldp,
+                                           void *out, int ldo)
+{
+    if (bad_type(t) || bad_tile(m, n, ldp) || bad_tile(m, n, ldo))
+        return TSR_EINVAL;
+    if (m == 0 || n == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (t == TSR_BFLOAT16)
+        gelu_forward_kernel<<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const __nv_bfloat16 *)pre, ldp,
+                                                               (__nv_bfloat16 *)out, ldo);
+    else
+        gelu_forward_kernel<<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const float *)pre, ldp, (float *)out, ldo);
+    return launched();
+}
+
+extern "C" int tsr_cuda_gelu_forward(void *stream, int m, int n, const float *pre, int ldp, float *out, int ldo)
+{
+    return tsr_cuda_gelu_forward_typed(stream, TSR_FLOAT32, m, n, pre, ldp, out, ldo);
 }
 
 extern "C" int tsr_cuda_gelu_backward(void *stream, int m, int n, const float *pre, int ldp, const float *dout,

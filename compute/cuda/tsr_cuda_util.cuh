@@ -5,6 +5,7 @@
  * unnamed namespace: each .cu gets its own copy and nothing is exported. */
 #ifndef TSR_CUDA_UTIL_CUH
 #define TSR_CUDA_UTIL_CUH
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <stddef.h>
@@ -45,6 +46,20 @@ inline unsigned blocks_for(long n, int threads)
 #define TSR_CUDA_TILE_LOOP(r, c, m, n)                                                                 \
     for (int c = blockIdx.y * blockDim.y + threadIdx.y; c < (n); c += gridDim.y * blockDim.y)         \
         for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < (m); r += gridDim.x * blockDim.x)
+
+/* ---- storage and arithmetic types -------------------------------------------
+ * A kernel over storage type T computes in Compute<T>::type: bf16 tiles are
+ * read into float, computed in float and stored rounded to nearest even
+ * (__float2bfloat16, as tsr_float_to_bf16 on the host). */
+template <typename T> struct Compute { using type = T; };
+template <> struct Compute<__nv_bfloat16> { using type = float; };
+
+__host__ __device__ inline float load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__host__ __device__ inline float load(const float *p) { return *p; }
+__host__ __device__ inline double load(const double *p) { return *p; }
+__host__ __device__ inline void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16(v); }
+__host__ __device__ inline void store(float *p, float v) { *p = v; }
+__host__ __device__ inline void store(double *p, double v) { *p = v; }
 
 /* ---- argument checks and errors ------------------------------------------ */
 

@@ -1,0 +1,296 @@
+/* bf16 tiles on CPU workers: each op run on bf16 descriptors against the same
+ * op in float32 on the same (bf16-representable) inputs: GEMM (ordered and
+ * REDUX accumulation over k tiles that do not divide), the linear layer, the
+ * LayerNorm forward, AdamW on float32 master weights with bf16 gradients and
+ * a bf16 parameter copy; and the refusals: mixtures an op does not take, an
+ * op without a CPU kernel on a machine without a CUDA worker. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tessera.h"
+#include "tsr_check.h"
+#include "tsr_expect.h"
+#include "tsr_runtime.h"
+#include "tsr_testutil.h"
+
+/* one bf16 unit in the last place, relative */
+#define BF16_ULP 0x1p-7
+
+/* argument "gpu": CUDA workers beside the CPUs (testing/gpu.cmake); the ops
+ * with bf16 CUDA kernels (GEMM, AdamW with master weights) may run there */
+static int on_gpu;
+
+static tsr_desc_t *make(tsr_dtype_t t, int m, int n, int mb, int nb)
+{
+    tsr_desc_t *d = NULL;
+    CHECK_RC(tsr_desc_create_2d(&d, t, m, n, mb, nb, NULL), TSR_SUCCESS);
+    return d;
+}
+
+/* Random values rounded to bf16, so that both runs start from the same numbers. */
+static float *random_bf16_values(size_t n, uint64_t seed, float scale)
+{
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = tsr_bf16_to_float(tsr_float_to_bf16(scale * (float)tsr_random_value(seed, 0, (int)i, 0)));
+    return x;
+}
+
+/* The float values x (d->m x d->n, column-major) into d, in d's type. */
+static void put(tsr_desc_t *d, const float *x)
+{
+    size_t n = (size_t)d->m * d->n;
+    if (d->dtype == TSR_FLOAT32) {
+        CHECK_RC(tsr_desc_scatter(d, x, d->m, 0), TSR_SUCCESS);
+        return;
+    }
+    tsr_bf16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = tsr_float_to_bf16(x[i]);
+    CHECK_RC(tsr_desc_scatter(d, h, d->m, 0), TSR_SUCCESS);
+    free(h);
+}
+
+/* d's values as floats (malloc'd). */
+static float *get(tsr_desc_t *d)
+{
+    size_t n = (size_t)d->m * d->n;
+    float *x = malloc(n * sizeof *x);
+    if (d->dtype == TSR_FLOAT32) {
+        CHECK_RC(tsr_desc_gather(d, x, d->m, 0), TSR_SUCCESS);
+        return x;
+    }
+    tsr_bf16_t *h = malloc(n * sizeof *h);
+    CHECK_RC(tsr_desc_gather(d, h, d->m, 0), TSR_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+        x[i] = tsr_bf16_to_float(h[i]);
+    free(h);
+    return x;
+}
+
+/* |got - ref| <= ulps bf16 units of (|ref| + floor) everywhere; reports the worst. */
+static void check_close(const char *what, const float *got, const float *ref, size_t n, double ulps, double floor)
+{
+    double worst = 0;
+    int bad = 0, rounded = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]), scale = fabs(ref[i]) + floor;
+        worst = fmax(worst, err / scale);
+        bad += !(err <= ulps * BF16_ULP * scale);
+        rounded += got[i] != ref[i];
+    }
+    printf("  %-34s worst %.2f bf16 ulps of (|ref| + %.3g); %d of %zu differ from float32\n", what,
+           worst / BF16_ULP, floor, rounded, n);
+    CHECK(bad == 0);
+}
+
+static double max_abs(const float *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* C = A B on k tiles that do not divide k: each k tile's partial sum is
+ * rounded to bf16 once (the ordered chain keeps C in bf16 between tasks). */
+static void check_gemm(tsr_accum_t accum)
+{
+    int M = 37, N = 29, K = 45, tb = 16;
+    float *a = random_bf16_values((size_t)M * K, 1, 1.0f), *b = random_bf16_values((size_t)K * N, 2, 1.0f);
+    float *res[2];
+    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *A = make(types[t], M, K, tb, tb), *B = make(types[t], K, N, tb, tb), *C = make(types[t], M, N, tb, tb);
+        put(A, a);
+        put(B, b);
+        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, accum), TSR_SUCCESS);
+        res[t] = get(C);
+        tsr_desc_destroy(A);
+        tsr_desc_destroy(B);
+        tsr_desc_destroy(C);
+    }
+    /* 3 k tiles: up to 3 roundings of sums of at most 16 products of |x| <= 0.5 */
+    check_close(accum == TSR_ACCUM_REDUX ? "gemm (REDUX over k tiles)" : "gemm (ordered over k tiles)", res[1], res[0],
+                (size_t)M * N, 3.0, 16 * 0.25);
+    free(a);
+    free(b);
+    free(res[0]);
+    free(res[1]);
+}
+
+/* out = W^T inp + bias over 2 input-feature tiles. */
+static void check_linear(void)
+{
+    int C = 48, OC = 40, BT = 21;
+    float *x = random_bf16_values((size_t)C * BT, 3, 2.0f), *w = random_bf16_values((size_t)C * OC, 4, 0.2f),
+          *bias = random_bf16_values(OC, 5, 1.0f);
+    float *res[2];
+    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *X = make(types[t], C, BT, 24, 8), *W = make(types[t], C, OC, 24, 16),
+                   *B = make(types[t], OC, 1, 16, 1), *Y = make(types[t], OC, BT, 16, 8);
+        put(X, x);
+        put(W, w);
+        put(B, bias);
+        CHECK_RC(tsr_linear_forward(X, W, B, Y, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        res[t] = get(Y);
+        tsr_desc_destroy(X);
+        tsr_desc_destroy(W);
+        tsr_desc_destroy(B);
+        tsr_desc_destroy(Y);
+    }
+    check_close("linear forward", res[1], res[0], (size_t)OC * BT, 3.0, max_abs(res[0], (size_t)OC * BT) / 8);
+    free(x);
+    free(w);
+    free(bias);
+    free(res[0]);
+    free(res[1]);
+}
+
+/* LayerNorm forward, the features in two tiles; mean and rstd stored in bf16
+ * too, so out is normalised with rounded statistics. */
+static void check_layernorm(void)
+{
+    int C = 40, BT = 19;
+    float *x = random_bf16_values((size_t)C * BT, 6, 3.0f), *w = random_bf16_values(C, 7, 1.0f),
+          *bias = random_bf16_values(C, 8, 1.0f);
+    float *res[2];
+    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *X = make(types[t], C, BT, 24, 8), *W = make(types[t], C, 1, 24, 1), *B = make(types[t], C, 1, 24, 1),
+                   *Y = make(types[t], C, BT, 24, 8), *mean = make(types[t], 1, BT, 1, 8),
+                   *rstd = make(types[t], 1, BT, 1, 8);
+        put(X, x);
+        put(W, w);
+        put(B, bias);
+        CHECK_RC(tsr_layernorm_forward(X, W, B, Y, mean, rstd, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        res[t] = get(Y);
+        tsr_desc_t *all[] = { X, W, B, Y, mean, rstd };
+        for (int k = 0; k < 6; k++)
+            tsr_desc_destroy(all[k]);
+    }
+    /* normalised values are O(1): an absolute floor of 1 */
+    check_close("layernorm forward", res[1], res[0], (size_t)C * BT, 4.0, 1.0);
+    free(x);
+    free(w);
+    free(bias);
+    free(res[0]);
+    free(res[1]);
+}
+
+/* AdamW on float32 master weights from bf16 gradients: the master, m and v
+ * are exactly the float32 AdamW's on the same gradients, and the parameter
+ * copy is the master rounded to bf16. */
+static void check_adamw_master(void)
+{
+    int rows = 23, cols = 9;
+    size_t n = (size_t)rows * cols;
+    float *p0 = random_bf16_values(n, 9, 1.0f), *zero = calloc(n, sizeof(float));
+    tsr_desc_t *P = make(TSR_FLOAT32, rows, cols, 8, 4), *G = make(TSR_FLOAT32, rows, cols, 8, 4),
+               *M = make(TSR_FLOAT32, rows, cols, 8, 4), *V = make(TSR_FLOAT32, rows, cols, 8, 4);
+    tsr_desc_t *master = make(TSR_FLOAT32, rows, cols, 8, 4), *Gb = make(TSR_BFLOAT16, rows, cols, 8, 4),
+               *Mb = make(TSR_FLOAT32, rows, cols, 8, 4), *Vb = make(TSR_FLOAT32, rows, cols, 8, 4),
+               *Pb = make(TSR_BFLOAT16, rows, cols, 8, 4);
+    put(P, p0);
+    put(master, p0);
+    put(M, zero);
+    put(V, zero);
+    put(Mb, zero);
+    put(Vb, zero);
+    for (int step = 0; step < 3; step++) {
+        float *g = random_bf16_values(n, 10 + step, 1.0f);
+        put(G, g);
+        put(Gb, g);
+        free(g);
+        CHECK_RC(tsr_adamw(P, G, M, V, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step), TSR_SUCCESS);
+        CHECK_RC(tsr_adamw_master(master, Gb, Mb, Vb, Pb, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step), TSR_SUCCESS);
+    }
+    float *want = get(P), *got = get(master), *copy = get(Pb), *m1 = get(M), *m2 = get(Mb);
+    /* on a GPU either update may run on the CPU or the GPU (nvcc fuses
+     * multiply-adds): a few float ulps apart */
+    int same = memcmp(want, got, n * sizeof(float)) == 0 && memcmp(m1, m2, n * sizeof(float)) == 0, rounded = 1;
+    if (on_gpu)
+        same = tsr_test_max_rel_err(got, want, n, 1e-3) <= 1e-5 && tsr_test_max_rel_err(m2, m1, n, 1e-3) <= 1e-5;
+    for (size_t i = 0; i < n; i++)
+        rounded &= copy[i] == tsr_bf16_to_float(tsr_float_to_bf16(got[i]));
+    printf("  adamw_master: master and m %s the float32 AdamW's, the bf16 copy %s the master rounded\n",
+           same ? "equal" : "DIFFER FROM", rounded ? "is" : "IS NOT");
+    CHECK(same && rounded);
+    /* mixtures it refuses: a bf16 master; float32 params with bf16 gradients */
+    uint64_t before = tsr_tasks_submitted();
+    tsr_expect_error(tsr_adamw_master(Pb, Gb, Mb, Vb, master, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0), TSR_EDTYPE, before,
+                     "bf16 master");
+    before = tsr_tasks_submitted();
+    CHECK_RC(tsr_adamw(P, Gb, M, V, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0), TSR_EDTYPE);
+    CHECK(tsr_tasks_submitted() == before);
+    tsr_desc_t *all[] = { P, G, M, V, master, Gb, Mb, Vb, Pb };
+    for (int k = 0; k < 9; k++)
+        tsr_desc_destroy(all[k]);
+    float *bufs[] = { p0, zero, want, got, copy, m1, m2 };
+    for (int k = 0; k < 7; k++)
+        free(bufs[k]);
+}
+
+/* An op with no CPU kernel (a CUDA-only one) on bf16 tiles, on a machine
+ * without CUDA workers: refused at submission with the op's name and the
+ * reason, nothing handed to StarPU. */
+static void cuda_only(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    (void)buffers;
+    (void)cl_arg;
+    (void)ex;
+}
+static tsr_op_t op_cuda_only = { .name = "cuda_only_example", .cuda = TSR_CUDA(cuda_only), .cuda_bf16 = 1,
+                                 .nbuffers = 1, .modes = { STARPU_RW } };
+
+static void check_cuda_only_refused(void)
+{
+    if (tsr_ncuda_workers() > 0)
+        return;
+    tsr_desc_t *d = make(TSR_BFLOAT16, 4, 4, 4, 4);
+    tsr_tile_t t = tsr_tile(d, 0, 0, 0);
+    enum starpu_data_access_mode mode = STARPU_RW;
+    /* the message goes to stderr: catch it in a file */
+    char path[] = "/tmp/tsr_bf16_XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    fflush(stderr);
+    dup2(fd, 2);
+    uint64_t before = tsr_tasks_submitted();
+    int rc = tsr_submit(&op_cuda_only, &t, &mode, 1, NULL, 0, -1, 0.0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[512] = "";
+    ssize_t got = pread(fd, text, sizeof text - 1, 0);
+    text[got > 0 ? got : 0] = '\0';
+    close(fd);
+    unlink(path);
+    printf("  CUDA-only op on CPU workers: %s", text);
+    CHECK(rc == TSR_ENOTSUP && tsr_tasks_submitted() == before);
+    CHECK(strstr(text, "cuda_only_example") && strstr(text, "bf16 needs a CUDA worker"));
+    tsr_desc_destroy(d);
+}
+
+int main(int argc, char **argv)
+{
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.verbose = 0;
+    on_gpu = argc > 1 && strcmp(argv[1], "gpu") == 0;
+    if (!on_gpu)
+        cfg.ncuda = 0; /* the CPU fallback is what this tests */
+    if (tsr_init(&cfg, &argc, &argv) != 0)
+        return 2;
+    check_gemm(TSR_ACCUM_ORDERED);
+    check_gemm(TSR_ACCUM_REDUX);
+    check_linear();
+    check_layernorm();
+    check_adamw_master();
+    check_cuda_only_refused();
+    int rc = tsr_check_report("test_bf16");
+    tsr_finalize();
+    return rc;
+}
