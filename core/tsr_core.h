@@ -32,6 +32,11 @@ enum {
  * on a CPU worker the op kit runs the float32 kernel on converted tiles. */
 typedef enum { TSR_FLOAT32 = 0, TSR_FLOAT64 = 1, TSR_BFLOAT16 = 2 } tsr_dtype_t;
 #define TSR_NDTYPES 3
+/* Bytes an element of type t takes (bf16: 2). */
+static inline size_t tsr_dtype_size(tsr_dtype_t t)
+{
+    return t == TSR_FLOAT64 ? 8 : t == TSR_BFLOAT16 ? 2 : 4;
+}
 typedef enum { TSR_NOTRANS = 0, TSR_TRANS = 1 } tsr_trans_t;
 /* Whether a result overwrites its destination or is added to it (llm.c's
  * "+=" for gradients: accumulating lets a training step skip the zero-grad

@@ -85,18 +85,12 @@ static void redux_init(void *buffers[], tsr_dtype_t t, int cuda)
 }
 static void cpu_redux_init_float32(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_FLOAT32, 0); }
 static void cpu_redux_init_float64(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_FLOAT64, 0); }
+static void cpu_redux_init_bf16(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_BFLOAT16, 0); }
 #if TSR_HAVE_CUDA
 static void cuda_redux_init_float32(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_FLOAT32, 1); }
 static void cuda_redux_init_float64(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_FLOAT64, 1); }
 static void cuda_redux_init_bf16(void *buffers[], void *cl_arg) { (void)cl_arg; redux_init(buffers, TSR_BFLOAT16, 1); }
 #endif
-
-/* bf16 on a CPU: the float32 zero on a float32 copy, as every bf16 task */
-static void cpu_redux_init_bf16(void *buffers[], void *cl_arg)
-{
-    const enum starpu_data_access_mode w = STARPU_W;
-    tsr_run_bf16_on_cpu(zero, buffers, cl_arg, 1, &w);
-}
 
 static tsr_op_t op_redux_init = {
     .name = "redux_init", .nbuffers = 1, .modes = { STARPU_W },

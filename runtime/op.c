@@ -125,13 +125,6 @@ static void run_bf16_as_float32(tsr_op_func_t f, void *buffers[], void *cl_arg, 
     tsr_kernel_check(rc);
 }
 
-void tsr_run_bf16_on_cpu(tsr_op_func_t f, void *buffers[], void *cl_arg, int n,
-                         const enum starpu_data_access_mode *modes)
-{
-    const tsr_exec_t cpu = { TSR_BFLOAT16, 0, NULL };
-    run_bf16_as_float32(f, buffers, cl_arg, n, modes, &cpu);
-}
-
 /* The modes of the running task's n buffers. */
 static int task_modes(enum starpu_data_access_mode *modes)
 {
@@ -147,13 +140,13 @@ static int task_modes(enum starpu_data_access_mode *modes)
 static void cpu_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
+    tsr_exec_t ex = { k->dtype, 0, NULL };
     if (k->dtype == TSR_BFLOAT16) {
         enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
         int n = task_modes(modes);
-        tsr_run_bf16_on_cpu(k->op->cpu, buffers, cl_arg, n, modes);
+        run_bf16_as_float32(k->op->cpu, buffers, cl_arg, n, modes, &ex);
         return;
     }
-    tsr_exec_t ex = { k->dtype, 0, NULL };
     k->op->cpu(buffers, cl_arg, &ex);
 }
 

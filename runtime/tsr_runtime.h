@@ -145,12 +145,6 @@ struct tsr_op {
  * tiles, except on a GPU when the op's CUDA function takes bf16: cuda_bf16). */
 int tsr_op_runs_on_cpu(const tsr_op_t *op, tsr_dtype_t t);
 int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t);
-/* Run f, a float32 op function, on a CPU worker for a task of n buffers in
- * these modes whose 2-byte tiles are bf16: on float32 copies of them, the
- * written ones rounded back (op.c). For codelet functions outside the op kit
- * (a reduction's init). */
-void tsr_run_bf16_on_cpu(tsr_op_func_t f, void *buffers[], void *cl_arg, int n,
-                         const enum starpu_data_access_mode *modes);
 /* The op's codelet for element type t (defined on first use; thread-safe). */
 struct starpu_codelet *tsr_op_codelet(tsr_op_t *op, tsr_dtype_t t);
 

@@ -12,10 +12,6 @@
 
 static int next_desc_id;
 
-size_t tsr_dtype_size(tsr_dtype_t t)
-{
-    return t == TSR_FLOAT64 ? sizeof(double) : t == TSR_BFLOAT16 ? sizeof(tsr_bf16_t) : sizeof(float);
-}
 const char *tsr_dtype_name(tsr_dtype_t t)
 {
     return t == TSR_FLOAT64 ? "float64" : t == TSR_BFLOAT16 ? "bf16" : "float32";

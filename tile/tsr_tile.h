@@ -16,7 +16,6 @@ typedef struct _starpu_data_state *starpu_data_handle_t;
 extern "C" {
 #endif
 
-size_t tsr_dtype_size(tsr_dtype_t t);
 const char *tsr_dtype_name(tsr_dtype_t t);
 
 /* Owner of tile (bi, i, j) for a custom distribution. */

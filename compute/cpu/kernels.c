@@ -43,7 +43,7 @@ void tsr_cpu_add(tsr_dtype_t t, int m, int n, double alpha, const void *A, int l
 
 void tsr_cpu_zero(tsr_dtype_t t, int m, int n, void *A, int lda)
 {
-    size_t es = t == TSR_FLOAT64 ? sizeof(double) : sizeof(float);
+    size_t es = tsr_dtype_size(t); /* +0 is all zero bits in every type */
     if (lda == m) {
         memset(A, 0, (size_t)m * n * es);
         return;

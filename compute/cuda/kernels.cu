@@ -13,11 +13,6 @@ bool bad_args(tsr_dtype_t t, int m, int n, int ld)
     return (t != TSR_FLOAT32 && t != TSR_FLOAT64 && t != TSR_BFLOAT16) || bad_tile(m, n, ld);
 }
 
-size_t elem_size(tsr_dtype_t t)
-{
-    return t == TSR_FLOAT64 ? sizeof(double) : t == TSR_BFLOAT16 ? sizeof(__nv_bfloat16) : sizeof(float);
-}
-
 /* T: the storage type; C: the arithmetic (float for bf16) */
 template <typename T, typename C = typename Compute<T>::type>
 __global__ void scale_kernel(int m, int n, C alpha, T *A, int lda)
@@ -152,7 +147,7 @@ extern "C" int tsr_cuda_zero(void *stream, tsr_dtype_t t, int m, int n, void *A,
         return TSR_EINVAL;
     if (m == 0 || n == 0)
         return 0;
-    size_t es = elem_size(t); /* +0 is all zero bits in every type */
+    size_t es = tsr_dtype_size(t); /* +0 is all zero bits in every type */
     return cuda_rc(cudaMemset2DAsync(A, (size_t)lda * es, 0, (size_t)m * es, (size_t)n, (cudaStream_t)stream));
 }
 

@@ -109,10 +109,9 @@ __global__ void heads_copy_kernel(tsr_heads_geom_t g, int to_heads, float beta, 
 cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 bool bad_type(tsr_dtype_t t) { return t != TSR_FLOAT32 && t != TSR_BFLOAT16; }
-size_t elem_size(tsr_dtype_t t) { return t == TSR_BFLOAT16 ? sizeof(__nv_bfloat16) : sizeof(float); }
 
 /* Chunk c of an operand: cstride elements of type t per chunk. */
-void *chunk_at(tsr_chunked_t x, tsr_dtype_t t, int c) { return (char *)x.p + (size_t)c * x.cstride * elem_size(t); }
+void *chunk_at(tsr_chunked_t x, tsr_dtype_t t, int c) { return (char *)x.p + (size_t)c * x.cstride * tsr_dtype_size(t); }
 
 /* The full chunks of M or N as one strided-batched GEMM; bf16 operands with
  * float32 accumulation (CUBLAS_COMPUTE_32F) for t == TSR_BFLOAT16. */
@@ -203,7 +202,7 @@ extern "C" int tsr_cuda_bias_fill_typed(void *stream, tsr_dtype_t t, int m, int 
     if (m == 0 || n == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    size_t es = elem_size(t);
+    size_t es = tsr_dtype_size(t);
     if (!bias)
         return cuda_rc(cudaMemset2DAsync(C, (size_t)ldc * es, 0, (size_t)m * es, (size_t)n, s));
     if (t == TSR_BFLOAT16)
