@@ -28,4 +28,7 @@ for f in "$out"/bin/* "$out"/lib/libtessera.so; do
 done | sort -u | while read -r name path; do
     grep -Eq "$system" <<<"$name" || cp -L "$path" "$out/lib/$name"
 done
+# StarPU's debug information is most of the bundle (15 of 34 MB): a device run
+# carries 64 MiB at most. Symbols stay, for backtraces.
+strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 du -sh "$out"

@@ -31,6 +31,7 @@ chmod +x "$work/bundle/bin/tsr_gpt2" "$work/llmc/train_gpt2fp32cu"
 bash "$script" > /dev/null 2>&1; [ $? -eq 2 ] || bad "no stage accepted"
 bash "$script" --bundle "$work/bundle" bogus > /dev/null 2>&1; [ $? -eq 2 ] || bad "an unknown stage accepted"
 bash "$script" --bundle "$work/none" correct > /dev/null 2>&1; [ $? -eq 2 ] || bad "a missing bundle accepted"
+bash "$script" --bundle "$work/bundle" --sizes "8x1024" speed > /dev/null 2>&1; [ $? -eq 2 ] || bad "a bad --sizes accepted"
 
 bash "$script" --bundle "$work/bundle" --llmc "$work/llmc" --out "$work/out" correct > "$work/log" 2>&1
 grep -q "GPU strict fp32 vs CPU (bar 1e-5): 0 over 10 losses" "$work/log" || bad "strict vs CPU: $(grep strict "$work/log")"

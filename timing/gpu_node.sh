@@ -14,6 +14,7 @@
 #                    cpu16 stage's llm.c + BLIS (default bundle-llmc/src)
 #     --out DIR      results (default gpu_node_out)
 #     --steps N      steps of the timed runs (default 20)
+#     --sizes LIST   the speed and bf16 stages' B,T pairs (default "4,64 8,1024 16,1024")
 #   stages:
 #     tests      ctest -L gpu (every test's CUDA workers must run tasks)
 #     correct    124M B4 T64, 10 steps: CPU, GPU --strict-fp32, GPU TF32, llm.c fp32
@@ -28,18 +29,20 @@
 # Tessera runs on the GPU alone (STARPU_NCPU=0) unless a stage says otherwise.
 set -uo pipefail
 bundle=bundle build=build-device llmc=bundle-llmc/run llmc_src=bundle-llmc/src out=gpu_node_out steps=20
+sizes="4,64 8,1024 16,1024"
 stages=()
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle) bundle=$2; shift 2 ;; --build) build=$2; shift 2 ;; --llmc) llmc=$2; shift 2 ;;
     --llmc-src) llmc_src=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;; --steps) steps=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;; --steps) steps=$2; shift 2 ;; --sizes) sizes=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | grep '^#'; exit 0 ;;
     -*) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) stages+=("$1"); shift ;;
   esac
 done
 [ ${#stages[@]} -gt 0 ] || { echo "error: name at least one stage (see --help)" >&2; exit 2; }
+[[ $sizes =~ ^[0-9]+,[0-9]+( [0-9]+,[0-9]+)*$ ]] || { echo "error: --sizes '$sizes': B,T pairs separated by spaces" >&2; exit 2; }
 [ -x "$bundle/bin/tsr_gpt2" ] || { echo "error: no $bundle/bin/tsr_gpt2 (run deps/bundle.sh)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$bundle" && pwd)
@@ -121,15 +124,15 @@ versus() { # versus NAME B T REFERENCE-COMMAND [TESSERA-ARGS]
 
 stage_speed() {
   checkpoint
-  for bt in "4 64" "8 1024" "16 1024"; do
-    set -- $bt
+  for bt in $sizes; do
+    set -- ${bt/,/ }
     versus vs_llmc_fp32 "$1" "$2" "./train_gpt2fp32cu -b $1 -t $2 -l 0.0001 -v 100000 -s 100000"
   done
 }
 
 stage_bf16() {
-  for bt in "4 64" "8 1024" "16 1024"; do
-    set -- $bt
+  for bt in $sizes; do
+    set -- ${bt/,/ }
     say "llm.c bf16 (train_gpt2.cu -e d12): B$1 T$2"
     (cd "$llmc" && timeout 120 ./train_gpt2cu -e d12 -b "$1" -t "$2" -l 0.0001 -v 100000 -s 100000 -x $((steps + 1))) \
       > "$out/llmc_bf16_B$1_T$2.log" 2>&1

@@ -10,7 +10,10 @@
 #   NAME       the machine's name in the models (letters, digits, . _ -)
 #   BUILD_DIR  a normal (not simulated) build (default build)
 #
-# An existing NAME is replaced. About 3 minutes on 2 cores.
+# An existing NAME is replaced. About 3 minutes on 2 cores. CPU workers only
+# (STARPU_NCUDA=0). Without mpirun or with a build made without MPI (as the
+# GPU node's) the 2-rank runs are skipped, and machine.txt says so: the models
+# then lack the sharded gradient sums' shapes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -30,7 +33,9 @@ mpirun="mpirun --oversubscribe$([ "$(id -u)" = 0 ] && echo ' --allow-run-as-root
 work=$(mktemp -d "${TMPDIR:-/tmp}/tsr-calibrate.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export STARPU_PERF_MODEL_DIR=$work/sampling STARPU_HOSTNAME=$name STARPU_CALIBRATE=1 STARPU_HOME=$work
-export TSR_CACHE_DIR=$work/cache
+export TSR_CACHE_DIR=$work/cache STARPU_NCUDA=0
+have_mpirun=no
+command -v mpirun >/dev/null && grep -q '^TSR_USE_MPI:BOOL=ON' "$build/CMakeCache.txt" && have_mpirun=yes
 half=$((cores / 2 > 0 ? cores / 2 : 1))
 scaling_tiles="--tile-tok 256 --tile-ch 384 --tile-hid 1536 --tile-voc 6288 --tile-heads 6"
 rank_args="--val-every 0 --sample-every 0 --model 124M -B 4 -T 64 --steps 6 --threads $half"
@@ -52,8 +57,9 @@ runs=(
 )
 i=0
 for r in "${runs[@]}"; do
-    echo "calibrate: $r" >&2
     i=$((i + 1))
+    if [[ $r == "$mpirun"* && $have_mpirun = no ]]; then echo "calibrate: no mpirun or no MPI in $build, skipped: $r" >&2; continue; fi
+    echo "calibrate: $r" >&2
     $r >"$work/out$i.txt" 2>&1 || { tail -n 20 "$work/out$i.txt" >&2; die "this run failed"; }
 done
 
@@ -69,9 +75,14 @@ cp -r "$work/sampling/codelets/"* "$dest/codelets/"
     echo "Tessera: $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown); $(grep -m1 -o 'StarPU .*' "$work/out1.txt")"
     step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' "$work/out2.txt")
     echo "Measured: 124M B4 T64, $cores workers, median step $step ms (the second run; timing/simulation/check.sh compares)"
-    step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' "$work/out4.txt")
-    echo "Measured: 124M B4 T64, 2 ranks, median step $step ms (the fourth run)"
+    if [ -f "$work/out4.txt" ]; then
+        step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' "$work/out4.txt")
+        echo "Measured: 124M B4 T64, 2 ranks, median step $step ms (the fourth run)"
+    fi
     echo "Runs (STARPU_CALIBRATE=1, $cores CPU workers):"
-    for r in "${runs[@]}"; do r=${r//$build\//}; r=${r//$work/TMP}; echo "  ${r//$mpirun/mpirun}"; done
+    for r in "${runs[@]}"; do
+        skipped=""; [[ $r == "$mpirun"* && $have_mpirun = no ]] && skipped=" (skipped: no mpirun or a build without MPI)"
+        r=${r//$build\//}; r=${r//$work/TMP}; echo "  ${r//$mpirun/mpirun}$skipped"
+    done
 } >"$dest/machine.txt"
 echo "calibrate: models in $dest" >&2
