@@ -76,7 +76,7 @@ awk -v n="$workers" '/<host id="CPU[0-9]+"/ { if (!done) { for (i = 0; i < n; i+
 sed -i "s/^[0-9]* # Number of CPUs/$workers # Number of CPUs/" "$run/sampling/bus/$models.config"
 for ((i = 0; i < nodes; i++)); do echo "node$i"; done >"$run/hostfile"
 
-export STARPU_PERF_MODEL_DIR=$run/sampling STARPU_HOSTNAME=$models STARPU_NCPU=$workers
+export STARPU_PERF_MODEL_DIR=$run/sampling STARPU_HOSTNAME=$models STARPU_NCPU=$workers STARPU_NCUDA=0
 export STARPU_HOME=$run TSR_CACHE_DIR=$run/cache STARPU_SILENT=${STARPU_SILENT:-1}
 # SMPI copies each tile through a temporary buffer (StarPU-MPI sends tiles as
 # derived datatypes): a fixed mmap threshold gives those back to the system
