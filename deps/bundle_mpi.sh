@@ -12,6 +12,8 @@
 # OUT_DIR/bin/mpirun is a wrapper: it points Open MPI and PMIx at OUT_DIR
 # (OPAL_PREFIX, OPAL_PKGLIBDIR, PMIX_PKGLIBDIR, ...), puts OUT_DIR/lib first in LD_LIBRARY_PATH
 # and runs OUT_DIR/bin/orterun; the ranks inherit that environment.
+# OUT_DIR/base.sha256 lists the libraries it takes from BASE/lib (StarPU,
+# BLIS, hwloc, ...): `cd BASE/lib && sha256sum -c OUT_DIR/base.sha256`.
 set -euo pipefail
 [ $# -ge 2 ] && [ $# -le 3 ] || { echo "usage: $0 BUILD_DIR OUT_DIR [BASE]" >&2; exit 2; }
 build=$1 out=$2 base=${3:-bundle}
@@ -62,8 +64,12 @@ done | sort -u | while read -r name path; do
     grep -Eq "$system" <<<"$name" || cp -L "$path" "$out/lib/$name"
 done
 strip --strip-debug "$out"/bin/* "$out"/lib/*.so* "$out"/lib/openmpi/*.so "$out"/pmix/lib/pmix/*.so 2>/dev/null || true
+: > "$out/base.sha256"   # what it loads from BASE/lib (sha256sum -c there before a run)
 for f in "$out"/lib/*.so*; do
-    [ -L "$f" ] || ! cmp -s "$f" "$base/lib/$(basename "$f")" || rm "$f"
+    n=$(basename "$f")
+    if [ ! -L "$f" ] && cmp -s "$f" "$base/lib/$n"; then
+        rm "$f"; (cd "$base/lib" && sha256sum "$n") >> "$out/base.sha256"
+    fi
 done
 cat > "$out/bin/mpirun" <<'EOF'
 #!/bin/sh
