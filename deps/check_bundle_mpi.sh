@@ -2,10 +2,11 @@
 # Prove that deps/bundle_mpi.sh's folder runs 2 MPI ranks on its own: in a
 # private mount namespace (root, unshare) this machine's Open MPI and PMIx
 # (programs, components, help files, configuration), every system copy of a
-# library the two bundles hold, the StarPU prefix and the build trees (the
-# programs' RUNPATH) are hidden; then tsr_gpt2 d2 B4 T64, 4 steps, on CPU
-# workers: 1 process, then the bundled mpirun -np 2. Their losses must agree
-# to 1e-5 relative (the MPI GPT-2 test's bar, testing/check_gpt2_driver.sh).
+# library the two bundles hold, the StarPU prefixes and the build trees (the
+# programs' RUNPATH) and the source tree's data are hidden; then tsr_gpt2 d2
+# B4 T64, 4 steps, on CPU workers: 1 process, then the bundled mpirun -np 2.
+# Their losses must agree to 1e-5 relative (the MPI GPT-2 test's bar,
+# testing/check_gpt2_driver.sh). Run it from the repository's root.
 #
 #   deps/check_bundle_mpi.sh [BASE [MPI_BUNDLE]]    (default: bundle bundle-mpi)
 set -euo pipefail
@@ -15,7 +16,7 @@ if [ "${TSR_HIDDEN:-}" != 1 ]; then
     trap 'rm -rf "$empty" "$nothing"' EXIT
     hide=()
     for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/share/openmpi /etc/openmpi \
-             "$HOME"/.cache/tessera/starpu-*/lib; do
+             "$HOME"/.cache/tessera/starpu-*/lib "$PWD"/algorithms/gpt2/data; do
         [ -d "$d" ] && hide+=("$d")
     done
     for f in /usr/bin/{orterun,orted,mpirun,mpiexec,ompi_info} "$PWD"/build*/libtessera.so.*.*.* \
