@@ -223,7 +223,7 @@ stage_mpi2() {
     local args=(--model 124M -B 8 -T "$T" --steps 10 "${quiet_args[@]}")
     log1=$out/mpi2_1rank_T$T.log log2=$out/mpi2_2ranks_T$T.log
     LD_LIBRARY_PATH=$mpi_bundle/lib:$LD_LIBRARY_PATH STARPU_NCPU=0 timeout 150 "$mpi_bundle/bin/tsr_gpt2" "${args[@]}" \
-      > "$log1" 2>&1 || echo "1 rank: exit $?"
+      > "$log1" 2>&1 || { echo "1 rank: exit $?, the end of $log1:"; tail -5 "$log1"; }
     STARPU_NCPU=0 timeout 150 "$mpi_bundle/bin/mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 2 \
       "$mpi_bundle/bin/tsr_gpt2" "${args[@]}" > "$log2" 2>&1 || { echo "2 ranks: exit $?, the end of $log2:"; tail -5 "$log2"; }
     losses "$log1" > "$out/losses_mpi2_1rank_T$T.txt"
