@@ -6,6 +6,7 @@
 #
 #   timing/gpu_node.sh [options] STAGE...
 #     --bundle DIR   deps/bundle.sh's output (default bundle)
+#     --mpi-bundle DIR  deps/bundle_mpi.sh's output beside it, for mpi2 (default bundle-mpi)
 #     --build DIR    the CMake build the bundle came from, for ctest (default build-device)
 #     --llmc DIR     llm.c's trainers, built beforehand: DIR/train_gpt2fp32cu,
 #                    DIR/train_gpt2cu, DIR/gpt2_tokenizer.bin and
@@ -26,15 +27,19 @@
 #     tiles      --tiles auto on the GPU against a GPT-2 tile sweep (124M B8 T1024)
 #     workers    two CUDA workers sharing the GPU (STARPU_NWORKER_PER_CUDA=2): losses, speed
 #     cpu16      the node's CPU cores: --tiles auto scripts and 124M against llm.c + BLIS
+#     mpi2       two MPI ranks sharing the GPU (the MPI bundle's own mpirun, one CUDA worker
+#                each), 124M B8 T64 and B8 T1024, 10 steps: 1 rank, then 2; the largest
+#                relative loss difference (bar 1e-5) and the steady step times; skipped
+#                without the MPI bundle
 # Tessera runs on the GPU alone (STARPU_NCPU=0) unless a stage says otherwise.
 set -uo pipefail
-bundle=bundle build=build-device llmc=bundle-llmc/run llmc_src=bundle-llmc/src out=gpu_node_out steps=20
+bundle=bundle mpi_bundle=bundle-mpi build=build-device llmc=bundle-llmc/run llmc_src=bundle-llmc/src out=gpu_node_out steps=20
 sizes="4,64 8,1024 16,1024"
 stages=()
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle) bundle=$2; shift 2 ;; --build) build=$2; shift 2 ;; --llmc) llmc=$2; shift 2 ;;
-    --llmc-src) llmc_src=$2; shift 2 ;;
+    --llmc-src) llmc_src=$2; shift 2 ;; --mpi-bundle) mpi_bundle=$2; shift 2 ;;
     --out) out=$2; shift 2 ;; --steps) steps=$2; shift 2 ;; --sizes) sizes=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | grep '^#'; exit 0 ;;
     -*) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -48,6 +53,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$bundle" && pwd)
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 [ -d "$llmc" ] && llmc=$(cd "$llmc" && pwd)
+[ -d "$mpi_bundle" ] && mpi_bundle=$(cd "$mpi_bundle" && pwd)
 [ -d "$llmc_src" ] && llmc_src=$(cd "$llmc_src" && pwd)
 cuda_lib=/usr/local/cuda/targets/x86_64-linux/lib
 export LD_LIBRARY_PATH=$bundle/lib:$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -203,11 +209,36 @@ stage_cpu16() {
   cat "$out/vs_llmc_cpu_${n}w.log"
   unset STARPU_NCUDA
 }
+stage_mpi2() {
+  [ -x "$mpi_bundle/bin/mpirun" ] && [ -x "$mpi_bundle/bin/tsr_gpt2" ] ||
+    { echo "mpi2: no MPI bundle in $mpi_bundle (deps/bundle_mpi.sh; --mpi-bundle DIR): skipped"; return; }
+  if [ -s "$mpi_bundle/base.sha256" ] && ! (cd "$bundle/lib" && sha256sum --quiet -c "$mpi_bundle/base.sha256") \
+       > "$out/mpi2_base.log" 2>&1; then
+    echo "mpi2: $bundle/lib is not the bundle $mpi_bundle was made beside: skipped"; cat "$out/mpi2_base.log"; return
+  fi
+  local T log1 log2 mode; mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -1)
+  echo "GPU compute mode (two processes need Default): ${mode:-unknown}"
+  for T in 64 1024; do
+    say "124M B8 T$T, 10 steps: 1 rank, then 2 MPI ranks sharing GPU 0 (one CUDA worker each)"
+    local args=(--model 124M -B 8 -T "$T" --steps 10 "${quiet_args[@]}")
+    log1=$out/mpi2_1rank_T$T.log log2=$out/mpi2_2ranks_T$T.log
+    LD_LIBRARY_PATH=$mpi_bundle/lib:$LD_LIBRARY_PATH STARPU_NCPU=0 timeout 150 "$mpi_bundle/bin/tsr_gpt2" "${args[@]}" \
+      > "$log1" 2>&1 || { echo "1 rank: exit $?, the end of $log1:"; tail -5 "$log1"; }
+    STARPU_NCPU=0 timeout 150 "$mpi_bundle/bin/mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+      "$mpi_bundle/bin/tsr_gpt2" "${args[@]}" > "$log2" 2>&1 || { echo "2 ranks: exit $?, the end of $log2:"; tail -5 "$log2"; }
+    losses "$log1" > "$out/losses_mpi2_1rank_T$T.txt"
+    losses "$log2" > "$out/losses_mpi2_2ranks_T$T.txt"
+    paste -d' ' "$out"/losses_mpi2_{1rank,2ranks}_T$T.txt | sed '1i 1rank 2ranks'
+    echo "2 ranks vs 1 (bar 1e-5): $(maxrel "$out/losses_mpi2_2ranks_T$T.txt" "$out/losses_mpi2_1rank_T$T.txt")"
+    grep -h "^runtime:\|summary:\|error" "$log1" "$log2" | cut -c1-300
+  done
+}
+
 declare -A cpu16_limit=([gemm]=200 [attention]=100 [gpt2]=150)
 
 for s in "${stages[@]}"; do
   case $s in
-    tests|correct|residency|speed|bf16|tsr_bf16|tiles|workers|cpu16) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
+    tests|correct|residency|speed|bf16|tsr_bf16|tiles|workers|cpu16|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
     *) echo "error: unknown stage $s (see --help)" >&2; exit 2 ;;
   esac
 done
