@@ -94,6 +94,7 @@ stage_correct() {
   timeout 120 "${gpu[@]}" --model 124M --steps 10 --strict-fp32 "${quiet_args[@]}" > "$out/correct_gpu_strict.log" 2>&1
   timeout 120 "${gpu[@]}" --model 124M --steps 10 "${quiet_args[@]}" > "$out/correct_gpu_tf32.log" 2>&1
   if [ -x "$llmc/train_gpt2fp32cu" ]; then
+    : > "$out/correct_llmc_fp32.log"   # before the loop below reads it (the subshell creates it late)
     (cd "$llmc" && timeout 120 ./train_gpt2fp32cu -b 4 -t 64 -l 0.0001 -v 100000 -s 100000) > "$out/correct_llmc_fp32.log" 2>&1 &
     local pid=$!
     while kill -0 $pid 2>/dev/null && [ "$(grep -c 'train loss' "$out/correct_llmc_fp32.log")" -lt 10 ]; do sleep 0.2; done
