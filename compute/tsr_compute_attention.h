@@ -72,25 +72,28 @@ void tsr_cpu_attention_bwd_step(const tsr_attn_pair_t *p, const float *Q, int ld
 
 /* CUDA side (compute/cuda/attention.cu, built when TSR_USE_CUDA is on): the
  * same steps on device pointers, for nh heads at once (a 3D tile's heads:
- * each operand's z-th block starts `s*` floats after its first, its zstride),
- * so that a task makes a few batched cuBLAS calls and kernel launches
- * whatever its heads. Asynchronous on the stream of the cuBLAS handle
- * `cublas` (a cublasHandle_t) or on `stream` (a cudaStream_t). The steps
- * allocate their score scratch (nh whole nk x nq blocks) themselves, in
- * stream order (cudaMallocAsync / cudaFreeAsync). The softmax sums are float
- * block reductions with CUDA's exp (bwd_prep accumulates in double as the
- * CPU). Return 0, TSR_EINVAL (bad sizes, checked before anything is queued)
+ * each operand's z-th block starts `s*` elements after its first, its
+ * zstride), so that a task makes a few batched cuBLAS calls and kernel
+ * launches whatever its heads. Every tile is of type t: TSR_FLOAT32, or
+ * TSR_BFLOAT16 (GEMMs on bf16 operands with float accumulation, the softmax
+ * in float). Asynchronous on the stream of the cuBLAS handle `cublas` (a
+ * cublasHandle_t) or on `stream` (a cudaStream_t). The steps allocate their
+ * score scratch (nh whole nk x nq blocks) themselves, in stream order
+ * (cudaMallocAsync / cudaFreeAsync). The softmax sums are float block
+ * reductions with CUDA's exp (bwd_prep accumulates in double as the CPU).
+ * Return 0, TSR_EINVAL (bad sizes or type, checked before anything is queued)
  * or TSR_ERUNTIME (CUDA or cuBLAS failure, out of device memory included). */
-int tsr_cuda_attention_fwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const float *Q, int ldq, size_t sq,
-                                const float *K, int ldk, size_t sk, const float *V, int ldv, size_t sv, float *O,
-                                int ldo, size_t so, float *L, int ldl, size_t sl, tsr_write_t o_mode);
-int tsr_cuda_attention_bwd_prep(void *stream, int hd, int nq, int nh, const float *O, int ldo, size_t so,
-                                const float *dO, int lddo, size_t sdo, float *L, int ldl, size_t sl);
-int tsr_cuda_attention_bwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const float *Q, int ldq, size_t sq,
-                                const float *K, int ldk, size_t sk, const float *V, int ldv, size_t sv,
-                                const float *dO, int lddo, size_t sdo, const float *L, int ldl, size_t sl,
-                                float *dQ, int lddq, size_t sdq, float *dK, int lddk, size_t sdk, float *dV,
-                                int lddv, size_t sdv, tsr_write_t dq_mode, tsr_write_t dkv_mode);
+int tsr_cuda_attention_fwd_step(void *cublas, tsr_dtype_t t, const tsr_attn_pair_t *p, int nh, const void *Q,
+                                int ldq, size_t sq, const void *K, int ldk, size_t sk, const void *V, int ldv,
+                                size_t sv, void *O, int ldo, size_t so, void *L, int ldl, size_t sl,
+                                tsr_write_t o_mode);
+int tsr_cuda_attention_bwd_prep(void *stream, tsr_dtype_t t, int hd, int nq, int nh, const void *O, int ldo,
+                                size_t so, const void *dO, int lddo, size_t sdo, void *L, int ldl, size_t sl);
+int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const tsr_attn_pair_t *p, int nh, const void *Q,
+                                int ldq, size_t sq, const void *K, int ldk, size_t sk, const void *V, int ldv,
+                                size_t sv, const void *dO, int lddo, size_t sdo, const void *L, int ldl, size_t sl,
+                                void *dQ, int lddq, size_t sdq, void *dK, int lddk, size_t sdk, void *dV, int lddv,
+                                size_t sdv, tsr_write_t dq_mode, tsr_write_t dkv_mode);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* The ops of flash-style causal attention (float32). Tiles are 3D [heads,
+/* The ops of flash-style causal attention (float32; bf16 tiles on CUDA
+ * workers as they are, on CPU workers through float32 copies). Tiles are 3D [heads,
  * hd, tokens]; a CPU task loops over the heads of its tiles and calls the
  * per-head kernels of compute/, a CUDA task passes all its heads to one call
  * (batched cuBLAS, one launch per kernel). On a CPU worker the score blocks
@@ -73,9 +74,9 @@ static void cpu_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 #if TSR_HAVE_CUDA
-/* The floats between a 3D tile's consecutive heads (the CUDA kernels take
+/* The elements between a 3D tile's consecutive heads (the CUDA kernels take
  * every head of a tile in one call). */
-static size_t head_stride(tsr_view_t v) { return v.zstride / sizeof(float); }
+static size_t head_stride(tsr_view_t v) { return v.zstride / tsr_dtype_size(v.dtype); }
 
 static void cuda_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
@@ -83,16 +84,16 @@ static void cuda_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
     tsr_view_t O = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
-    tsr_kernel_check(tsr_cuda_attention_fwd_step(starpu_cublas_get_local_handle(), &p, O.depth, Q.ptr, Q.ld,
+    tsr_kernel_check(tsr_cuda_attention_fwd_step(starpu_cublas_get_local_handle(), O.dtype, &p, O.depth, Q.ptr, Q.ld,
                                                  head_stride(Q), K.ptr, K.ld, head_stride(K), V.ptr, V.ld,
                                                  head_stride(V), O.ptr, O.ld, head_stride(O), L.ptr, L.ld,
                                                  head_stride(L), a->o_mode));
 }
 #endif
 
-/* O and L are W, RW or REDUX per task */
+/* O and L are W, RW or REDUX per task; bf16 tiles go to the CUDA kernels as they are */
 static tsr_op_t op_fwd = { .name = "attention_fwd", .cpu = cpu_fwd, .cuda = TSR_CUDA(cuda_fwd), .parallel = 1,
-                           .no_float64 = 1 };
+                           .no_float64 = 1, .cuda_bf16 = 1 };
 
 /* buffers: O, dO, L */
 static void cpu_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
@@ -109,14 +110,15 @@ static void cuda_bwd_prep(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     (void)cl_arg;
     tsr_view_t O = tsr_view(buffers[0], ex), dO = tsr_view(buffers[1], ex), L = tsr_view(buffers[2], ex);
-    tsr_kernel_check(tsr_cuda_attention_bwd_prep(ex->stream, O.rows, O.cols, O.depth, O.ptr,
+    tsr_kernel_check(tsr_cuda_attention_bwd_prep(ex->stream, O.dtype, O.rows, O.cols, O.depth, O.ptr,
                                                  O.ld, head_stride(O), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld,
                                                  head_stride(L)));
 }
 #endif
 
 static tsr_op_t op_bwd_prep = { .name = "attention_bwd_prep", .cpu = cpu_bwd_prep, .cuda = TSR_CUDA(cuda_bwd_prep),
-                                .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .no_float64 = 1 };
+                                .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .no_float64 = 1,
+                                .cuda_bf16 = 1 };
 
 /* buffers: Q, K, V, dO, L, dQ, dK, dV */
 static void cpu_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
@@ -151,15 +153,16 @@ static void cuda_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
     tsr_view_t dQ = tsr_view(buffers[5], ex), dK = tsr_view(buffers[6], ex), dV = tsr_view(buffers[7], ex);
     tsr_attn_pair_t p = pair_of(Q, K, a->pos);
     tsr_kernel_check(tsr_cuda_attention_bwd_step(
-        starpu_cublas_get_local_handle(), &p, Q.depth, Q.ptr, Q.ld, head_stride(Q), K.ptr, K.ld, head_stride(K),
-        V.ptr, V.ld, head_stride(V), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld, head_stride(L), dQ.ptr, dQ.ld,
-        head_stride(dQ), dK.ptr, dK.ld, head_stride(dK), dV.ptr, dV.ld, head_stride(dV), a->dq_mode, a->dkv_mode));
+        starpu_cublas_get_local_handle(), Q.dtype, &p, Q.depth, Q.ptr, Q.ld, head_stride(Q), K.ptr, K.ld,
+        head_stride(K), V.ptr, V.ld, head_stride(V), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld, head_stride(L),
+        dQ.ptr, dQ.ld, head_stride(dQ), dK.ptr, dK.ld, head_stride(dK), dV.ptr, dV.ld, head_stride(dV), a->dq_mode,
+        a->dkv_mode));
 }
 #endif
 
 /* dQ, dK and dV are W, RW or REDUX per task */
 static tsr_op_t op_bwd = { .name = "attention_bwd", .cpu = cpu_bwd, .cuda = TSR_CUDA(cuda_bwd), .parallel = 1,
-                           .no_float64 = 1 };
+                           .no_float64 = 1, .cuda_bf16 = 1 };
 
 /* ---- insert helpers --------------------------------------------------------------- */
 

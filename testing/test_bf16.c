@@ -1,7 +1,7 @@
 /* bf16 tiles on CPU workers: each op run on bf16 descriptors against the same
  * op in float32 on the same (bf16-representable) inputs: GEMM (ordered and
  * REDUX accumulation over k tiles that do not divide), the linear layer, the
- * LayerNorm forward, AdamW on float32 master weights with bf16 gradients and
+ * LayerNorm forward, causal attention forward and backward, AdamW on float32 master weights with bf16 gradients and
  * a bf16 parameter copy; and the refusals: mixtures an op does not take, an
  * op without a CPU kernel on a machine without a CUDA worker. */
 #include <math.h>
@@ -38,10 +38,10 @@ static float *random_bf16_values(size_t n, uint64_t seed, float scale)
     return x;
 }
 
-/* The float values x (d->m x d->n, column-major) into d, in d's type. */
+/* The float values x (d->b matrices of d->m x d->n, column-major) into d, in d's type. */
 static void put(tsr_desc_t *d, const float *x)
 {
-    size_t n = (size_t)d->m * d->n;
+    size_t n = (size_t)d->b * d->m * d->n;
     if (d->dtype == TSR_FLOAT32) {
         CHECK_RC(tsr_desc_scatter(d, x, d->m, 0), TSR_SUCCESS);
         return;
@@ -56,7 +56,7 @@ static void put(tsr_desc_t *d, const float *x)
 /* d's values as floats (malloc'd). */
 static float *get(tsr_desc_t *d)
 {
-    size_t n = (size_t)d->m * d->n;
+    size_t n = (size_t)d->b * d->m * d->n;
     float *x = malloc(n * sizeof *x);
     if (d->dtype == TSR_FLOAT32) {
         CHECK_RC(tsr_desc_gather(d, x, d->m, 0), TSR_SUCCESS);
@@ -234,6 +234,48 @@ static void check_adamw_master(void)
         free(bufs[k]);
 }
 
+/* Causal attention forward and backward over 3 query and 3 key tiles (the
+ * online softmax across key tiles, the backward's sums over tiles), bf16
+ * against float32 on the same inputs, the statistics in bf16 too (as in
+ * GPT-2's bf16 runs). On a GPU the bf16 tasks run the CUDA kernels on the
+ * bf16 tiles: bf16 GEMM operands, the softmax weights rounded to bf16 for
+ * their GEMMs, as llm.c's. */
+static void check_attention(void)
+{
+    int nh = 2, hd = 8, T = 24, tb = 8;
+    size_t n = (size_t)nh * hd * T;
+    float *in[4], *res[2][4];
+    for (int i = 0; i < 4; i++) /* Q, K, V, dout */
+        in[i] = random_bf16_values(n, 20 + i, 2.0f);
+    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *d[9]; /* Q, K, V, dout, out, dQ, dK, dV, stats */
+        for (int i = 0; i < 8; i++)
+            CHECK_RC(tsr_desc_create(&d[i], types[t], nh, hd, T, nh, hd, tb, NULL), TSR_SUCCESS);
+        CHECK_RC(tsr_desc_create(&d[8], types[t], nh, 2, T, nh, 2, tb, NULL), TSR_SUCCESS);
+        for (int i = 0; i < 4; i++)
+            put(d[i], in[i]);
+        CHECK_RC(tsr_attention_forward(d[0], d[1], d[2], d[4], d[8]), TSR_SUCCESS);
+        CHECK_RC(tsr_attention_backward(d[0], d[1], d[2], d[4], d[3], d[8], d[5], d[6], d[7], TSR_OVERWRITE,
+                                        TSR_ACCUM_ORDERED),
+                 TSR_SUCCESS);
+        for (int i = 0; i < 4; i++)
+            res[t][i] = get(d[4 + i]);
+        for (int i = 0; i < 9; i++)
+            tsr_desc_destroy(d[i]);
+    }
+    const char *names[4] = { "attention out", "attention dQ", "attention dK", "attention dV" };
+    for (int i = 0; i < 4; i++) {
+        /* errors relative to the tensor's largest value: the logsumexp and D
+         * are stored in bf16, which shifts whole columns of weights */
+        check_close(names[i], res[1][i], res[0][i], n, 4.0, max_abs(res[0][i], n));
+        free(res[0][i]);
+        free(res[1][i]);
+    }
+    for (int i = 0; i < 4; i++)
+        free(in[i]);
+}
+
 /* An op with no CPU kernel (a CUDA-only one) on bf16 tiles, on a machine
  * without CUDA workers: refused at submission with the op's name and the
  * reason, nothing handed to StarPU. */
@@ -288,6 +330,7 @@ int main(int argc, char **argv)
     check_gemm(TSR_ACCUM_REDUX);
     check_linear();
     check_layernorm();
+    check_attention();
     check_adamw_master();
     check_cuda_only_refused();
     int rc = tsr_check_report("test_bf16");
