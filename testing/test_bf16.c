@@ -3,7 +3,9 @@
  * REDUX accumulation over k tiles that do not divide), the linear layer, the
  * LayerNorm forward, AdamW on float32 master weights with bf16 gradients and
  * a bf16 parameter copy; and the refusals: mixtures an op does not take, an
- * op without a CPU kernel on a machine without a CUDA worker. */
+ * op without a CPU kernel on a machine without a CUDA worker. Then the ops
+ * with bf16 CUDA kernels of their own against the conversion path (see
+ * check_native). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,13 @@ static tsr_desc_t *make(tsr_dtype_t t, int m, int n, int mb, int nb)
     return d;
 }
 
+static tsr_desc_t *make3(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int nb)
+{
+    tsr_desc_t *d = NULL;
+    CHECK_RC(tsr_desc_create(&d, t, b, m, n, bb, mb, nb, NULL), TSR_SUCCESS);
+    return d;
+}
+
 /* Random values rounded to bf16, so that both runs start from the same numbers. */
 static float *random_bf16_values(size_t n, uint64_t seed, float scale)
 {
@@ -38,10 +47,10 @@ static float *random_bf16_values(size_t n, uint64_t seed, float scale)
     return x;
 }
 
-/* The float values x (d->m x d->n, column-major) into d, in d's type. */
+/* The float values x (d->b x d->m x d->n, column-major) into d, in d's type. */
 static void put(tsr_desc_t *d, const float *x)
 {
-    size_t n = (size_t)d->m * d->n;
+    size_t n = (size_t)d->b * d->m * d->n;
     if (d->dtype == TSR_FLOAT32) {
         CHECK_RC(tsr_desc_scatter(d, x, d->m, 0), TSR_SUCCESS);
         return;
@@ -56,7 +65,7 @@ static void put(tsr_desc_t *d, const float *x)
 /* d's values as floats (malloc'd). */
 static float *get(tsr_desc_t *d)
 {
-    size_t n = (size_t)d->m * d->n;
+    size_t n = (size_t)d->b * d->m * d->n;
     float *x = malloc(n * sizeof *x);
     if (d->dtype == TSR_FLOAT32) {
         CHECK_RC(tsr_desc_gather(d, x, d->m, 0), TSR_SUCCESS);
@@ -234,6 +243,116 @@ static void check_adamw_master(void)
         free(bufs[k]);
 }
 
+/* ---- the bf16 CUDA kernels against the conversion path ------------------------
+ * The ops with bf16 CUDA kernels of their own (heads_copy, softmax_stats,
+ * crossentropy_loss / _backward, gelu_bwd, layernorm_fwd / _bwd /
+ * _bwd_params, gather_columns) run on bf16 tiles and on float32 tiles holding
+ * the same values; each bf16 output is compared with the float32 run's,
+ * rounded to bf16: what the conversion path gives (bf16 -> float, the
+ * float32 kernel, each output rounded once on store). Every case is built
+ * so that an output element is rounded once in the bf16 run (one writing
+ * task per tile). On workers of one kind (CPU workers alone: the conversion
+ * path on both sides; `gpu` under check_gpu.sh gpu-only: the bf16 CUDA
+ * kernels against the float32 ones) the copies and element-wise ops must
+ * agree bitwise; with CPU and CUDA workers together each run may land on
+ * either, whose float arithmetic differs in the last bits (expf, fused
+ * multiply-adds, reduction order): within 1 bf16 ulp of (|ref| + floor). */
+
+static const tsr_dtype_t both_types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
+
+static int one_worker_kind(void) { return tsr_ncpu_workers() == 0 || tsr_ncuda_workers() == 0; }
+
+/* x rounded to bf16 in place, as the conversion path stores a bf16 output. */
+static void round_to_bf16(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = tsr_bf16_to_float(tsr_float_to_bf16(x[i]));
+}
+
+/* got (the bf16 run) against ref (the float32 run, rounded where the output
+ * is bf16): bitwise when exact and the workers are of one kind, else within
+ * 1 bf16 ulp of (|ref| + floor). Reports how many elements differ ("from
+ * float32": from the float32 run). */
+static void check_native(const char *what, const float *got, const float *ref, size_t n, int exact, double floor)
+{
+    if (!exact || !one_worker_kind()) {
+        check_close(what, got, ref, n, 1.0, floor);
+        return;
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+    printf("  %-34s %zu of %zu differ bitwise from the conversion path\n", what, differ, n);
+    CHECK(differ == 0);
+}
+
+/* heads_copy both ways: X split into Q, K, V (copies), split again into V, K,
+ * Q (accumulating: one float sum rounded), Q, K, V merged into X2 (copies). */
+static void check_native_heads(void)
+{
+    int B = 2, T = 5, NH = 2, hd = 3, C = NH * hd, BT = B * T, Z = B * NH;
+    size_t nx = (size_t)3 * C * BT, nh = (size_t)Z * hd * T;
+    float *x = random_bf16_values(nx, 21, 1.0f);
+    float *res[2][4];
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *X = make(both_types[t], 3 * C, BT, 7, 4), *X2 = make(both_types[t], 3 * C, BT, 7, 4), *H[3];
+        for (int p = 0; p < 3; p++)
+            H[p] = make3(both_types[t], Z, hd, T, 3, 2, 3);
+        put(X, x);
+        CHECK_RC(tsr_heads_split(X, H[0], H[1], H[2], TSR_OVERWRITE), TSR_SUCCESS);
+        CHECK_RC(tsr_heads_split(X, H[2], H[1], H[0], TSR_ACCUMULATE), TSR_SUCCESS);
+        CHECK_RC(tsr_heads_merge(H[0], H[1], H[2], X2, TSR_OVERWRITE), TSR_SUCCESS);
+        for (int p = 0; p < 3; p++) {
+            res[t][p] = get(H[p]);
+            tsr_desc_destroy(H[p]);
+        }
+        res[t][3] = get(X2);
+        tsr_desc_destroy(X);
+        tsr_desc_destroy(X2);
+    }
+    const char *names[4] = { "heads_copy: split, Q", "heads_copy: split, K", "heads_copy: split, V",
+                             "heads_copy: merged" };
+    for (int k = 0; k < 4; k++) {
+        size_t n = k < 3 ? nh : nx;
+        round_to_bf16(res[0][k], n);
+        check_native(names[k], res[1][k], res[0][k], n, 1, 0.0);
+        free(res[0][k]);
+        free(res[1][k]);
+    }
+    free(x);
+}
+
+/* gelu_bwd into another tile and in place (dout becomes dpre). */
+static void check_native_gelu_backward(void)
+{
+    int m = 37, n = 19;
+    size_t len = (size_t)m * n;
+    float *pre = random_bf16_values(len, 23, 6.0f), *dout = random_bf16_values(len, 24, 1.0f);
+    float *res[2][2];
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *P = make(both_types[t], m, n, 24, 8), *D = make(both_types[t], m, n, 24, 8),
+                   *DP = make(both_types[t], m, n, 24, 8);
+        put(P, pre);
+        put(D, dout);
+        CHECK_RC(tsr_gelu_backward(P, D, DP), TSR_SUCCESS);
+        CHECK_RC(tsr_gelu_backward(P, D, D), TSR_SUCCESS);
+        res[t][0] = get(DP);
+        res[t][1] = get(D);
+        tsr_desc_destroy(P);
+        tsr_desc_destroy(D);
+        tsr_desc_destroy(DP);
+    }
+    for (int k = 0; k < 2; k++) {
+        round_to_bf16(res[0][k], len);
+        check_native(k ? "gelu_bwd (in place)" : "gelu_bwd", res[1][k], res[0][k], len, 1,
+                     max_abs(res[0][k], len) / 16);
+        free(res[0][k]);
+        free(res[1][k]);
+    }
+    free(pre);
+    free(dout);
+}
+
 /* An op with no CPU kernel (a CUDA-only one) on bf16 tiles, on a machine
  * without CUDA workers: refused at submission with the op's name and the
  * reason, nothing handed to StarPU. */
@@ -290,6 +409,8 @@ int main(int argc, char **argv)
     check_layernorm();
     check_adamw_master();
     check_cuda_only_refused();
+    check_native_heads();
+    check_native_gelu_backward();
     int rc = tsr_check_report("test_bf16");
     tsr_finalize();
     return rc;
