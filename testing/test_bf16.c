@@ -322,6 +322,77 @@ static void check_native_heads(void)
     free(x);
 }
 
+/* The softmax cross-entropy on bf16 logits (Vp x BT, 3 x 3 tiles: the
+ * statistics set then merged over the vocabulary tiles, or REDUX), float32
+ * statistics and losses as in tsr_gpt2: softmax_stats, crossentropy_loss,
+ * then crossentropy_backward in place. */
+static void check_native_crossentropy(tsr_accum_t accum)
+{
+    int V = 37, Vp = 40, BT = 9, targets[9];
+    for (int k = 0; k < BT; k++)
+        targets[k] = (k * 7 + 3) % V;
+    float *logits = random_bf16_values((size_t)Vp * BT, 22, 8.0f);
+    float *res[2][3];
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *L = make(both_types[t], Vp, BT, 16, 4), *S = make(TSR_FLOAT32, 2, BT, 2, 4),
+                   *Lo = make(TSR_FLOAT32, 1, BT, 1, 4);
+        put(L, logits);
+        CHECK_RC(tsr_crossentropy_forward(L, S, Lo, targets, V, accum), TSR_SUCCESS);
+        CHECK_RC(tsr_crossentropy_backward(L, S, targets, V, 0.0f), TSR_SUCCESS);
+        res[t][0] = get(S);
+        res[t][1] = get(Lo);
+        res[t][2] = get(L);
+        tsr_desc_destroy(L);
+        tsr_desc_destroy(S);
+        tsr_desc_destroy(Lo);
+    }
+    int redux = accum == TSR_ACCUM_REDUX;
+    round_to_bf16(res[0][2], (size_t)Vp * BT);
+    check_native(redux ? "softmax_stats (REDUX)" : "softmax_stats", res[1][0], res[0][0], (size_t)2 * BT, 0, 0.0);
+    check_native(redux ? "crossentropy_loss (REDUX stats)" : "crossentropy_loss", res[1][1], res[0][1], BT, 0, 0.0);
+    check_native(redux ? "crossentropy_backward (REDUX stats)" : "crossentropy_backward", res[1][2], res[0][2],
+                 (size_t)Vp * BT, 0, max_abs(res[0][2], (size_t)Vp * BT) / 64);
+    for (int k = 0; k < 3; k++) {
+        free(res[0][k]);
+        free(res[1][k]);
+    }
+    free(logits);
+}
+
+/* Statistics and losses given as bf16 too (operands that the loss's bf16
+ * CUDA kernels read as float32): such tasks take the conversion path
+ * (runtime/op.c), on a CUDA worker as well. Against the float32 run: the
+ * losses and gradients computed from statistics rounded to bf16 (max below
+ * 4: off by 2^-7 at most) and rounded themselves. */
+static void check_crossentropy_bf16_stats(void)
+{
+    int V = 37, BT = 9, targets[9];
+    for (int k = 0; k < BT; k++)
+        targets[k] = (k * 5 + 1) % V;
+    float *logits = random_bf16_values((size_t)V * BT, 25, 8.0f);
+    float *res[2][2];
+    for (int t = 0; t < 2; t++) {
+        tsr_desc_t *L = make(both_types[t], V, BT, 16, 4), *S = make(both_types[t], 2, BT, 2, 4),
+                   *Lo = make(both_types[t], 1, BT, 1, 4);
+        put(L, logits);
+        CHECK_RC(tsr_crossentropy_forward(L, S, Lo, targets, V, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_crossentropy_backward(L, S, targets, V, 0.0f), TSR_SUCCESS);
+        res[t][0] = get(Lo);
+        res[t][1] = get(L);
+        tsr_desc_destroy(L);
+        tsr_desc_destroy(S);
+        tsr_desc_destroy(Lo);
+    }
+    check_close("crossentropy_loss (bf16 stats)", res[1][0], res[0][0], BT, 4.0, 1.0);
+    check_close("crossentropy_backward (bf16 stats)", res[1][1], res[0][1], (size_t)V * BT, 4.0,
+                max_abs(res[0][1], (size_t)V * BT) / 16);
+    for (int k = 0; k < 2; k++) {
+        free(res[0][k]);
+        free(res[1][k]);
+    }
+    free(logits);
+}
+
 /* gelu_bwd into another tile and in place (dout becomes dpre). */
 static void check_native_gelu_backward(void)
 {
@@ -410,6 +481,9 @@ int main(int argc, char **argv)
     check_adamw_master();
     check_cuda_only_refused();
     check_native_heads();
+    check_native_crossentropy(TSR_ACCUM_ORDERED);
+    check_native_crossentropy(TSR_ACCUM_REDUX);
+    check_crossentropy_bf16_stats();
     check_native_gelu_backward();
     int rc = tsr_check_report("test_bf16");
     tsr_finalize();
