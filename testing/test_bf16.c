@@ -424,6 +424,69 @@ static void check_native_gelu_backward(void)
     free(dout);
 }
 
+/* LayerNorm with every feature in one tile (layernorm_fwd; layernorm_bwd and
+ * layernorm_bwd_params): the forward over 3 token tiles (out, mean and rstd
+ * rounded); the backward over one token tile, so that dw and db get one
+ * task, accumulating onto values already there (one rounding after the
+ * addition), from its own mean and rstd. */
+static void check_native_layernorm(void)
+{
+    int C = 40, BT = 19;
+    float *x = random_bf16_values((size_t)C * BT, 26, 3.0f), *w = random_bf16_values(C, 27, 1.0f),
+          *bias = random_bf16_values(C, 28, 1.0f), *dout = random_bf16_values((size_t)C * BT, 29, 1.0f),
+          *dinp0 = random_bf16_values((size_t)C * BT, 30, 1.0f), *dw0 = random_bf16_values(C, 31, 1.0f),
+          *db0 = random_bf16_values(C, 32, 1.0f), *mean = random_bf16_values(BT, 33, 1.0f),
+          *rstd = random_bf16_values(BT, 34, 1.0f);
+    for (int k = 0; k < BT; k++)
+        rstd[k] = 0.5f + fabsf(rstd[k]);
+    round_to_bf16(rstd, BT); /* both runs from the same values */
+    float *res[2][6];
+    for (int t = 0; t < 2; t++) {
+        tsr_dtype_t ty = both_types[t];
+        tsr_desc_t *X = make(ty, C, BT, 48, 8), *W = make(ty, C, 1, 48, 1), *B = make(ty, C, 1, 48, 1),
+                   *Y = make(ty, C, BT, 48, 8), *M = make(ty, 1, BT, 1, 8), *R = make(ty, 1, BT, 1, 8);
+        put(X, x);
+        put(W, w);
+        put(B, bias);
+        CHECK_RC(tsr_layernorm_forward(X, W, B, Y, M, R, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        res[t][0] = get(Y);
+        res[t][1] = get(M);
+        res[t][2] = get(R);
+        tsr_desc_t *X1 = make(ty, C, BT, 48, 32), *D = make(ty, C, BT, 48, 32), *DI = make(ty, C, BT, 48, 32),
+                   *DW = make(ty, C, 1, 48, 1), *DB = make(ty, C, 1, 48, 1), *M1 = make(ty, 1, BT, 1, 32),
+                   *R1 = make(ty, 1, BT, 1, 32);
+        put(X1, x);
+        put(D, dout);
+        put(DI, dinp0);
+        put(DW, dw0);
+        put(DB, db0);
+        put(M1, mean);
+        put(R1, rstd);
+        CHECK_RC(tsr_layernorm_backward(D, X1, W, M1, R1, DI, DW, DB, TSR_ACCUMULATE, TSR_ACCUMULATE,
+                                        TSR_ACCUM_ORDERED, NULL),
+                 TSR_SUCCESS);
+        res[t][3] = get(DI);
+        res[t][4] = get(DW);
+        res[t][5] = get(DB);
+        tsr_desc_t *all[] = { X, W, B, Y, M, R, X1, D, DI, DW, DB, M1, R1 };
+        for (int k = 0; k < 13; k++)
+            tsr_desc_destroy(all[k]);
+    }
+    const char *names[6] = { "layernorm_fwd: out", "layernorm_fwd: mean", "layernorm_fwd: rstd",
+                             "layernorm_bwd: dinp (+=)", "layernorm_bwd_params: dw (+=)",
+                             "layernorm_bwd_params: db (+=)" };
+    size_t len[6] = { (size_t)C * BT, BT, BT, (size_t)C * BT, C, C };
+    for (int k = 0; k < 6; k++) {
+        round_to_bf16(res[0][k], len[k]);
+        check_native(names[k], res[1][k], res[0][k], len[k], 0, max_abs(res[0][k], len[k]) / 16);
+        free(res[0][k]);
+        free(res[1][k]);
+    }
+    float *in[] = { x, w, bias, dout, dinp0, dw0, db0, mean, rstd };
+    for (int k = 0; k < 9; k++)
+        free(in[k]);
+}
+
 /* An op with no CPU kernel (a CUDA-only one) on bf16 tiles, on a machine
  * without CUDA workers: refused at submission with the op's name and the
  * reason, nothing handed to StarPU. */
@@ -485,6 +548,7 @@ int main(int argc, char **argv)
     check_native_crossentropy(TSR_ACCUM_REDUX);
     check_crossentropy_bf16_stats();
     check_native_gelu_backward();
+    check_native_layernorm();
     int rc = tsr_check_report("test_bf16");
     tsr_finalize();
     return rc;
