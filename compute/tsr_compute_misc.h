@@ -89,6 +89,11 @@ int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, const float *
                                int nrefs);
 int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, int ldx, int row0, int V,
                                    const float *stats, int lds, const int *target_row, float dloss);
+/* gather_add_columns with dst and the sources of type t (float32 or bf16:
+ * summed in float in the same order, rounded once on store). */
+int tsr_cuda_gather_add_columns_typed(void *stream, tsr_dtype_t t, int rows, int cols, void *dst, int ldd,
+                                      tsr_write_t mode, const void *const *src, const int *lds,
+                                      const tsr_colmap_t *map, int nmap);
 /* The loss's kernels with the logits of type t (float32 or bf16: read into
  * float, and crossentropy_backward's result rounded to nearest even on
  * store); stats and loss float32 in either case. */

@@ -15,7 +15,9 @@ typedef struct { int rows; tsr_write_t mode; } stats_args_t;
 typedef struct { int nrefs; } loss_args_t;                           /* + tsr_loss_ref_t[nrefs] */
 typedef struct { int row0, V, cols; float dloss; } ce_backward_args_t; /* + int[cols] */
 
-/* The source tiles of a task, from buffer `first` on: pointers and leading dimensions. */
+/* The source tiles of a task, from buffer `first` on: pointers and leading
+ * dimensions (float32 tiles, or bf16 ones on a CUDA worker when the op's
+ * kernels take bf16 tiles themselves: the float type is the CPU's). */
 typedef struct { const float *ptr[TSR_MAX_TASK_TILES]; int ld[TSR_MAX_TASK_TILES]; } sources_t;
 
 static sources_t sources(void *buffers[], int first, int n, const tsr_exec_t *ex)
@@ -31,18 +33,31 @@ static sources_t sources(void *buffers[], int first, int n, const tsr_exec_t *ex
 
 /* ---- gather_columns: dst[:, e.dst_col] += src[e.src][:, e.src_col] (encoder) ------ */
 
-static void gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+static void cpu_gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const gather_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0], ex);
     sources_t s = sources(buffers, 1, a->nsrc, ex);
-    TSR_KERNEL(ex, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->mode, s.ptr, s.ld,
-                                        (const tsr_colmap_t *)(a + 1), a->nmap);
+    tsr_cpu_gather_add_columns(D.rows, D.cols, (float *)D.ptr, D.ld, a->mode, s.ptr, s.ld,
+                               (const tsr_colmap_t *)(a + 1), a->nmap);
 }
 
+#if TSR_HAVE_CUDA
+/* float32 or bf16 tiles (s.ptr then points to bf16 tiles) */
+static void cuda_gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const gather_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0], ex);
+    sources_t s = sources(buffers, 1, a->nsrc, ex);
+    tsr_kernel_check(tsr_cuda_gather_add_columns_typed(ex->stream, ex->dtype, D.rows, D.cols, D.ptr, D.ld, a->mode,
+                                                       (const void *const *)s.ptr, s.ld,
+                                                       (const tsr_colmap_t *)(a + 1), a->nmap));
+}
+#endif
+
 /* the destination's mode (W, RW, REDUX) and the source count vary per task */
-static tsr_op_t op_gather = { .name = "gather_columns", .cpu = gather, .cuda = TSR_CUDA(gather),
-                              .no_float64 = 1, .timed_by_first_tile = 1 };
+static tsr_op_t op_gather = { .name = "gather_columns", .cpu = cpu_gather, .cuda = TSR_CUDA(cuda_gather),
+                              .no_float64 = 1, .timed_by_first_tile = 1, .cuda_bf16 = 1 };
 
 /* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 

@@ -487,6 +487,51 @@ static void check_native_layernorm(void)
         free(in[k]);
 }
 
+/* gather_columns through the encoder: the forward (out = wte column + wpe
+ * column, out tiles over several wte tiles) and the backward over one token
+ * tile, so that each gradient tile gets one task, accumulating onto values
+ * already there; every token and position once, so that a REDUX task's
+ * zeroed copy (then added to the tile) holds one value, exact in bf16. */
+static void check_native_gather(tsr_accum_t accum)
+{
+    int C = 24, Vp = 29, maxT = 13, B = 1, T = 12, BT = B * T, tokens[12];
+    for (int k = 0; k < BT; k++)
+        tokens[k] = (k * 11 + 3) % Vp; /* all different */
+    float *wte = random_bf16_values((size_t)C * Vp, 35, 1.0f), *wpe = random_bf16_values((size_t)C * maxT, 36, 1.0f),
+          *dout = random_bf16_values((size_t)C * BT, 37, 1.0f);
+    float *res[2][3];
+    for (int t = 0; t < 2; t++) {
+        tsr_dtype_t ty = both_types[t];
+        tsr_desc_t *E = make(ty, C, Vp, 16, 8), *P = make(ty, C, maxT, 16, 4), *O = make(ty, C, BT, 16, 5),
+                   *D = make(ty, C, BT, 16, 16);
+        put(E, wte);
+        put(P, wpe);
+        put(D, dout);
+        CHECK_RC(tsr_encoder_forward(O, E, P, tokens, B, T), TSR_SUCCESS);
+        CHECK_RC(tsr_encoder_backward(E, P, D, tokens, B, T, TSR_ACCUMULATE, accum), TSR_SUCCESS);
+        res[t][0] = get(O);
+        res[t][1] = get(E);
+        res[t][2] = get(P);
+        tsr_desc_t *all[] = { E, P, O, D };
+        for (int k = 0; k < 4; k++)
+            tsr_desc_destroy(all[k]);
+    }
+    int redux = accum == TSR_ACCUM_REDUX;
+    const char *names[3] = { "gather_columns: encoder forward",
+                             redux ? "gather_columns: dwte (+=, REDUX)" : "gather_columns: dwte (+=)",
+                             redux ? "gather_columns: dwpe (+=, REDUX)" : "gather_columns: dwpe (+=)" };
+    size_t len[3] = { (size_t)C * BT, (size_t)C * Vp, (size_t)C * maxT };
+    for (int k = 0; k < 3; k++) {
+        round_to_bf16(res[0][k], len[k]);
+        check_native(names[k], res[1][k], res[0][k], len[k], 1, 0.0);
+        free(res[0][k]);
+        free(res[1][k]);
+    }
+    free(wte);
+    free(wpe);
+    free(dout);
+}
+
 /* An op with no CPU kernel (a CUDA-only one) on bf16 tiles, on a machine
  * without CUDA workers: refused at submission with the op's name and the
  * reason, nothing handed to StarPU. */
@@ -549,6 +594,8 @@ int main(int argc, char **argv)
     check_crossentropy_bf16_stats();
     check_native_gelu_backward();
     check_native_layernorm();
+    check_native_gather(TSR_ACCUM_ORDERED);
+    check_native_gather(TSR_ACCUM_REDUX);
     int rc = tsr_check_report("test_bf16");
     tsr_finalize();
     return rc;

@@ -13,20 +13,22 @@ namespace {
 
 /* Destination column ucol[u] += the sources of entries off[u] .. off[u+1]
  * (ent[e] = (source, source column)), in map order: each element sees the
- * CPU kernel's additions in the CPU's order. */
-__global__ void gather_add_kernel(int rows, float *dst, int ldd, const float *const *src, const int *lds,
-                                  const int *ucol, const int *off, const int2 *ent, int nu)
+ * CPU kernel's additions in the CPU's order. T: the storage type of dst and
+ * the sources (bf16: summed in float, rounded once on store). */
+template <typename T>
+__global__ void gather_add_kernel(int rows, T *dst, int ldd, const T *const *src, const int *lds, const int *ucol,
+                                  const int *off, const int2 *ent, int nu)
 {
     for (int u = blockIdx.y; u < nu; u += gridDim.y) {
-        float *d = dst + (size_t)ucol[u] * ldd;
+        T *d = dst + (size_t)ucol[u] * ldd;
         int e0 = off[u], e1 = off[u + 1];
         for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-            float acc = d[r];
+            float acc = load(&d[r]);
             for (int e = e0; e < e1; e++) {
                 int2 q = ent[e];
-                acc += src[q.x][(size_t)q.y * lds[q.x] + r];
+                acc += load(&src[q.x][(size_t)q.y * lds[q.x] + r]);
             }
-            d[r] = acc;
+            store(&d[r], acc);
         }
     }
 }
@@ -134,7 +136,7 @@ struct GatherPlan {
 };
 
 /* TSR_EINVAL on an entry outside the tiles, TSR_ERUNTIME when out of memory. */
-int plan_gather(int rows, int cols, const float *const *src, const int *lds, const tsr_colmap_t *map, int nmap,
+int plan_gather(int rows, int cols, const void *const *src, const int *lds, const tsr_colmap_t *map, int nmap,
                 GatherPlan *pl)
 {
     for (int e = 0; e < nmap; e++) {
@@ -182,20 +184,20 @@ int plan_gather(int rows, int cols, const float *const *src, const int *lds, con
 
 } /* namespace */
 
-extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, tsr_write_t mode,
-                                           const float *const *src, const int *lds, const tsr_colmap_t *map,
-                                           int nmap)
+extern "C" int tsr_cuda_gather_add_columns_typed(void *stream, tsr_dtype_t t, int rows, int cols, void *dst, int ldd,
+                                                 tsr_write_t mode, const void *const *src, const int *lds,
+                                                 const tsr_colmap_t *map, int nmap)
 {
-    if (bad_tile(rows, cols, ldd) || nmap < 0 || (nmap > 0 && (!src || !lds || !map)))
+    if (bad_type(t) || bad_tile(rows, cols, ldd) || nmap < 0 || (nmap > 0 && (!src || !lds || !map)))
         return TSR_EINVAL;
     GatherPlan pl;
     int rc = nmap > 0 ? plan_gather(rows, cols, src, lds, map, nmap, &pl) : 0;
     if (rc || rows == 0 || cols == 0)
         return rc;
     cudaStream_t s = (cudaStream_t)stream;
+    size_t es = tsr_dtype_size(t); /* +0 is all zero bits in both types */
     if (mode == TSR_OVERWRITE &&
-        (rc = cuda_rc(cudaMemset2DAsync(dst, (size_t)ldd * sizeof(float), 0, (size_t)rows * sizeof(float),
-                                        (size_t)cols, s))))
+        (rc = cuda_rc(cudaMemset2DAsync(dst, (size_t)ldd * es, 0, (size_t)rows * es, (size_t)cols, s))))
         return rc;
     if (nmap == 0)
         return 0;
@@ -208,10 +210,24 @@ extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, flo
     if ((rc = buf.upload()))
         return rc;
     dim3 grid(blocks_for(rows, kThreads), pl.nu < (int)kMaxGridY ? (unsigned)pl.nu : kMaxGridY);
-    gather_add_kernel<<<grid, kThreads, 0, s>>>(rows, dst, ldd, buf.dev<const float *const>(o_src),
-                                                buf.dev<const int>(o_lds), buf.dev<const int>(o_ucol),
-                                                buf.dev<const int>(o_off), buf.dev<const int2>(o_ent), pl.nu);
+    if (t == TSR_BFLOAT16)
+        gather_add_kernel<<<grid, kThreads, 0, s>>>(rows, (__nv_bfloat16 *)dst, ldd,
+                                                    buf.dev<const __nv_bfloat16 *const>(o_src),
+                                                    buf.dev<const int>(o_lds), buf.dev<const int>(o_ucol),
+                                                    buf.dev<const int>(o_off), buf.dev<const int2>(o_ent), pl.nu);
+    else
+        gather_add_kernel<<<grid, kThreads, 0, s>>>(rows, (float *)dst, ldd, buf.dev<const float *const>(o_src),
+                                                    buf.dev<const int>(o_lds), buf.dev<const int>(o_ucol),
+                                                    buf.dev<const int>(o_off), buf.dev<const int2>(o_ent), pl.nu);
     return launched();
+}
+
+extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, tsr_write_t mode,
+                                           const float *const *src, const int *lds, const tsr_colmap_t *map,
+                                           int nmap)
+{
+    return tsr_cuda_gather_add_columns_typed(stream, TSR_FLOAT32, rows, cols, dst, ldd, mode,
+                                             (const void *const *)src, lds, map, nmap);
 }
 
 extern "C" int tsr_cuda_softmax_stats_typed(void *stream, tsr_dtype_t t, int rows, int cols, const void *x, int ldx,
