@@ -27,7 +27,8 @@ static const tsr_op_codelet_t *current_codelet(void)
  * of a mixed task: losses, master weights) are used as they are. This is
  * bf16 storage with float32 arithmetic for every op: on a CPU worker always,
  * on a CUDA worker (device scratch, conversions on the worker's stream) for
- * the ops without bf16 CUDA kernels of their own (cuda_bf16 unset). */
+ * the ops without bf16 CUDA kernels of their own (cuda_bf16 unset), and for
+ * the tasks of those ops that give a float32-kept operand as bf16. */
 
 typedef struct starpu_block_interface block_t;
 

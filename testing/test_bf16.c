@@ -20,8 +20,10 @@
 /* one bf16 unit in the last place, relative */
 #define BF16_ULP 0x1p-7
 
-/* argument "gpu": CUDA workers beside the CPUs (testing/gpu.cmake); the ops
- * with bf16 CUDA kernels (GEMM, AdamW with master weights) may run there */
+/* argument "gpu": CUDA workers beside the CPUs (testing/gpu.cmake; under
+ * check_gpu.sh gpu-only, CUDA workers alone); the ops with bf16 CUDA kernels
+ * (GEMM, linear, AdamW with master weights, the check_native ops) run them
+ * there on bf16 tiles */
 static int on_gpu;
 
 static tsr_desc_t *make(tsr_dtype_t t, int m, int n, int mb, int nb)
