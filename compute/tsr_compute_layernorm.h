@@ -84,6 +84,18 @@ int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const float *dout,
                                   float *dw, tsr_write_t dw_mode, float *db, tsr_write_t db_mode);
 int tsr_cuda_residual_fwd(void *stream, tsr_dtype_t t, int m, int n, const void *a, int lda, const void *b, int ldb,
                           void *out, int ldo);
+/* layernorm_fwd, _bwd and _bwd_params with every operand of type t (float32,
+ * or bf16: read into float, computed in float as above, each output rounded
+ * to nearest even once on store, an accumulated one after the addition). */
+int tsr_cuda_layernorm_fwd_typed(void *stream, tsr_dtype_t t, int m, int n, const void *x, int ldx, const void *w,
+                                 const void *b, void *out, int ldo, void *mean, int incm, void *rstd, int incr,
+                                 float eps);
+int tsr_cuda_layernorm_bwd_typed(void *stream, tsr_dtype_t t, int m, int n, const void *dout, int lddo, const void *x,
+                                 int ldx, const void *w, const void *mean, int incm, const void *rstd, int incr,
+                                 void *dinp, int lddi, tsr_write_t mode);
+int tsr_cuda_layernorm_bwd_params_typed(void *stream, tsr_dtype_t t, int m, int n, const void *dout, int lddo,
+                                        const void *x, int ldx, const void *mean, int incm, const void *rstd, int incr,
+                                        void *dw, tsr_write_t dw_mode, void *db, tsr_write_t db_mode);
 
 #ifdef __cplusplus
 }

@@ -111,9 +111,18 @@ int tsr_cuda_gelu_forward_typed(void *stream, tsr_dtype_t t, int m, int n, const
                                 int ldo);
 int tsr_cuda_gelu_backward(void *stream, int m, int n, const float *pre, int ldp, const float *dout, int ldd,
                            float *dpre, int lddp);
+/* gelu_backward on tiles of type t (float32 or bf16: read into float, the
+ * result rounded on store); dpre may be dout (in place). */
+int tsr_cuda_gelu_backward_typed(void *stream, tsr_dtype_t t, int m, int n, const void *pre, int ldp,
+                                 const void *dout, int ldd, void *dpre, int lddp);
 int tsr_cuda_heads_copy(void *stream, const tsr_heads_geom_t *g, int to_heads, float beta,
                         float *X, int xrows, int xcols, int ldx,
                         float *Y, int depth, int yrows, int ycols, int ldy, size_t ystride);
+/* heads_copy on tiles of type t (float32 or bf16; ystride in elements of t):
+ * beta 0 copies the elements as they are, else float arithmetic rounded once. */
+int tsr_cuda_heads_copy_typed(void *stream, tsr_dtype_t t, const tsr_heads_geom_t *g, int to_heads, float beta,
+                              void *X, int xrows, int xcols, int ldx, void *Y, int depth, int yrows, int ycols,
+                              int ldy, size_t ystride);
 
 #ifdef __cplusplus
 }

@@ -89,6 +89,21 @@ int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, const float *
                                int nrefs);
 int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, int ldx, int row0, int V,
                                    const float *stats, int lds, const int *target_row, float dloss);
+/* gather_add_columns with dst and the sources of type t (float32 or bf16:
+ * summed in float in the same order, rounded once on store). */
+int tsr_cuda_gather_add_columns_typed(void *stream, tsr_dtype_t t, int rows, int cols, void *dst, int ldd,
+                                      tsr_write_t mode, const void *const *src, const int *lds,
+                                      const tsr_colmap_t *map, int nmap);
+/* The loss's kernels with the logits of type t (float32 or bf16: read into
+ * float, and crossentropy_backward's result rounded to nearest even on
+ * store); stats and loss float32 in either case. */
+int tsr_cuda_softmax_stats_typed(void *stream, tsr_dtype_t t, int rows, int cols, const void *x, int ldx,
+                                 float *stats, int lds, tsr_write_t mode);
+int tsr_cuda_crossentropy_loss_typed(void *stream, tsr_dtype_t t, float *loss, int ldl, const float *stats, int lds,
+                                     const void *const *logits, const int *ldx, int nsrc, const tsr_loss_ref_t *refs,
+                                     int nrefs);
+int tsr_cuda_crossentropy_backward_typed(void *stream, tsr_dtype_t t, int rows, int cols, void *x, int ldx, int row0,
+                                         int V, const float *stats, int lds, const int *target_row, float dloss);
 int tsr_cuda_adamw(void *stream, int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m, int ldm,
                    float *v, int ldv, const tsr_adamw_step_t *s);
 /* tsr_cpu_adamw_master with g and out of type gt (float32 or bf16: its

@@ -18,18 +18,29 @@ static float *wf(tsr_view_t v) { return (float *)v.ptr; }
 
 /* ---- layernorm_fwd --------------------------------------------------------- */
 
-static void ln_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+static void cpu_ln_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0], ex), W = tsr_view(buffers[1], ex), B = tsr_view(buffers[2], ex);
     tsr_view_t O = tsr_view(buffers[3], ex), M = tsr_view(buffers[4], ex), R = tsr_view(buffers[5], ex);
-    TSR_KERNEL(ex, layernorm_fwd, X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R),
-            R.ld, a->eps);
+    tsr_cpu_layernorm_fwd(X.rows, X.cols, cf(X), X.ld, cf(W), cf(B), wf(O), O.ld, wf(M), M.ld, wf(R), R.ld, a->eps);
 }
 
-static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = ln_fwd, .cuda = TSR_CUDA(ln_fwd), .nbuffers = 6,
-                              .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W },
-                              .no_float64 = 1 };
+#if TSR_HAVE_CUDA
+/* float32 or bf16 tiles (mean and rstd too) */
+static void cuda_ln_fwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0], ex), W = tsr_view(buffers[1], ex), B = tsr_view(buffers[2], ex);
+    tsr_view_t O = tsr_view(buffers[3], ex), M = tsr_view(buffers[4], ex), R = tsr_view(buffers[5], ex);
+    tsr_kernel_check(tsr_cuda_layernorm_fwd_typed(ex->stream, ex->dtype, X.rows, X.cols, X.ptr, X.ld, W.ptr, B.ptr,
+                                                  O.ptr, O.ld, M.ptr, M.ld, R.ptr, R.ld, a->eps));
+}
+#endif
+
+static tsr_op_t op_ln_fwd = { .name = "layernorm_fwd", .cpu = cpu_ln_fwd, .cuda = TSR_CUDA(cuda_ln_fwd),
+                              .nbuffers = 6, .modes = { STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W },
+                              .no_float64 = 1, .cuda_bf16 = 1 };
 
 /* ---- layernorm_sum --------------------------------------------------------- */
 
@@ -107,19 +118,30 @@ static tsr_op_t op_ln_normalize = { .name = "layernorm_normalize", .cpu = ln_nor
 
 /* ---- layernorm_bwd --------------------------------------------------------- */
 
-static void ln_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+static void cpu_ln_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
     tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), DI = tsr_view(buffers[5], ex);
-    TSR_KERNEL(ex, layernorm_bwd, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld,
-            wf(DI), DI.ld,
-                                   a->out0);
+    tsr_cpu_layernorm_bwd(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(W), cf(M), M.ld, cf(R), R.ld, wf(DI), DI.ld,
+                          a->out0);
 }
 
+#if TSR_HAVE_CUDA
+/* float32 or bf16 tiles */
+static void cuda_ln_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), W = tsr_view(buffers[2], ex);
+    tsr_view_t M = tsr_view(buffers[3], ex), R = tsr_view(buffers[4], ex), DI = tsr_view(buffers[5], ex);
+    tsr_kernel_check(tsr_cuda_layernorm_bwd_typed(ex->stream, ex->dtype, X.rows, X.cols, D.ptr, D.ld, X.ptr, X.ld,
+                                                  W.ptr, M.ptr, M.ld, R.ptr, R.ld, DI.ptr, DI.ld, a->out0));
+}
+#endif
+
 /* dinp's mode varies per task */
-static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = ln_bwd, .cuda = TSR_CUDA(ln_bwd),
-                              .no_float64 = 1 };
+static tsr_op_t op_ln_bwd = { .name = "layernorm_bwd", .cpu = cpu_ln_bwd, .cuda = TSR_CUDA(cuda_ln_bwd),
+                              .no_float64 = 1, .cuda_bf16 = 1 };
 
 /* ---- layernorm_bwd_sums ---------------------------------------------------- */
 
@@ -158,19 +180,31 @@ static tsr_op_t op_ln_bwd_dinp = { .name = "layernorm_bwd_dinp", .cpu = ln_bwd_d
 
 /* ---- layernorm_bwd_params -------------------------------------------------- */
 
-static void ln_bwd_params(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+static void cpu_ln_bwd_params(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const tsr_ln_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), M = tsr_view(buffers[2], ex);
     tsr_view_t R = tsr_view(buffers[3], ex), DW = tsr_view(buffers[4], ex), DB = tsr_view(buffers[5], ex);
-    TSR_KERNEL(ex, layernorm_bwd_params, X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld,
-            wf(DW), a->out0,
-                                          wf(DB), a->out1);
+    tsr_cpu_layernorm_bwd_params(X.rows, X.cols, cf(D), D.ld, cf(X), X.ld, cf(M), M.ld, cf(R), R.ld, wf(DW), a->out0,
+                                 wf(DB), a->out1);
 }
 
+#if TSR_HAVE_CUDA
+/* float32 or bf16 tiles (float sums, dw and db rounded once) */
+static void cuda_ln_bwd_params(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const tsr_ln_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0], ex), X = tsr_view(buffers[1], ex), M = tsr_view(buffers[2], ex);
+    tsr_view_t R = tsr_view(buffers[3], ex), DW = tsr_view(buffers[4], ex), DB = tsr_view(buffers[5], ex);
+    tsr_kernel_check(tsr_cuda_layernorm_bwd_params_typed(ex->stream, ex->dtype, X.rows, X.cols, D.ptr, D.ld, X.ptr,
+                                                         X.ld, M.ptr, M.ld, R.ptr, R.ld, DW.ptr, a->out0, DB.ptr,
+                                                         a->out1));
+}
+#endif
+
 /* the gradients' modes vary per task */
-static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = ln_bwd_params,
-                                     .cuda = TSR_CUDA(ln_bwd_params), .no_float64 = 1 };
+static tsr_op_t op_ln_bwd_params = { .name = "layernorm_bwd_params", .cpu = cpu_ln_bwd_params,
+                                     .cuda = TSR_CUDA(cuda_ln_bwd_params), .no_float64 = 1, .cuda_bf16 = 1 };
 
 /* ---- residual_fwd ---------------------------------------------------------- */
 

@@ -254,22 +254,43 @@ static tsr_op_t op_gelu_fwd = { .name = "gelu_fwd", .cpu = gelu_forward, .cuda =
 
 /* ---- gelu_bwd: dpre = dout * gelu'(pre) ---------------------------------------------------- */
 
-/* buffers: pre, dout, dpre; or pre, dout (in place) */
-static void gelu_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+/* buffers: pre, dout, dpre; or pre, dout (in place: dpre is dout) */
+static void gelu_backward_views(void *buffers[], const tsr_exec_t *ex, tsr_view_t *pre, tsr_view_t *dout,
+                                tsr_view_t *dpre)
 {
-    (void)cl_arg;
     int nbuf = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
-    tsr_view_t pre = tsr_view(buffers[0], ex), dout = tsr_view(buffers[1], ex);
-    tsr_view_t dpre = nbuf > 2 ? tsr_view(buffers[2], ex) : dout;
-    for (int z = 0; z < dpre.depth; z++)
-        TSR_KERNEL(ex, gelu_backward, dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z),
-                dout.ld,
-                                       tsr_view_at(dpre, z), dpre.ld);
+    *pre = tsr_view(buffers[0], ex);
+    *dout = tsr_view(buffers[1], ex);
+    *dpre = nbuf > 2 ? tsr_view(buffers[2], ex) : *dout;
 }
 
+static void cpu_gelu_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    (void)cl_arg;
+    tsr_view_t pre, dout, dpre;
+    gelu_backward_views(buffers, ex, &pre, &dout, &dpre);
+    for (int z = 0; z < dpre.depth; z++)
+        tsr_cpu_gelu_backward(dpre.rows, dpre.cols, tsr_view_at(pre, z), pre.ld, tsr_view_at(dout, z), dout.ld,
+                              tsr_view_at(dpre, z), dpre.ld);
+}
+
+#if TSR_HAVE_CUDA
+/* float32 or bf16 tiles */
+static void cuda_gelu_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    (void)cl_arg;
+    tsr_view_t pre, dout, dpre;
+    gelu_backward_views(buffers, ex, &pre, &dout, &dpre);
+    for (int z = 0; z < dpre.depth; z++)
+        tsr_kernel_check(tsr_cuda_gelu_backward_typed(ex->stream, ex->dtype, dpre.rows, dpre.cols, tsr_view_at(pre, z),
+                                                      pre.ld, tsr_view_at(dout, z), dout.ld, tsr_view_at(dpre, z),
+                                                      dpre.ld));
+}
+#endif
+
 /* buffers: pre (R), dout (R), dpre (W); or pre (R), dout (RW, in place) */
-static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = gelu_backward, .cuda = TSR_CUDA(gelu_backward),
-                                .no_float64 = 1 };
+static tsr_op_t op_gelu_bwd = { .name = "gelu_bwd", .cpu = cpu_gelu_backward,
+                                .cuda = TSR_CUDA(cuda_gelu_backward), .no_float64 = 1, .cuda_bf16 = 1 };
 
 /* ---- rowsum: y = beta y + row sums of X ---------------------------------------------------- */
 
@@ -288,20 +309,41 @@ static tsr_op_t op_rowsum = { .name = "rowsum", .cpu = rowsum, .cuda = TSR_CUDA(
 
 /* ---- heads_copy: between feature-major X and a head tile --------------------------------- */
 
-/* buffers: source (read), destination (read-write) */
-static void heads_copy(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+/* buffers: source (read), destination (read-write); X the feature-major
+ * tile, Y the head tile, whichever way the copy goes */
+static void heads_views(void *buffers[], const heads_arg_t *a, const tsr_exec_t *ex, tsr_view_t *X, tsr_view_t *Y)
 {
-    const heads_arg_t *a = cl_arg;
     tsr_view_t src = tsr_view(buffers[0], ex), dst = tsr_view(buffers[1], ex);
-    tsr_view_t X = a->to_heads ? src : dst, Y = a->to_heads ? dst : src;
-    TSR_KERNEL(ex, heads_copy, &a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr,
-            Y.depth,
-                                Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
+    *X = a->to_heads ? src : dst;
+    *Y = a->to_heads ? dst : src;
 }
 
+static void cpu_heads_copy(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const heads_arg_t *a = cl_arg;
+    tsr_view_t X, Y;
+    heads_views(buffers, a, ex, &X, &Y);
+    tsr_cpu_heads_copy(&a->g, a->to_heads, a->beta, (float *)X.ptr, X.rows, X.cols, X.ld, (float *)Y.ptr, Y.depth,
+                       Y.rows, Y.cols, Y.ld, Y.zstride / sizeof(float));
+}
+
+#if TSR_HAVE_CUDA
+/* float32 or bf16 tiles: a bf16 task copies only its head's elements (no
+ * conversion of the whole tiles) */
+static void cuda_heads_copy(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const heads_arg_t *a = cl_arg;
+    tsr_view_t X, Y;
+    heads_views(buffers, a, ex, &X, &Y);
+    tsr_kernel_check(tsr_cuda_heads_copy_typed(ex->stream, ex->dtype, &a->g, a->to_heads, a->beta, X.ptr, X.rows,
+                                               X.cols, X.ld, Y.ptr, Y.depth, Y.rows, Y.cols, Y.ld,
+                                               Y.zstride / tsr_dtype_size(ex->dtype)));
+}
+#endif
+
 /* the destination is W or RW per task */
-static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = heads_copy, .cuda = TSR_CUDA(heads_copy),
-                                  .no_float64 = 1 };
+static tsr_op_t op_heads_copy = { .name = "heads_copy", .cpu = cpu_heads_copy, .cuda = TSR_CUDA(cuda_heads_copy),
+                                  .no_float64 = 1, .cuda_bf16 = 1 };
 
 static int same_tile(tsr_tile_t a, tsr_tile_t b)
 {

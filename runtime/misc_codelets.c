@@ -15,7 +15,9 @@ typedef struct { int rows; tsr_write_t mode; } stats_args_t;
 typedef struct { int nrefs; } loss_args_t;                           /* + tsr_loss_ref_t[nrefs] */
 typedef struct { int row0, V, cols; float dloss; } ce_backward_args_t; /* + int[cols] */
 
-/* The source tiles of a task, from buffer `first` on: pointers and leading dimensions. */
+/* The source tiles of a task, from buffer `first` on: pointers and leading
+ * dimensions (float32 tiles, or bf16 ones on a CUDA worker when the op's
+ * kernels take bf16 tiles themselves: the float type is the CPU's). */
 typedef struct { const float *ptr[TSR_MAX_TASK_TILES]; int ld[TSR_MAX_TASK_TILES]; } sources_t;
 
 static sources_t sources(void *buffers[], int first, int n, const tsr_exec_t *ex)
@@ -31,31 +33,56 @@ static sources_t sources(void *buffers[], int first, int n, const tsr_exec_t *ex
 
 /* ---- gather_columns: dst[:, e.dst_col] += src[e.src][:, e.src_col] (encoder) ------ */
 
-static void gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+static void cpu_gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const gather_args_t *a = cl_arg;
     tsr_view_t D = tsr_view(buffers[0], ex);
     sources_t s = sources(buffers, 1, a->nsrc, ex);
-    TSR_KERNEL(ex, gather_add_columns, D.rows, D.cols, (float *)D.ptr, D.ld, a->mode, s.ptr, s.ld,
-                                        (const tsr_colmap_t *)(a + 1), a->nmap);
+    tsr_cpu_gather_add_columns(D.rows, D.cols, (float *)D.ptr, D.ld, a->mode, s.ptr, s.ld,
+                               (const tsr_colmap_t *)(a + 1), a->nmap);
 }
 
+#if TSR_HAVE_CUDA
+/* float32 or bf16 tiles (s.ptr then points to bf16 tiles) */
+static void cuda_gather(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const gather_args_t *a = cl_arg;
+    tsr_view_t D = tsr_view(buffers[0], ex);
+    sources_t s = sources(buffers, 1, a->nsrc, ex);
+    tsr_kernel_check(tsr_cuda_gather_add_columns_typed(ex->stream, ex->dtype, D.rows, D.cols, D.ptr, D.ld, a->mode,
+                                                       (const void *const *)s.ptr, s.ld,
+                                                       (const tsr_colmap_t *)(a + 1), a->nmap));
+}
+#endif
+
 /* the destination's mode (W, RW, REDUX) and the source count vary per task */
-static tsr_op_t op_gather = { .name = "gather_columns", .cpu = gather, .cuda = TSR_CUDA(gather),
-                              .no_float64 = 1, .timed_by_first_tile = 1 };
+static tsr_op_t op_gather = { .name = "gather_columns", .cpu = cpu_gather, .cuda = TSR_CUDA(cuda_gather),
+                              .no_float64 = 1, .timed_by_first_tile = 1, .cuda_bf16 = 1 };
 
 /* ---- softmax_stats: (max, sum exp) of each logits column, set or merged in ------- */
 
-static void stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+static void cpu_stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const stats_args_t *a = cl_arg;
     tsr_view_t S = tsr_view(buffers[0], ex), L = tsr_view(buffers[1], ex);
-    TSR_KERNEL(ex, softmax_stats, a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->mode);
+    tsr_cpu_softmax_stats(a->rows, L.cols, (const float *)L.ptr, L.ld, (float *)S.ptr, S.ld, a->mode);
 }
 
+#if TSR_HAVE_CUDA
+/* float32 or bf16 logits; the statistics float32 (a bf16 task gets here
+ * with float32 ones only: runtime/op.c) */
+static void cuda_stats(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const stats_args_t *a = cl_arg;
+    tsr_view_t S = tsr_view_typed(buffers[0], TSR_FLOAT32), L = tsr_view(buffers[1], ex);
+    tsr_kernel_check(tsr_cuda_softmax_stats_typed(ex->stream, ex->dtype, a->rows, L.cols, L.ptr, L.ld, (float *)S.ptr,
+                                                  S.ld, a->mode));
+}
+#endif
+
 /* the statistics' mode (W, RW, REDUX) varies per task */
-static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = stats, .cuda = TSR_CUDA(stats),
-                             .no_float64 = 1, .fp32_in_bf16 = 1u << 0 /* float32 statistics */ };
+static tsr_op_t op_stats = { .name = "softmax_stats", .cpu = cpu_stats, .cuda = TSR_CUDA(cuda_stats),
+                             .no_float64 = 1, .cuda_bf16 = 1, .fp32_in_bf16 = 1u << 0 /* float32 statistics */ };
 
 /* ---- softmax_stats_merge: the statistics' reduction method -------------- */
 
@@ -85,36 +112,50 @@ static void cpu_loss(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 }
 
 #if TSR_HAVE_CUDA
+/* float32 or bf16 logits (x.ptr then points to bf16 tiles); the losses and
+ * the statistics float32 */
 static void cuda_loss(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const loss_args_t *a = cl_arg;
-    tsr_view_t Lo = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
+    tsr_view_t Lo = tsr_view_typed(buffers[0], TSR_FLOAT32), S = tsr_view_typed(buffers[1], TSR_FLOAT32);
     int nsrc = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 2;
     sources_t x = sources(buffers, 2, nsrc, ex);
-    tsr_kernel_check(tsr_cuda_crossentropy_loss(ex->stream, (float *)Lo.ptr, Lo.ld,
-                                                (const float *)S.ptr, S.ld, x.ptr, x.ld, nsrc,
-                                                (const tsr_loss_ref_t *)(a + 1), a->nrefs));
+    tsr_kernel_check(tsr_cuda_crossentropy_loss_typed(ex->stream, ex->dtype, (float *)Lo.ptr, Lo.ld,
+                                                      (const float *)S.ptr, S.ld, (const void *const *)x.ptr, x.ld,
+                                                      nsrc, (const tsr_loss_ref_t *)(a + 1), a->nrefs));
 }
 #endif
 
 /* the loss's mode and the logits tile count vary per task */
 static tsr_op_t op_loss = { .name = "crossentropy_loss", .cpu = cpu_loss, .cuda = TSR_CUDA(cuda_loss),
-                            .no_float64 = 1, .timed_by_first_tile = 1,
+                            .no_float64 = 1, .timed_by_first_tile = 1, .cuda_bf16 = 1,
                             .fp32_in_bf16 = 1u << 0 | 1u << 1 /* float32 losses and statistics */ };
 
 /* ---- crossentropy_backward: logits = (softmax - onehot) * dloss, in place --------- */
 
-static void ce_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+static void cpu_ce_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const ce_backward_args_t *a = cl_arg;
     tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view(buffers[1], ex);
-    TSR_KERNEL(ex, crossentropy_backward, X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr,
-                                           S.ld, (const int *)(a + 1), a->dloss);
+    tsr_cpu_crossentropy_backward(X.rows, X.cols, (float *)X.ptr, X.ld, a->row0, a->V, (const float *)S.ptr, S.ld,
+                                  (const int *)(a + 1), a->dloss);
 }
 
-static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = ce_backward,
-                                   .cuda = TSR_CUDA(ce_backward), .nbuffers = 2,
-                                   .modes = { STARPU_RW, STARPU_R }, .no_float64 = 1,
+#if TSR_HAVE_CUDA
+/* float32 or bf16 logits, in place; the statistics float32 */
+static void cuda_ce_backward(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    const ce_backward_args_t *a = cl_arg;
+    tsr_view_t X = tsr_view(buffers[0], ex), S = tsr_view_typed(buffers[1], TSR_FLOAT32);
+    tsr_kernel_check(tsr_cuda_crossentropy_backward_typed(ex->stream, ex->dtype, X.rows, X.cols, X.ptr, X.ld, a->row0,
+                                                          a->V, (const float *)S.ptr, S.ld, (const int *)(a + 1),
+                                                          a->dloss));
+}
+#endif
+
+static tsr_op_t op_ce_backward = { .name = "crossentropy_backward", .cpu = cpu_ce_backward,
+                                   .cuda = TSR_CUDA(cuda_ce_backward), .nbuffers = 2,
+                                   .modes = { STARPU_RW, STARPU_R }, .no_float64 = 1, .cuda_bf16 = 1,
                                    .fp32_in_bf16 = 1u << 1 /* float32 statistics */ };
 
 /* ---- adamw: one AdamW step on a parameter tile ------------------------------------ */

@@ -27,7 +27,8 @@ static const tsr_op_codelet_t *current_codelet(void)
  * of a mixed task: losses, master weights) are used as they are. This is
  * bf16 storage with float32 arithmetic for every op: on a CPU worker always,
  * on a CUDA worker (device scratch, conversions on the worker's stream) for
- * the ops without bf16 CUDA kernels of their own (cuda_bf16 unset). */
+ * the ops without bf16 CUDA kernels of their own (cuda_bf16 unset), and for
+ * the tasks of those ops that give a float32-kept operand as bf16. */
 
 typedef struct starpu_block_interface block_t;
 
@@ -151,15 +152,32 @@ static void cpu_entry(void *buffers[], void *cl_arg)
 }
 
 #if TSR_HAVE_CUDA
+/* Whether the op's CUDA function takes this bf16 task's n tiles as they
+ * are: it takes bf16 (cuda_bf16) and the operands it keeps in float32
+ * (fp32_in_bf16) are float32 here. Such an operand given as bf16 (a bf16
+ * loss or statistics descriptor) sends the task through the float32 copies,
+ * as on a CPU worker, since the bf16 kernels read those operands as float32. */
+static int cuda_takes_tiles(const tsr_op_t *op, void *buffers[], int n)
+{
+    if (!op->cuda_bf16)
+        return 0;
+    for (int i = 0; i < n && i < 32; i++)
+        if ((op->fp32_in_bf16 >> i & 1u) && ((const block_t *)buffers[i])->elemsize != sizeof(float))
+            return 0;
+    return 1;
+}
+
 static void cuda_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
     tsr_exec_t ex = { k->dtype, 1, starpu_cuda_get_local_stream() };
-    if (k->dtype == TSR_BFLOAT16 && !k->op->cuda_bf16) { /* its kernels take float32 tiles */
+    if (k->dtype == TSR_BFLOAT16) {
         enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
         int n = task_modes(modes);
-        run_bf16_as_float32(k->op->cuda, buffers, cl_arg, n, modes, &ex);
-        return;
+        if (!cuda_takes_tiles(k->op, buffers, n)) { /* its kernels take float32 tiles */
+            run_bf16_as_float32(k->op->cuda, buffers, cl_arg, n, modes, &ex);
+            return;
+        }
     }
     k->op->cuda(buffers, cl_arg, &ex);
 }

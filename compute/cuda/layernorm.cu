@@ -18,31 +18,34 @@ dim3 token_grid(int n) { return dim3((unsigned)((n + kTokensPerBlock - 1) / kTok
 __device__ float warp_sum(float v) { return warp_reduce(v, SumOp()); }
 
 /* In the per-token kernels the whole warp of token t takes the same
- * branches: the warp-wide shuffles are safe. */
+ * branches: the warp-wide shuffles are safe. The kernels templated over T
+ * (the storage type of every operand: float, or bf16 read into float and
+ * rounded on store) compute in float either way. */
 
-__global__ void ln_fwd_kernel(int m, int n, const float *x, int ldx, const float *w, const float *b, float *out,
-                              int ldo, float *mean, int incm, float *rstd, int incr, float eps)
+template <typename T>
+__global__ void ln_fwd_kernel(int m, int n, const T *x, int ldx, const T *w, const T *b, T *out, int ldo, T *mean,
+                              int incm, T *rstd, int incr, float eps)
 {
     int t = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
     if (t >= n)
         return;
-    const float *xt = x + (size_t)t * ldx;
+    const T *xt = x + (size_t)t * ldx;
     float s = 0.0f;
     for (int r = lane; r < m; r += kWarp)
-        s += xt[r];
+        s += load(&xt[r]);
     float mu = warp_sum(s) / m;
     float v = 0.0f;
     for (int r = lane; r < m; r += kWarp) {
-        float d = xt[r] - mu;
+        float d = load(&xt[r]) - mu;
         v += d * d;
     }
     float rs = 1.0f / sqrtf(warp_sum(v) / m + eps);
-    float *ot = out + (size_t)t * ldo;
+    T *ot = out + (size_t)t * ldo;
     for (int r = lane; r < m; r += kWarp)
-        ot[r] = rs * (xt[r] - mu) * w[r] + b[r];
-    if (lane == 0) {
-        mean[(size_t)t * incm] = mu;
-        rstd[(size_t)t * incr] = rs;
+        store(&ot[r], rs * (load(&xt[r]) - mu) * load(&w[r]) + load(&b[r]));
+    if (lane == 0) { /* out above used mu and rs unrounded, as the conversion path does */
+        store(&mean[(size_t)t * incm], mu);
+        store(&rstd[(size_t)t * incr], rs);
     }
 }
 
@@ -100,13 +103,13 @@ __global__ void ln_normalize_kernel(int m, int n, const float *x, int ldx, const
 }
 
 /* sum_r dnorm and sum_r dnorm * norm of token t, in every lane. */
-__device__ void token_bwd_sums(int m, const float *dt, const float *xt, const float *w, float mu, float s, float *a,
-                               float *c)
+template <typename T>
+__device__ void token_bwd_sums(int m, const T *dt, const T *xt, const T *w, float mu, float s, float *a, float *c)
 {
     float sa = 0.0f, sc = 0.0f;
     for (int r = threadIdx.x; r < m; r += kWarp) {
-        float norm = (xt[r] - mu) * s;
-        float dnorm = w[r] * dt[r];
+        float norm = (load(&xt[r]) - mu) * s;
+        float dnorm = load(&w[r]) * load(&dt[r]);
         sa += dnorm;
         sc += dnorm * norm;
     }
@@ -114,22 +117,22 @@ __device__ void token_bwd_sums(int m, const float *dt, const float *xt, const fl
     *c = warp_sum(sc);
 }
 
-__global__ void ln_bwd_kernel(int m, int n, const float *dout, int lddo, const float *x, int ldx, const float *w,
-                              const float *mean, int incm, const float *rstd, int incr, float *dinp, int lddi,
-                              tsr_write_t mode)
+template <typename T>
+__global__ void ln_bwd_kernel(int m, int n, const T *dout, int lddo, const T *x, int ldx, const T *w, const T *mean,
+                              int incm, const T *rstd, int incr, T *dinp, int lddi, tsr_write_t mode)
 {
     int t = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
     if (t >= n)
         return;
-    const float *dt = dout + (size_t)t * lddo, *xt = x + (size_t)t * ldx;
-    float mu = mean[(size_t)t * incm], s = rstd[(size_t)t * incr], a, c;
+    const T *dt = dout + (size_t)t * lddo, *xt = x + (size_t)t * ldx;
+    float mu = load(&mean[(size_t)t * incm]), s = load(&rstd[(size_t)t * incr]), a, c;
     token_bwd_sums(m, dt, xt, w, mu, s, &a, &c);
     float dnorm_mean = a / m, dnorm_norm_mean = c / m;
-    float *di = dinp + (size_t)t * lddi;
+    T *di = dinp + (size_t)t * lddi;
     for (int r = lane; r < m; r += kWarp) {
-        float norm = (xt[r] - mu) * s;
-        float dval = (w[r] * dt[r] - dnorm_mean - norm * dnorm_norm_mean) * s;
-        di[r] = mode == TSR_ACCUMULATE ? di[r] + dval : dval;
+        float norm = (load(&xt[r]) - mu) * s;
+        float dval = (load(&w[r]) * load(&dt[r]) - dnorm_mean - norm * dnorm_norm_mean) * s;
+        store(&di[r], mode == TSR_ACCUMULATE ? load(&di[r]) + dval : dval);
     }
 }
 
@@ -178,10 +181,10 @@ int param_chunks(int n)
     return c < kParamMaxChunks ? c : kParamMaxChunks;
 }
 
-/* part[2c m + r]: chunk c's sum of dout * norm for feature r; part[(2c + 1) m + r]: of dout. */
-__global__ void ln_bwd_params_part_kernel(int m, int n, int chunk, const float *dout, int lddo, const float *x,
-                                          int ldx, const float *mean, int incm, const float *rstd, int incr,
-                                          float *part)
+/* part[2c m + r]: chunk c's sum of dout * norm for feature r; part[(2c + 1) m + r]: of dout (float). */
+template <typename T>
+__global__ void ln_bwd_params_part_kernel(int m, int n, int chunk, const T *dout, int lddo, const T *x, int ldx,
+                                          const T *mean, int incm, const T *rstd, int incr, float *part)
 {
     __shared__ float sw[kParamLanes][kParamFeatures], sb[kParamLanes][kParamFeatures];
     int r = blockIdx.x * kParamFeatures + threadIdx.x, c = blockIdx.y;
@@ -189,9 +192,9 @@ __global__ void ln_bwd_params_part_kernel(int m, int n, int chunk, const float *
     float gw = 0.0f, gb = 0.0f;
     if (r < m)
         for (int t = c * chunk + threadIdx.y; t < t1; t += kParamLanes) {
-            float g = dout[(size_t)t * lddo + r];
+            float g = load(&dout[(size_t)t * lddo + r]);
             gb += g;
-            gw += (x[(size_t)t * ldx + r] - mean[(size_t)t * incm]) * rstd[(size_t)t * incr] * g;
+            gw += (load(&x[(size_t)t * ldx + r]) - load(&mean[(size_t)t * incm])) * load(&rstd[(size_t)t * incr]) * g;
         }
     sw[threadIdx.y][threadIdx.x] = gw;
     sb[threadIdx.y][threadIdx.x] = gb;
@@ -206,18 +209,45 @@ __global__ void ln_bwd_params_part_kernel(int m, int n, int chunk, const float *
     }
 }
 
-__global__ void ln_bwd_params_sum_kernel(int m, int nchunks, const float *part, float *dw, tsr_write_t dw_mode,
-                                         float *db, tsr_write_t db_mode)
+/* dw, db (T) = what they held (accumulating) + the chunks' sums, rounded once. */
+template <typename T>
+__global__ void ln_bwd_params_sum_kernel(int m, int nchunks, const float *part, T *dw, tsr_write_t dw_mode, T *db,
+                                         tsr_write_t db_mode)
 {
     for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < m; r += gridDim.x * blockDim.x) {
-        float gw = dw_mode == TSR_ACCUMULATE ? dw[r] : 0.0f, gb = db_mode == TSR_ACCUMULATE ? db[r] : 0.0f;
+        float gw = dw_mode == TSR_ACCUMULATE ? load(&dw[r]) : 0.0f;
+        float gb = db_mode == TSR_ACCUMULATE ? load(&db[r]) : 0.0f;
         for (int c = 0; c < nchunks; c++) {
             gw += part[(size_t)(2 * c) * m + r];
             gb += part[(size_t)(2 * c + 1) * m + r];
         }
-        dw[r] = gw;
-        db[r] = gb;
+        store(&dw[r], gw);
+        store(&db[r], gb);
     }
+}
+
+template <typename T>
+int launch_bwd_params(cudaStream_t s, int m, int n, const T *dout, int lddo, const T *x, int ldx, const T *mean,
+                      int incm, const T *rstd, int incr, T *dw, tsr_write_t dw_mode, T *db, tsr_write_t db_mode)
+{
+    int nchunks = n > 0 ? param_chunks(n) : 0, rc;
+    StreamBuffer buf(s);
+    size_t o_part = buf.add_scratch((size_t)2 * nchunks * m * sizeof(float));
+    if ((rc = buf.upload()))
+        return rc;
+    float *part = buf.dev<float>(o_part);
+    if (nchunks > 0) {
+        dim3 grid((unsigned)((m + kParamFeatures - 1) / kParamFeatures), (unsigned)nchunks);
+        int chunk = (n + nchunks - 1) / nchunks;
+        ln_bwd_params_part_kernel<<<grid, dim3(kParamFeatures, kParamLanes), 0, s>>>(m, n, chunk, dout, lddo, x, ldx,
+                                                                                     mean, incm, rstd, incr, part);
+        if ((rc = launched()))
+            return rc;
+    }
+    const int threads = 128;
+    ln_bwd_params_sum_kernel<<<blocks_for(m, threads), threads, 0, s>>>(m, nchunks, part, dw, dw_mode, db,
+                                                                       db_mode);
+    return launched();
 }
 
 template <typename T>
@@ -229,17 +259,32 @@ __global__ void residual_kernel(int m, int n, const T *a, int lda, const T *b, i
 
 } /* namespace */
 
+extern "C" int tsr_cuda_layernorm_fwd_typed(void *stream, tsr_dtype_t t, int m, int n, const void *x, int ldx,
+                                            const void *w, const void *b, void *out, int ldo, void *mean, int incm,
+                                            void *rstd, int incr, float eps)
+{
+    if (bad_type(t) || bad_tile(m, n, ldx) || bad_tile(m, n, ldo) || incm < 1 || incr < 1)
+        return TSR_EINVAL;
+    if (m == 0 || n == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    typedef __nv_bfloat16 bf;
+    if (t == TSR_BFLOAT16)
+        ln_fwd_kernel<<<token_grid(n), token_block(), 0, s>>>(m, n, (const bf *)x, ldx, (const bf *)w, (const bf *)b,
+                                                              (bf *)out, ldo, (bf *)mean, incm, (bf *)rstd, incr, eps);
+    else
+        ln_fwd_kernel<<<token_grid(n), token_block(), 0, s>>>(m, n, (const float *)x, ldx, (const float *)w,
+                                                              (const float *)b, (float *)out, ldo, (float *)mean, incm,
+                                                              (float *)rstd, incr, eps);
+    return launched();
+}
+
 extern "C" int tsr_cuda_layernorm_fwd(void *stream, int m, int n, const float *x, int ldx, const float *w,
                                       const float *b, float *out, int ldo, float *mean, int incm, float *rstd,
                                       int incr, float eps)
 {
-    if (bad_tile(m, n, ldx) || bad_tile(m, n, ldo) || incm < 1 || incr < 1)
-        return TSR_EINVAL;
-    if (m == 0 || n == 0)
-        return 0;
-    ln_fwd_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(m, n, x, ldx, w, b, out, ldo, mean,
-                                                                             incm, rstd, incr, eps);
-    return launched();
+    return tsr_cuda_layernorm_fwd_typed(stream, TSR_FLOAT32, m, n, x, ldx, w, b, out, ldo, mean, incm, rstd, incr,
+                                        eps);
 }
 
 extern "C" int tsr_cuda_layernorm_sum(void *stream, int m, int n, const float *x, int ldx, float *s, int incs,
@@ -290,17 +335,33 @@ extern "C" int tsr_cuda_layernorm_normalize(void *stream, int m, int n, const fl
     return launched();
 }
 
+extern "C" int tsr_cuda_layernorm_bwd_typed(void *stream, tsr_dtype_t t, int m, int n, const void *dout, int lddo,
+                                            const void *x, int ldx, const void *w, const void *mean, int incm,
+                                            const void *rstd, int incr, void *dinp, int lddi, tsr_write_t mode)
+{
+    if (bad_type(t) || bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || bad_tile(m, n, lddi) || incm < 1 || incr < 1)
+        return TSR_EINVAL;
+    if (m == 0 || n == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    typedef __nv_bfloat16 bf;
+    if (t == TSR_BFLOAT16)
+        ln_bwd_kernel<<<token_grid(n), token_block(), 0, s>>>(m, n, (const bf *)dout, lddo, (const bf *)x, ldx,
+                                                              (const bf *)w, (const bf *)mean, incm, (const bf *)rstd,
+                                                              incr, (bf *)dinp, lddi, mode);
+    else
+        ln_bwd_kernel<<<token_grid(n), token_block(), 0, s>>>(m, n, (const float *)dout, lddo, (const float *)x, ldx,
+                                                              (const float *)w, (const float *)mean, incm,
+                                                              (const float *)rstd, incr, (float *)dinp, lddi, mode);
+    return launched();
+}
+
 extern "C" int tsr_cuda_layernorm_bwd(void *stream, int m, int n, const float *dout, int lddo, const float *x,
                                       int ldx, const float *w, const float *mean, int incm, const float *rstd,
                                       int incr, float *dinp, int lddi, tsr_write_t mode)
 {
-    if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || bad_tile(m, n, lddi) || incm < 1 || incr < 1)
-        return TSR_EINVAL;
-    if (m == 0 || n == 0)
-        return 0;
-    ln_bwd_kernel<<<token_grid(n), token_block(), 0, (cudaStream_t)stream>>>(
-        m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr, dinp, lddi, mode);
-    return launched();
+    return tsr_cuda_layernorm_bwd_typed(stream, TSR_FLOAT32, m, n, dout, lddo, x, ldx, w, mean, incm, rstd, incr,
+                                        dinp, lddi, mode);
 }
 
 extern "C" int tsr_cuda_layernorm_bwd_sums(void *stream, int m, int n, const float *dout, int lddo, const float *x,
@@ -331,34 +392,31 @@ extern "C" int tsr_cuda_layernorm_bwd_dinp(void *stream, int m, int n, const flo
     return launched();
 }
 
+extern "C" int tsr_cuda_layernorm_bwd_params_typed(void *stream, tsr_dtype_t t, int m, int n, const void *dout,
+                                                   int lddo, const void *x, int ldx, const void *mean, int incm,
+                                                   const void *rstd, int incr, void *dw, tsr_write_t dw_mode, void *db,
+                                                   tsr_write_t db_mode)
+{
+    if (bad_type(t) || bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || incm < 1 || incr < 1)
+        return TSR_EINVAL;
+    if (m == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    typedef __nv_bfloat16 bf;
+    if (t == TSR_BFLOAT16)
+        return launch_bwd_params(s, m, n, (const bf *)dout, lddo, (const bf *)x, ldx, (const bf *)mean, incm,
+                                 (const bf *)rstd, incr, (bf *)dw, dw_mode, (bf *)db, db_mode);
+    return launch_bwd_params(s, m, n, (const float *)dout, lddo, (const float *)x, ldx, (const float *)mean, incm,
+                             (const float *)rstd, incr, (float *)dw, dw_mode, (float *)db, db_mode);
+}
+
 extern "C" int tsr_cuda_layernorm_bwd_params(void *stream, int m, int n, const float *dout, int lddo,
                                              const float *x, int ldx, const float *mean, int incm,
                                              const float *rstd, int incr, float *dw, tsr_write_t dw_mode, float *db,
                                              tsr_write_t db_mode)
 {
-    if (bad_tile(m, n, lddo) || bad_tile(m, n, ldx) || incm < 1 || incr < 1)
-        return TSR_EINVAL;
-    if (m == 0)
-        return 0;
-    cudaStream_t s = (cudaStream_t)stream;
-    int nchunks = n > 0 ? param_chunks(n) : 0, rc;
-    StreamBuffer buf(s);
-    size_t o_part = buf.add_scratch((size_t)2 * nchunks * m * sizeof(float));
-    if ((rc = buf.upload()))
-        return rc;
-    float *part = buf.dev<float>(o_part);
-    if (nchunks > 0) {
-        dim3 grid((unsigned)((m + kParamFeatures - 1) / kParamFeatures), (unsigned)nchunks);
-        int chunk = (n + nchunks - 1) / nchunks;
-        ln_bwd_params_part_kernel<<<grid, dim3(kParamFeatures, kParamLanes), 0, s>>>(m, n, chunk, dout, lddo, x, ldx,
-                                                                                     mean, incm, rstd, incr, part);
-        if ((rc = launched()))
-            return rc;
-    }
-    const int threads = 128;
-    ln_bwd_params_sum_kernel<<<blocks_for(m, threads), threads, 0, s>>>(m, nchunks, part, dw, dw_mode, db,
-                                                                       db_mode);
-    return launched();
+    return tsr_cuda_layernorm_bwd_params_typed(stream, TSR_FLOAT32, m, n, dout, lddo, x, ldx, mean, incm, rstd, incr,
+                                               dw, dw_mode, db, db_mode);
 }
 
 extern "C" int tsr_cuda_residual_fwd(void *stream, tsr_dtype_t t, int m, int n, const void *a, int lda,

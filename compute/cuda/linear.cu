@@ -80,17 +80,19 @@ __global__ void gelu_forward_kernel(int m, int n, const T *pre, int ldp, T *out,
         store(&out[(size_t)c * ldo + r], tsr_elem_gelu(load(&pre[(size_t)c * ldp + r])));
 }
 
-__global__ void gelu_backward_kernel(int m, int n, const float *pre, int ldp, const float *dout, int ldd,
-                                     float *dpre, int lddp)
+template <typename T>
+__global__ void gelu_backward_kernel(int m, int n, const T *pre, int ldp, const T *dout, int ldd, T *dpre, int lddp)
 {
     TSR_CUDA_TILE_LOOP(r, c, m, n)
-        dpre[(size_t)c * lddp + r] = dout[(size_t)c * ldd + r] * tsr_elem_gelu_grad(pre[(size_t)c * ldp + r]);
+        store(&dpre[(size_t)c * lddp + r],
+              load(&dout[(size_t)c * ldd + r]) * tsr_elem_gelu_grad(load(&pre[(size_t)c * ldp + r])));
 }
 
 /* Head matrix z per grid z, its overlap with X per grid (x, y), as
- * tsr_cpu_heads_copy. */
-__global__ void heads_copy_kernel(tsr_heads_geom_t g, int to_heads, float beta, float *X, int xrows, int xcols,
-                                  int ldx, float *Y, int depth, int yrows, int ycols, int ldy, size_t ystride)
+ * tsr_cpu_heads_copy. T: the storage type (beta 0: a copy, bitwise). */
+template <typename T>
+__global__ void heads_copy_kernel(tsr_heads_geom_t g, int to_heads, float beta, T *X, int xrows, int xcols, int ldx,
+                                  T *Y, int depth, int yrows, int ycols, int ldy, size_t ystride)
 {
     for (int z = blockIdx.z; z < depth; z += gridDim.z) {
         int r0, r1, t0, t1, xr, xc;
@@ -98,17 +100,19 @@ __global__ void heads_copy_kernel(tsr_heads_geom_t g, int to_heads, float beta, 
             continue;
         for (int t = t0 + blockIdx.y * blockDim.y + threadIdx.y; t < t1; t += gridDim.y * blockDim.y)
             for (int r = r0 + blockIdx.x * blockDim.x + threadIdx.x; r < r1; r += gridDim.x * blockDim.x) {
-                float *x = X + (size_t)(xc + t) * ldx + (xr + r), *y = Y + z * ystride + (size_t)t * ldy + r;
-                float *dst = to_heads ? y : x;
-                const float *src = to_heads ? x : y;
-                *dst = beta == 0.0f ? *src : *src + beta * *dst;
+                T *x = X + (size_t)(xc + t) * ldx + (xr + r), *y = Y + z * ystride + (size_t)t * ldy + r;
+                T *dst = to_heads ? y : x;
+                const T *src = to_heads ? x : y;
+                if (beta == 0.0f)
+                    *dst = *src;
+                else
+                    store(dst, load(src) + beta * load(dst));
             }
     }
 }
 
 cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-bool bad_type(tsr_dtype_t t) { return t != TSR_FLOAT32 && t != TSR_BFLOAT16; }
 
 /* Chunk c of an operand: cstride elements of type t per chunk. */
 void *chunk_at(tsr_chunked_t x, tsr_dtype_t t, int c) { return (char *)x.p + (size_t)c * x.cstride * tsr_dtype_size(t); }
@@ -267,23 +271,35 @@ extern "C" int tsr_cuda_gelu_forward(void *stream, int m, int n, const float *pr
     return tsr_cuda_gelu_forward_typed(stream, TSR_FLOAT32, m, n, pre, ldp, out, ldo);
 }
 
-extern "C" int tsr_cuda_gelu_backward(void *stream, int m, int n, const float *pre, int ldp, const float *dout,
-                                      int ldd, float *dpre, int lddp)
+extern "C" int tsr_cuda_gelu_backward_typed(void *stream, tsr_dtype_t t, int m, int n, const void *pre, int ldp,
+                                            const void *dout, int ldd, void *dpre, int lddp)
 {
-    if (bad_tile(m, n, ldp) || bad_tile(m, n, ldd) || bad_tile(m, n, lddp))
+    if (bad_type(t) || bad_tile(m, n, ldp) || bad_tile(m, n, ldd) || bad_tile(m, n, lddp))
         return TSR_EINVAL;
     if (m == 0 || n == 0)
         return 0;
-    gelu_backward_kernel<<<grid2d(m, n), block2d(), 0, (cudaStream_t)stream>>>(m, n, pre, ldp, dout, ldd, dpre,
-                                                                               lddp);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (t == TSR_BFLOAT16)
+        gelu_backward_kernel<<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const __nv_bfloat16 *)pre, ldp,
+                                                                (const __nv_bfloat16 *)dout, ldd,
+                                                                (__nv_bfloat16 *)dpre, lddp);
+    else
+        gelu_backward_kernel<<<grid2d(m, n), block2d(), 0, s>>>(m, n, (const float *)pre, ldp, (const float *)dout,
+                                                                ldd, (float *)dpre, lddp);
     return launched();
 }
 
-extern "C" int tsr_cuda_heads_copy(void *stream, const tsr_heads_geom_t *g, int to_heads, float beta, float *X,
-                                   int xrows, int xcols, int ldx, float *Y, int depth, int yrows, int ycols, int ldy,
-                                   size_t ystride)
+extern "C" int tsr_cuda_gelu_backward(void *stream, int m, int n, const float *pre, int ldp, const float *dout,
+                                      int ldd, float *dpre, int lddp)
 {
-    if (!g || g->NH < 1 || depth < 0 || bad_tile(xrows, xcols, ldx) || bad_tile(yrows, ycols, ldy))
+    return tsr_cuda_gelu_backward_typed(stream, TSR_FLOAT32, m, n, pre, ldp, dout, ldd, dpre, lddp);
+}
+
+extern "C" int tsr_cuda_heads_copy_typed(void *stream, tsr_dtype_t t, const tsr_heads_geom_t *g, int to_heads,
+                                         float beta, void *X, int xrows, int xcols, int ldx, void *Y, int depth,
+                                         int yrows, int ycols, int ldy, size_t ystride)
+{
+    if (bad_type(t) || !g || g->NH < 1 || depth < 0 || bad_tile(xrows, xcols, ldx) || bad_tile(yrows, ycols, ldy))
         return TSR_EINVAL;
     /* the grid covers the largest overlap of a head matrix (none: nothing to do) */
     int rows = 0, cols = 0;
@@ -298,7 +314,20 @@ extern "C" int tsr_cuda_heads_copy(void *stream, const tsr_heads_geom_t *g, int 
         return 0;
     dim3 grid = grid2d(rows, cols);
     grid.z = (unsigned)depth < kMaxGridY ? (unsigned)depth : kMaxGridY;
-    heads_copy_kernel<<<grid, block2d(), 0, (cudaStream_t)stream>>>(*g, to_heads, beta, X, xrows, xcols, ldx, Y,
-                                                                    depth, yrows, ycols, ldy, ystride);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (t == TSR_BFLOAT16)
+        heads_copy_kernel<<<grid, block2d(), 0, s>>>(*g, to_heads, beta, (__nv_bfloat16 *)X, xrows, xcols, ldx,
+                                                     (__nv_bfloat16 *)Y, depth, yrows, ycols, ldy, ystride);
+    else
+        heads_copy_kernel<<<grid, block2d(), 0, s>>>(*g, to_heads, beta, (float *)X, xrows, xcols, ldx, (float *)Y,
+                                                     depth, yrows, ycols, ldy, ystride);
     return launched();
+}
+
+extern "C" int tsr_cuda_heads_copy(void *stream, const tsr_heads_geom_t *g, int to_heads, float beta, float *X,
+                                   int xrows, int xcols, int ldx, float *Y, int depth, int yrows, int ycols, int ldy,
+                                   size_t ystride)
+{
+    return tsr_cuda_heads_copy_typed(stream, TSR_FLOAT32, g, to_heads, beta, X, xrows, xcols, ldx, Y, depth, yrows,
+                                     ycols, ldy, ystride);
 }

@@ -13,38 +13,42 @@ namespace {
 
 /* Destination column ucol[u] += the sources of entries off[u] .. off[u+1]
  * (ent[e] = (source, source column)), in map order: each element sees the
- * CPU kernel's additions in the CPU's order. */
-__global__ void gather_add_kernel(int rows, float *dst, int ldd, const float *const *src, const int *lds,
-                                  const int *ucol, const int *off, const int2 *ent, int nu)
+ * CPU kernel's additions in the CPU's order. T: the storage type of dst and
+ * the sources (bf16: summed in float, rounded once on store). */
+template <typename T>
+__global__ void gather_add_kernel(int rows, T *dst, int ldd, const T *const *src, const int *lds, const int *ucol,
+                                  const int *off, const int2 *ent, int nu)
 {
     for (int u = blockIdx.y; u < nu; u += gridDim.y) {
-        float *d = dst + (size_t)ucol[u] * ldd;
+        T *d = dst + (size_t)ucol[u] * ldd;
         int e0 = off[u], e1 = off[u + 1];
         for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-            float acc = d[r];
+            float acc = load(&d[r]);
             for (int e = e0; e < e1; e++) {
                 int2 q = ent[e];
-                acc += src[q.x][(size_t)q.y * lds[q.x] + r];
+                acc += load(&src[q.x][(size_t)q.y * lds[q.x] + r]);
             }
-            d[r] = acc;
+            store(&d[r], acc);
         }
     }
 }
 
-/* One block per column: block-wide max, then block-wide sum of exp(x - max). */
-__global__ void softmax_stats_kernel(int rows, int cols, const float *x, int ldx, float *stats, int lds,
-                                     tsr_write_t mode)
+/* One block per column: block-wide max, then block-wide sum of exp(x - max).
+ * T: the logits' storage type (float, or bf16 read into float); the
+ * statistics are float32 in either case. */
+template <typename T>
+__global__ void softmax_stats_kernel(int rows, int cols, const T *x, int ldx, float *stats, int lds, tsr_write_t mode)
 {
     __shared__ float shared[kThreads / 32];
     for (int c = blockIdx.x; c < cols; c += gridDim.x) {
-        const float *col = x + (size_t)c * ldx;
+        const T *col = x + (size_t)c * ldx;
         float mx = -INFINITY;
         for (int r = threadIdx.x; r < rows; r += blockDim.x)
-            mx = fmaxf(mx, col[r]);
+            mx = fmaxf(mx, load(&col[r]));
         mx = block_reduce<kThreads>(mx, MaxOp(), shared);
         float sum = 0.0f;
         for (int r = threadIdx.x; r < rows; r += blockDim.x)
-            sum += expf(col[r] - mx);
+            sum += expf(load(&col[r]) - mx);
         sum = block_reduce<kThreads>(sum, SumOp(), shared);
         if (threadIdx.x == 0) {
             float *st = stats + (size_t)c * lds;
@@ -65,31 +69,34 @@ __global__ void stats_merge_kernel(int cols, float *dst, int ldd, const float *s
                                src[(size_t)c * lds + 1]);
 }
 
-__global__ void crossentropy_loss_kernel(float *loss, int ldl, const float *stats, int lds,
-                                         const float *const *logits, const int *ldx, const tsr_loss_ref_t *refs,
-                                         int nrefs)
+/* T: the logits' storage type; losses and statistics float32. */
+template <typename T>
+__global__ void crossentropy_loss_kernel(float *loss, int ldl, const float *stats, int lds, const T *const *logits,
+                                         const int *ldx, const tsr_loss_ref_t *refs, int nrefs)
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < nrefs; k += gridDim.x * blockDim.x) {
         tsr_loss_ref_t e = refs[k];
-        float x = logits[e.src][(size_t)e.col * ldx[e.src] + e.row];
+        float x = load(&logits[e.src][(size_t)e.col * ldx[e.src] + e.row]);
         loss[(size_t)e.col * ldl] = tsr_elem_crossentropy_loss(stats + (size_t)e.col * lds, x);
     }
 }
 
 /* (p - [r == target]) * dloss with p = exp(x - max) / sum, as the CPU's
- * p * dloss for the other rows and (p - 1) * dloss for the target's. */
-__global__ void crossentropy_backward_kernel(int rows, int cols, float *x, int ldx, int valid, const float *stats,
-                                             int lds, const int *target_row, float dloss)
+ * p * dloss for the other rows and (p - 1) * dloss for the target's. T: the
+ * logits' storage type (in place, rounded on store); statistics float32. */
+template <typename T>
+__global__ void crossentropy_backward_kernel(int rows, int cols, T *x, int ldx, int valid, const float *stats, int lds,
+                                             const int *target_row, float dloss)
 {
     TSR_CUDA_TILE_LOOP(r, c, rows, cols) {
-        float *e = x + (size_t)c * ldx + r;
+        T *e = x + (size_t)c * ldx + r;
         if (r >= valid) { /* padded vocabulary rows */
-            *e = 0.0f;
+            store(e, 0.0f);
             continue;
         }
         const float *st = stats + (size_t)c * lds;
-        float p = expf(*e - st[0]) * (1.0f / st[1]);
-        *e = r == target_row[c] ? (p - 1.0f) * dloss : p * dloss;
+        float p = expf(load(e) - st[0]) * (1.0f / st[1]);
+        store(e, r == target_row[c] ? (p - 1.0f) * dloss : p * dloss);
     }
 }
 
@@ -129,7 +136,7 @@ struct GatherPlan {
 };
 
 /* TSR_EINVAL on an entry outside the tiles, TSR_ERUNTIME when out of memory. */
-int plan_gather(int rows, int cols, const float *const *src, const int *lds, const tsr_colmap_t *map, int nmap,
+int plan_gather(int rows, int cols, const void *const *src, const int *lds, const tsr_colmap_t *map, int nmap,
                 GatherPlan *pl)
 {
     for (int e = 0; e < nmap; e++) {
@@ -177,20 +184,20 @@ int plan_gather(int rows, int cols, const float *const *src, const int *lds, con
 
 } /* namespace */
 
-extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, tsr_write_t mode,
-                                           const float *const *src, const int *lds, const tsr_colmap_t *map,
-                                           int nmap)
+extern "C" int tsr_cuda_gather_add_columns_typed(void *stream, tsr_dtype_t t, int rows, int cols, void *dst, int ldd,
+                                                 tsr_write_t mode, const void *const *src, const int *lds,
+                                                 const tsr_colmap_t *map, int nmap)
 {
-    if (bad_tile(rows, cols, ldd) || nmap < 0 || (nmap > 0 && (!src || !lds || !map)))
+    if (bad_type(t) || bad_tile(rows, cols, ldd) || nmap < 0 || (nmap > 0 && (!src || !lds || !map)))
         return TSR_EINVAL;
     GatherPlan pl;
     int rc = nmap > 0 ? plan_gather(rows, cols, src, lds, map, nmap, &pl) : 0;
     if (rc || rows == 0 || cols == 0)
         return rc;
     cudaStream_t s = (cudaStream_t)stream;
+    size_t es = tsr_dtype_size(t); /* +0 is all zero bits in both types */
     if (mode == TSR_OVERWRITE &&
-        (rc = cuda_rc(cudaMemset2DAsync(dst, (size_t)ldd * sizeof(float), 0, (size_t)rows * sizeof(float),
-                                        (size_t)cols, s))))
+        (rc = cuda_rc(cudaMemset2DAsync(dst, (size_t)ldd * es, 0, (size_t)rows * es, (size_t)cols, s))))
         return rc;
     if (nmap == 0)
         return 0;
@@ -203,22 +210,47 @@ extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, flo
     if ((rc = buf.upload()))
         return rc;
     dim3 grid(blocks_for(rows, kThreads), pl.nu < (int)kMaxGridY ? (unsigned)pl.nu : kMaxGridY);
-    gather_add_kernel<<<grid, kThreads, 0, s>>>(rows, dst, ldd, buf.dev<const float *const>(o_src),
-                                                buf.dev<const int>(o_lds), buf.dev<const int>(o_ucol),
-                                                buf.dev<const int>(o_off), buf.dev<const int2>(o_ent), pl.nu);
+    if (t == TSR_BFLOAT16)
+        gather_add_kernel<<<grid, kThreads, 0, s>>>(rows, (__nv_bfloat16 *)dst, ldd,
+                                                    buf.dev<const __nv_bfloat16 *const>(o_src),
+                                                    buf.dev<const int>(o_lds), buf.dev<const int>(o_ucol),
+                                                    buf.dev<const int>(o_off), buf.dev<const int2>(o_ent), pl.nu);
+    else
+        gather_add_kernel<<<grid, kThreads, 0, s>>>(rows, (float *)dst, ldd, buf.dev<const float *const>(o_src),
+                                                    buf.dev<const int>(o_lds), buf.dev<const int>(o_ucol),
+                                                    buf.dev<const int>(o_off), buf.dev<const int2>(o_ent), pl.nu);
+    return launched();
+}
+
+extern "C" int tsr_cuda_gather_add_columns(void *stream, int rows, int cols, float *dst, int ldd, tsr_write_t mode,
+                                           const float *const *src, const int *lds, const tsr_colmap_t *map,
+                                           int nmap)
+{
+    return tsr_cuda_gather_add_columns_typed(stream, TSR_FLOAT32, rows, cols, dst, ldd, mode,
+                                             (const void *const *)src, lds, map, nmap);
+}
+
+extern "C" int tsr_cuda_softmax_stats_typed(void *stream, tsr_dtype_t t, int rows, int cols, const void *x, int ldx,
+                                            float *stats, int lds, tsr_write_t mode)
+{
+    if (bad_type(t) || bad_tile(rows, cols, ldx) || lds < 2)
+        return TSR_EINVAL;
+    if (cols == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (t == TSR_BFLOAT16)
+        softmax_stats_kernel<<<blocks_for(cols, 1), kThreads, 0, s>>>(rows, cols, (const __nv_bfloat16 *)x, ldx, stats,
+                                                                      lds, mode);
+    else
+        softmax_stats_kernel<<<blocks_for(cols, 1), kThreads, 0, s>>>(rows, cols, (const float *)x, ldx, stats, lds,
+                                                                      mode);
     return launched();
 }
 
 extern "C" int tsr_cuda_softmax_stats(void *stream, int rows, int cols, const float *x, int ldx, float *stats,
                                       int lds, tsr_write_t mode)
 {
-    if (bad_tile(rows, cols, ldx) || lds < 2)
-        return TSR_EINVAL;
-    if (cols == 0)
-        return 0;
-    softmax_stats_kernel<<<blocks_for(cols, 1), kThreads, 0, (cudaStream_t)stream>>>(rows, cols, x, ldx, stats, lds,
-                                                                                      mode);
-    return launched();
+    return tsr_cuda_softmax_stats_typed(stream, TSR_FLOAT32, rows, cols, x, ldx, stats, lds, mode);
 }
 
 extern "C" int tsr_cuda_softmax_stats_merge(void *stream, int cols, float *dst, int ldd, const float *src, int lds)
@@ -231,11 +263,12 @@ extern "C" int tsr_cuda_softmax_stats_merge(void *stream, int cols, float *dst, 
     return launched();
 }
 
-extern "C" int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, const float *stats, int lds,
-                                          const float *const *logits, const int *ldx, int nsrc,
-                                          const tsr_loss_ref_t *refs, int nrefs)
+extern "C" int tsr_cuda_crossentropy_loss_typed(void *stream, tsr_dtype_t t, float *loss, int ldl, const float *stats,
+                                                int lds, const void *const *logits, const int *ldx, int nsrc,
+                                                const tsr_loss_ref_t *refs, int nrefs)
 {
-    if (ldl < 1 || lds < 2 || nsrc < 0 || nrefs < 0 || (nrefs > 0 && (!loss || !stats || !logits || !ldx || !refs)))
+    if (bad_type(t) || ldl < 1 || lds < 2 || nsrc < 0 || nrefs < 0 ||
+        (nrefs > 0 && (!loss || !stats || !logits || !ldx || !refs)))
         return TSR_EINVAL;
     for (int k = 0; k < nrefs; k++) {
         tsr_loss_ref_t e = refs[k];
@@ -251,16 +284,30 @@ extern "C" int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, co
     size_t o_refs = buf.add_host(refs, (size_t)nrefs * sizeof *refs);
     if (int rc = buf.upload())
         return rc;
-    crossentropy_loss_kernel<<<blocks_for(nrefs, kThreads), kThreads, 0, s>>>(
-        loss, ldl, stats, lds, buf.dev<const float *const>(o_logits), buf.dev<const int>(o_ldx),
-        buf.dev<const tsr_loss_ref_t>(o_refs), nrefs);
+    if (t == TSR_BFLOAT16)
+        crossentropy_loss_kernel<<<blocks_for(nrefs, kThreads), kThreads, 0, s>>>(
+            loss, ldl, stats, lds, buf.dev<const __nv_bfloat16 *const>(o_logits), buf.dev<const int>(o_ldx),
+            buf.dev<const tsr_loss_ref_t>(o_refs), nrefs);
+    else
+        crossentropy_loss_kernel<<<blocks_for(nrefs, kThreads), kThreads, 0, s>>>(
+            loss, ldl, stats, lds, buf.dev<const float *const>(o_logits), buf.dev<const int>(o_ldx),
+            buf.dev<const tsr_loss_ref_t>(o_refs), nrefs);
     return launched();
 }
 
-extern "C" int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, int ldx, int row0, int V,
-                                              const float *stats, int lds, const int *target_row, float dloss)
+extern "C" int tsr_cuda_crossentropy_loss(void *stream, float *loss, int ldl, const float *stats, int lds,
+                                          const float *const *logits, const int *ldx, int nsrc,
+                                          const tsr_loss_ref_t *refs, int nrefs)
 {
-    if (bad_tile(rows, cols, ldx) || lds < 2 || (cols > 0 && !target_row))
+    return tsr_cuda_crossentropy_loss_typed(stream, TSR_FLOAT32, loss, ldl, stats, lds, (const void *const *)logits,
+                                            ldx, nsrc, refs, nrefs);
+}
+
+extern "C" int tsr_cuda_crossentropy_backward_typed(void *stream, tsr_dtype_t t, int rows, int cols, void *x, int ldx,
+                                                    int row0, int V, const float *stats, int lds,
+                                                    const int *target_row, float dloss)
+{
+    if (bad_type(t) || bad_tile(rows, cols, ldx) || lds < 2 || (cols > 0 && !target_row))
         return TSR_EINVAL;
     if (rows == 0 || cols == 0)
         return 0;
@@ -272,9 +319,20 @@ extern "C" int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, 
     size_t o_target = buf.add_host(target_row, (size_t)cols * sizeof *target_row);
     if (int rc = buf.upload())
         return rc;
-    crossentropy_backward_kernel<<<grid2d(rows, cols), block2d(), 0, s>>>(rows, cols, x, ldx, valid, stats, lds,
-                                                                          buf.dev<const int>(o_target), dloss);
+    if (t == TSR_BFLOAT16)
+        crossentropy_backward_kernel<<<grid2d(rows, cols), block2d(), 0, s>>>(
+            rows, cols, (__nv_bfloat16 *)x, ldx, valid, stats, lds, buf.dev<const int>(o_target), dloss);
+    else
+        crossentropy_backward_kernel<<<grid2d(rows, cols), block2d(), 0, s>>>(
+            rows, cols, (float *)x, ldx, valid, stats, lds, buf.dev<const int>(o_target), dloss);
     return launched();
+}
+
+extern "C" int tsr_cuda_crossentropy_backward(void *stream, int rows, int cols, float *x, int ldx, int row0, int V,
+                                              const float *stats, int lds, const int *target_row, float dloss)
+{
+    return tsr_cuda_crossentropy_backward_typed(stream, TSR_FLOAT32, rows, cols, x, ldx, row0, V, stats, lds,
+                                                target_row, dloss);
 }
 
 extern "C" int tsr_cuda_adamw(void *stream, int rows, int cols, float *p, int ldp, const float *g, int ldg, float *m,

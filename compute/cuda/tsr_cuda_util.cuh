@@ -63,6 +63,9 @@ __host__ __device__ inline void store(double *p, double v) { *p = v; }
 
 /* ---- argument checks and errors ------------------------------------------ */
 
+/* t is not a storage type of the _typed entry points (float32 or bf16). */
+inline bool bad_type(tsr_dtype_t t) { return t != TSR_FLOAT32 && t != TSR_BFLOAT16; }
+
 /* An m x n column-major tile with leading dimension ld is malformed. */
 inline bool bad_tile(int m, int n, int ld) { return m < 0 || n < 0 || ld < (m > 1 ? m : 1); }
 
