@@ -82,7 +82,7 @@ stage_tests() {
   local dir; dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
   # the tests name the source and build trees by their paths on the build machine
   if [ ! -e "$dir" ]; then mkdir -p "$(dirname "$dir")" && ln -s "$PWD" "$dir"; fi
-  (cd "$build" && LD_LIBRARY_PATH=$PWD:$LD_LIBRARY_PATH timeout 300 ctest -L gpu --output-on-failure) \
+  (cd "$build" && LD_LIBRARY_PATH=$PWD:$LD_LIBRARY_PATH timeout 300 ctest -L gpu --timeout 60 --output-on-failure) \
     > "$out/tests.log" 2>&1
   grep -E "tests passed|Failed|\*\*\*|CUDA workers executed" "$out/tests.log" | tail -40
 }
