@@ -48,11 +48,14 @@ done
 cp "$help"/help-*.txt "$out/share/openmpi/"
 cp "$pmix"/lib/pmix/*.so "$out/pmix/lib/pmix/"
 cp "$pmix"/share/pmix/help-*.txt "$out/pmix/share/pmix/"
-# Debian's settings (/etc/openmpi, not under the prefix), and no single-copy
-# (CMA) transfers between the ranks: a container may forbid process_vm_readv
+# Debian's settings (/etc/openmpi, not under the prefix); no single-copy
+# (CMA) transfers between the ranks: a container may forbid process_vm_readv;
+# one node, started without ssh or rsh (the GPU node has neither: the rsh
+# launcher refuses to start there)
 cat > "$out/etc/openmpi-mca-params.conf" <<'EOF'
 btl_base_warn_component_unused = 0
 btl_vader_single_copy_mechanism = none
+plm = isolated
 EOF
 # every library those load, but the C library, the compiler's, CUDA's and
 # udev (on any Linux GPU node) and what BASE holds byte for byte (compared
