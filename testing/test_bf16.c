@@ -41,6 +41,9 @@ static tsr_desc_t *make3(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int
     return d;
 }
 
+/* Each check runs its op on float32 tiles, then on bf16 ones. */
+static const tsr_dtype_t both_types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
+
 /* Random values rounded to bf16, so that both runs start from the same numbers. */
 static float *random_bf16_values(size_t n, uint64_t seed, float scale)
 {
@@ -113,9 +116,9 @@ static void check_gemm(tsr_accum_t accum)
     int M = 37, N = 29, K = 45, tb = 16;
     float *a = random_bf16_values((size_t)M * K, 1, 1.0f), *b = random_bf16_values((size_t)K * N, 2, 1.0f);
     float *res[2];
-    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
     for (int t = 0; t < 2; t++) {
-        tsr_desc_t *A = make(types[t], M, K, tb, tb), *B = make(types[t], K, N, tb, tb), *C = make(types[t], M, N, tb, tb);
+        tsr_dtype_t ty = both_types[t];
+        tsr_desc_t *A = make(ty, M, K, tb, tb), *B = make(ty, K, N, tb, tb), *C = make(ty, M, N, tb, tb);
         put(A, a);
         put(B, b);
         CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, accum), TSR_SUCCESS);
@@ -140,10 +143,9 @@ static void check_linear(void)
     float *x = random_bf16_values((size_t)C * BT, 3, 2.0f), *w = random_bf16_values((size_t)C * OC, 4, 0.2f),
           *bias = random_bf16_values(OC, 5, 1.0f);
     float *res[2];
-    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
     for (int t = 0; t < 2; t++) {
-        tsr_desc_t *X = make(types[t], C, BT, 24, 8), *W = make(types[t], C, OC, 24, 16),
-                   *B = make(types[t], OC, 1, 16, 1), *Y = make(types[t], OC, BT, 16, 8);
+        tsr_desc_t *X = make(both_types[t], C, BT, 24, 8), *W = make(both_types[t], C, OC, 24, 16),
+                   *B = make(both_types[t], OC, 1, 16, 1), *Y = make(both_types[t], OC, BT, 16, 8);
         put(X, x);
         put(W, w);
         put(B, bias);
@@ -170,11 +172,10 @@ static void check_layernorm(void)
     float *x = random_bf16_values((size_t)C * BT, 6, 3.0f), *w = random_bf16_values(C, 7, 1.0f),
           *bias = random_bf16_values(C, 8, 1.0f);
     float *res[2];
-    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
     for (int t = 0; t < 2; t++) {
-        tsr_desc_t *X = make(types[t], C, BT, 24, 8), *W = make(types[t], C, 1, 24, 1), *B = make(types[t], C, 1, 24, 1),
-                   *Y = make(types[t], C, BT, 24, 8), *mean = make(types[t], 1, BT, 1, 8),
-                   *rstd = make(types[t], 1, BT, 1, 8);
+        tsr_dtype_t ty = both_types[t];
+        tsr_desc_t *X = make(ty, C, BT, 24, 8), *W = make(ty, C, 1, 24, 1), *B = make(ty, C, 1, 24, 1),
+                   *Y = make(ty, C, BT, 24, 8), *mean = make(ty, 1, BT, 1, 8), *rstd = make(ty, 1, BT, 1, 8);
         put(X, x);
         put(W, w);
         put(B, bias);
@@ -259,12 +260,11 @@ static void check_attention(void)
     float *in[4], *res[2][4];
     for (int i = 0; i < 4; i++) /* Q, K, V, dout */
         in[i] = random_bf16_values(n, 20 + i, 2.0f);
-    tsr_dtype_t types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
     for (int t = 0; t < 2; t++) {
         tsr_desc_t *d[9]; /* Q, K, V, dout, out, dQ, dK, dV, stats */
         for (int i = 0; i < 8; i++)
-            CHECK_RC(tsr_desc_create(&d[i], types[t], nh, hd, T, nh, hd, tb, NULL), TSR_SUCCESS);
-        CHECK_RC(tsr_desc_create(&d[8], types[t], nh, 2, T, nh, 2, tb, NULL), TSR_SUCCESS);
+            d[i] = make3(both_types[t], nh, hd, T, nh, hd, tb);
+        d[8] = make3(both_types[t], nh, 2, T, nh, 2, tb);
         for (int i = 0; i < 4; i++)
             put(d[i], in[i]);
         CHECK_RC(tsr_attention_forward(d[0], d[1], d[2], d[4], d[8]), TSR_SUCCESS);
@@ -302,8 +302,6 @@ static void check_attention(void)
  * agree bitwise; with CPU and CUDA workers together each run may land on
  * either, whose float arithmetic differs in the last bits (expf, fused
  * multiply-adds, reduction order): within 1 bf16 ulp of (|ref| + floor). */
-
-static const tsr_dtype_t both_types[2] = { TSR_FLOAT32, TSR_BFLOAT16 };
 
 static int one_worker_kind(void) { return tsr_ncpu_workers() == 0 || tsr_ncuda_workers() == 0; }
 
