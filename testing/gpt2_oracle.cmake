@@ -18,8 +18,13 @@ tsr_add_test(gpt2_oracle_subbatch4 ${GPT2_ORACLE} 32 64 256 128 4 1 4)
 # token tiles of two whole sequences, attention tiles of their own
 tsr_add_test(gpt2_oracle_split     ${GPT2_ORACLE} 64 32 96 200 2 0 1 8 16)
 tsr_add_test(gpt2_oracle_split_qk  ${GPT2_ORACLE} 16 64 256 512 1 1 2 32 8)
+# all heads in a tile and token tiles of several sequences (the GPU's
+# defaults): an attention tile holds the heads of all those sequences
+tsr_add_test(gpt2_oracle_seq_heads ${GPT2_ORACLE} 128 64 256 512 4 0)
+tsr_add_test(gpt2_oracle_seq_heads_qk ${GPT2_ORACLE} 64 32 96 200 4 1 1 16 8)
 tsr_add_mpi_test(gpt2_oracle_mpi2 2 ${GPT2_ORACLE} 16 32 64 256 2 0)
 tsr_add_mpi_test(gpt2_oracle_split_mpi2 2 ${GPT2_ORACLE} 64 32 64 256 2 0 1 16 8)
+tsr_add_mpi_test(gpt2_oracle_seq_heads_mpi2 2 ${GPT2_ORACLE} 64 64 256 512 4 0)
 # one sequence per rank (the default tiles never span two ranks' samples);
 # with a sub-batch per rank each rank computes its own weight gradients
 tsr_add_mpi_test(gpt2_oracle_mpi4 4 ${GPT2_ORACLE})

@@ -109,8 +109,12 @@ int main(int argc, char **argv)
     int rc = tsr_gpt2_model_create(&m, &cfg, st.B, st.T, nsub, &tiles, 0);
     CHECK_RC(rc, TSR_SUCCESS);
     if (rc == 0 && tsr_rank() == 0)
-        printf("tiles tok %d q %d k %d: %s attention projections\n", m.tiles.tok, m.tiles.q, m.tiles.k,
-               m.fused ? "fused" : "split/merge");
+        printf("tiles tok %d q %d k %d: %s attention projections, %d (sequence, head) pairs per attention tile\n",
+               m.tiles.tok, m.tiles.q, m.tiles.k, m.fused ? "fused" : "split/merge", m.sub[0].acts[0].q->bb);
+    /* whole heads and token tiles of several sequences: a tile of all their heads */
+    if (rc == 0)
+        CHECK(m.sub[0].acts[0].q->bb == (tiles.heads == cfg.NH && tiles.tok > st.T ? cfg.NH * (tiles.tok / st.T)
+                                                                                      : tiles.heads));
     if (rc == 0) {
         CHECK_RC(tsr_gpt2_params_scatter(&m, tsr_rank() == 0 ? params : NULL), TSR_SUCCESS);
         float loss = NAN;

@@ -128,7 +128,7 @@ static int owner_2d(int bi, int i, int j, void *arg)
 static int owner_3d(int bi, int i, int j, void *arg)
 {
     const tsr_gpt2_dist_arg_t *a = arg;
-    int sample = a->first + bi * a->heads / a->NH;
+    int sample = a->first + bi * a->depth / a->NH;
     return sample * a->size / a->B;
 }
 
@@ -147,6 +147,13 @@ static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_
         return TSR_ETILE;
     }
     return TSR_SUCCESS;
+}
+
+int tsr_gpt2_attention_depth(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2_tiles_t *tiles)
+{
+    if (tiles->heads == cfg->NH && tiles->tok > T)
+        return cfg->NH * (tiles->tok / T);
+    return tiles->heads;
 }
 
 /* Descriptor creation with one error path: *rc keeps the first failure. */
@@ -252,12 +259,13 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     const tsr_gpt2_config_t *c = &m->cfg;
     const tsr_gpt2_tiles_t *t = &m->tiles;
     int C = c->C, BT = b->B * m->T, hd = C / c->NH, BNH = b->B * c->NH, rc = 0;
-    b->dist2d = (tsr_gpt2_dist_arg_t){ m->B, m->T, c->NH, t->tok, t->heads, tsr_size(), first };
+    int depth = tsr_gpt2_attention_depth(c, m->T, t);
+    b->dist2d = (tsr_gpt2_dist_arg_t){ m->B, m->T, c->NH, t->tok, depth, tsr_size(), first };
     b->dist3d = b->dist2d;
     tsr_dist_t d2 = tsr_dist_custom(owner_2d, &b->dist2d), d3 = tsr_dist_custom(owner_3d, &b->dist3d);
     tsr_dtype_t dt = m->dtype;
 #define ACT(rows, rtile) make(&rc, dt, 1, rows, BT, 1, rtile, t->tok, &d2)
-#define HEADS(rows, tile) make(&rc, dt, BNH, rows, m->T, t->heads, rows, tile, &d3)
+#define HEADS(rows, tile) make(&rc, dt, BNH, rows, m->T, depth, rows, tile, &d3)
     b->encoded = ACT(C, t->ch);
     b->acts = calloc(c->L, sizeof *b->acts);
     if (!b->acts)

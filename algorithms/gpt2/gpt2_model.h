@@ -17,7 +17,9 @@ typedef struct {
     int hid;   /* hidden tile: rows of the 4C activations */
     int voc;   /* vocabulary tile: rows of the logits, columns of wte */
     int heads; /* heads per attention tile (divides NH); the QKV/attproj
-                * feature tile is heads * hd */
+                * feature tile is heads * hd. With all NH heads and a token
+                * tile of several sequences, an attention tile holds the
+                * heads of all of them (tsr_gpt2_attention_depth) */
     int q, k;  /* attention query and key tiles (<= T; 0: min(tok, T), the
                 * model keeps the resolved value); when both equal a
                 * token tile that divides T the QKV and attention-output
@@ -42,6 +44,11 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
 /* The default sub-batch count: one per rank under MPI (each rank reduces
  * its own gradients), else one per CUDA worker, when B divides; else 1. */
 int tsr_gpt2_default_sub_batches(int B);
+
+/* (sequence, head) pairs per attention tile: the heads of every sequence
+ * of a token tile when a tile holds all NH heads (one task, one batched
+ * GEMM, one head split for them all), else `heads` of one sequence. */
+int tsr_gpt2_attention_depth(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2_tiles_t *tiles);
 
 /* Tiles chosen for the running workers (gpt2_tiles_auto.c): a calibrated
  * model of the step (its GEMMs and loss phase by phase, plus the runtime's
@@ -68,7 +75,7 @@ typedef struct {
 
 /* Owner of an activation tile: the rank of its batch sample. */
 typedef struct {
-    int B, T, NH, tok, heads, size;
+    int B, T, NH, tok, depth, size; /* depth: (sequence, head) pairs per 3D tile */
     int first; /* the sub-batch's first sample in the batch */
 } tsr_gpt2_dist_arg_t;
 

@@ -171,10 +171,11 @@ static double predict(void *ctx, const int *tile, int measured, double *tasks)
     if (s.failed)
         return NAN;
     /* tasks besides the GEMMs (TASKS_PER_*), and AdamW per weight tile */
-    double nch = ceil((double)C / t->ch), ntok = ceil((double)N / t->tok), nheads = (double)c->NH / t->heads;
+    double nch = ceil((double)C / t->ch), ntok = ceil((double)N / t->tok);
+    double natt = ceil((double)N / T) * c->NH / tsr_gpt2_attention_depth(c, T, t); /* attention tiles */
     double nq = ceil((double)(t->tok < T ? t->tok : T) / (t->q ? t->q : (t->tok < T ? t->tok : T)));
     double weights = nch * ceil(3.0 * C / fb) + ceil((double)C / fb) * nch + 2 * nch * ceil(4.0 * C / t->hid);
-    double other = c->L * (TASKS_PER_CHANNEL_TILE * nch * ntok + TASKS_PER_HEAD_TILE * nheads * ntok * nq + weights) +
+    double other = c->L * (TASKS_PER_CHANNEL_TILE * nch * ntok + TASKS_PER_HEAD_TILE * natt * nq + weights) +
                    TASKS_PER_VOCAB_TILE * ceil((double)c->Vp / t->voc) * ntok;
     double work = x->nsub * (s.work + other * x->task_cost);
     double weight_excess = fmax(0, s.weight_work - s.bwd_idle); /* what the backward's gaps cannot take */
