@@ -124,17 +124,13 @@ __global__ void bwd_prep_kernel(int hd, int nq, const T *O, int ldo, size_t so, 
         store(&L[z * sl + (size_t)ii * ldl + 1], (float)acc);
 }
 
-cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
-
 template <typename T> constexpr bool is_float() { return std::is_same<T, float>::value; }
 template <typename T> tsr_dtype_t dtype_of() { return is_float<T>() ? TSR_FLOAT32 : TSR_BFLOAT16; }
-template <typename T> cudaDataType_t cuda_type() { return is_float<T>() ? CUDA_R_32F : CUDA_R_16BF; }
 
 /* C_z = alpha op(A_z) op(B_z) + beta C_z for the nh heads z, X_z = X + z * sx:
- * one strided-batched cuBLAS call, float32 (cublasSgemm*, TF32 where the
- * handle allows it) when every operand is, else bf16 A and B with float
- * accumulation and C of type TC (k == 0, which only scales or zeroes C, goes
- * head by head through tsr_cuda_gemm). */
+ * one gemm_strided_batched call, float32 when every operand is, else bf16 A
+ * and B with C of type TC (k == 0, which only scales or zeroes C, goes head
+ * by head through tsr_cuda_gemm). */
 template <typename T, typename TC>
 int gemm_heads(void *cublas, int nh, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k, float alpha, const T *A,
                int lda, size_t sa, const T *B, int ldb, size_t sb, float beta, TC *C, int ldc, size_t sc)
@@ -148,15 +144,8 @@ int gemm_heads(void *cublas, int nh, tsr_trans_t ta, tsr_trans_t tb, int m, int 
                                beta, C + z * sc, ldc);
         return rc;
     }
-    cublasHandle_t h = (cublasHandle_t)cublas;
-    if (is_float<T>() && is_float<TC>())
-        return cublas_rc(cublasSgemmStridedBatched(h, op(ta), op(tb), m, n, k, &alpha, (const float *)A, lda,
-                                                   (long long)sa, (const float *)B, ldb, (long long)sb, &beta,
-                                                   (float *)C, ldc, (long long)sc, nh));
-    return cublas_rc(cublasGemmStridedBatchedEx(h, op(ta), op(tb), m, n, k, &alpha, A, cuda_type<T>(), lda,
-                                                (long long)sa, B, cuda_type<T>(), ldb, (long long)sb, &beta, C,
-                                                cuda_type<TC>(), ldc, (long long)sc, nh, CUBLAS_COMPUTE_32F,
-                                                CUBLAS_GEMM_DEFAULT));
+    return gemm_strided_batched((cublasHandle_t)cublas, dtype_of<T>(), dtype_of<TC>(), ta, tb, m, n, k, alpha, A,
+                                lda, (long long)sa, B, ldb, (long long)sb, beta, C, ldc, (long long)sc, nh);
 }
 
 /* hd >= 1, nq, nk >= 0 (an empty key block still resets O / dQ when first) */
