@@ -261,31 +261,26 @@ extern "C" int tsr_cuda_attention_fwd_step(void *cublas, tsr_dtype_t t, const ts
                                            const void *V, int ldv, size_t sv, void *O, int ldo, size_t so, void *L,
                                            int ldl, size_t sl, tsr_write_t o_mode)
 {
-    if (!cublas || bad_pair(p) || bad_heads(nh) || ldl < 1 || bad_tile(p->hd, p->nq, ldq) ||
+    if (!cublas || bad_type(t) || bad_pair(p) || bad_heads(nh) || ldl < 1 || bad_tile(p->hd, p->nq, ldq) ||
         bad_tile(p->hd, p->nk, ldk) || bad_tile(p->hd, p->nk, ldv) || bad_tile(p->hd, p->nq, ldo))
         return TSR_EINVAL;
     if (t == TSR_FLOAT32)
         return fwd_step(cublas, p, nh, (const float *)Q, ldq, sq, (const float *)K, ldk, sk, (const float *)V, ldv,
                         sv, (float *)O, ldo, so, (float *)L, ldl, sl, o_mode);
-    if (t == TSR_BFLOAT16)
-        return fwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
-                        (bf16 *)O, ldo, so, (bf16 *)L, ldl, sl, o_mode);
-    return TSR_EINVAL;
+    return fwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
+                    (bf16 *)O, ldo, so, (bf16 *)L, ldl, sl, o_mode);
 }
 
 extern "C" int tsr_cuda_attention_bwd_prep(void *stream, tsr_dtype_t t, int hd, int nq, int nh, const void *O,
                                            int ldo, size_t so, const void *dO, int lddo, size_t sdo, void *L,
                                            int ldl, size_t sl)
 {
-    if (hd < 0 || nq < 0 || bad_heads(nh) || ldl < 2 || bad_tile(hd, nq, ldo) || bad_tile(hd, nq, lddo))
+    if (bad_type(t) || hd < 0 || nq < 0 || bad_heads(nh) || ldl < 2 || bad_tile(hd, nq, ldo) || bad_tile(hd, nq, lddo))
         return TSR_EINVAL;
     if (t == TSR_FLOAT32)
         return bwd_prep(stream, hd, nq, nh, (const float *)O, ldo, so, (const float *)dO, lddo, sdo, (float *)L, ldl,
                         sl);
-    if (t == TSR_BFLOAT16)
-        return bwd_prep(stream, hd, nq, nh, (const bf16 *)O, ldo, so, (const bf16 *)dO, lddo, sdo, (bf16 *)L, ldl,
-                        sl);
-    return TSR_EINVAL;
+    return bwd_prep(stream, hd, nq, nh, (const bf16 *)O, ldo, so, (const bf16 *)dO, lddo, sdo, (bf16 *)L, ldl, sl);
 }
 
 extern "C" int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const tsr_attn_pair_t *p, int nh,
@@ -295,7 +290,7 @@ extern "C" int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const ts
                                            void *dK, int lddk, size_t sdk, void *dV, int lddv, size_t sdv,
                                            tsr_write_t dq_mode, tsr_write_t dkv_mode)
 {
-    if (!cublas || bad_pair(p) || bad_heads(nh) || ldl < 2 || bad_tile(p->hd, p->nq, ldq) ||
+    if (!cublas || bad_type(t) || bad_pair(p) || bad_heads(nh) || ldl < 2 || bad_tile(p->hd, p->nq, ldq) ||
         bad_tile(p->hd, p->nk, ldk) || bad_tile(p->hd, p->nk, ldv) || bad_tile(p->hd, p->nq, lddo) ||
         bad_tile(p->hd, p->nq, lddq) || bad_tile(p->hd, p->nk, lddk) || bad_tile(p->hd, p->nk, lddv))
         return TSR_EINVAL;
@@ -303,9 +298,7 @@ extern "C" int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const ts
         return bwd_step(cublas, p, nh, (const float *)Q, ldq, sq, (const float *)K, ldk, sk, (const float *)V, ldv,
                         sv, (const float *)dO, lddo, sdo, (const float *)L, ldl, sl, (float *)dQ, lddq, sdq,
                         (float *)dK, lddk, sdk, (float *)dV, lddv, sdv, dq_mode, dkv_mode);
-    if (t == TSR_BFLOAT16)
-        return bwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
-                        (const bf16 *)dO, lddo, sdo, (const bf16 *)L, ldl, sl, (bf16 *)dQ, lddq, sdq, (bf16 *)dK,
-                        lddk, sdk, (bf16 *)dV, lddv, sdv, dq_mode, dkv_mode);
-    return TSR_EINVAL;
+    return bwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
+                    (const bf16 *)dO, lddo, sdo, (const bf16 *)L, ldl, sl, (bf16 *)dQ, lddq, sdq, (bf16 *)dK, lddk,
+                    sdk, (bf16 *)dV, lddv, sdv, dq_mode, dkv_mode);
 }
