@@ -152,15 +152,16 @@ static void cpu_entry(void *buffers[], void *cl_arg)
 }
 
 #if TSR_HAVE_CUDA
-/* Whether the op's CUDA function takes this bf16 task's n tiles as they
+/* Whether the op's CUDA function takes the running bf16 task's tiles as they
  * are: it takes bf16 (cuda_bf16) and the operands it keeps in float32
  * (fp32_in_bf16) are float32 here. Such an operand given as bf16 (a bf16
  * loss or statistics descriptor) sends the task through the float32 copies,
  * as on a CPU worker, since the bf16 kernels read those operands as float32. */
-static int cuda_takes_tiles(const tsr_op_t *op, void *buffers[], int n)
+static int cuda_takes_tiles(const tsr_op_t *op, void *buffers[])
 {
     if (!op->cuda_bf16)
         return 0;
+    int n = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current());
     for (int i = 0; i < n && i < 32; i++)
         if ((op->fp32_in_bf16 >> i & 1u) && ((const block_t *)buffers[i])->elemsize != sizeof(float))
             return 0;
@@ -171,13 +172,11 @@ static void cuda_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
     tsr_exec_t ex = { k->dtype, 1, starpu_cuda_get_local_stream() };
-    if (k->dtype == TSR_BFLOAT16) {
+    if (k->dtype == TSR_BFLOAT16 && !cuda_takes_tiles(k->op, buffers)) { /* its kernels take float32 tiles */
         enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
         int n = task_modes(modes);
-        if (!cuda_takes_tiles(k->op, buffers, n)) { /* its kernels take float32 tiles */
-            run_bf16_as_float32(k->op->cuda, buffers, cl_arg, n, modes, &ex);
-            return;
-        }
+        run_bf16_as_float32(k->op->cuda, buffers, cl_arg, n, modes, &ex);
+        return;
     }
     k->op->cuda(buffers, cl_arg, &ex);
 }

@@ -124,17 +124,13 @@ __global__ void bwd_prep_kernel(int hd, int nq, const T *O, int ldo, size_t so, 
         store(&L[z * sl + (size_t)ii * ldl + 1], (float)acc);
 }
 
-cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
-
 template <typename T> constexpr bool is_float() { return std::is_same<T, float>::value; }
 template <typename T> tsr_dtype_t dtype_of() { return is_float<T>() ? TSR_FLOAT32 : TSR_BFLOAT16; }
-template <typename T> cudaDataType_t cuda_type() { return is_float<T>() ? CUDA_R_32F : CUDA_R_16BF; }
 
 /* C_z = alpha op(A_z) op(B_z) + beta C_z for the nh heads z, X_z = X + z * sx:
- * one strided-batched cuBLAS call, float32 (cublasSgemm*, TF32 where the
- * handle allows it) when every operand is, else bf16 A and B with float
- * accumulation and C of type TC (k == 0, which only scales or zeroes C, goes
- * head by head through tsr_cuda_gemm). */
+ * one gemm_strided_batched call, float32 when every operand is, else bf16 A
+ * and B with C of type TC (k == 0, which only scales or zeroes C, goes head
+ * by head through tsr_cuda_gemm). */
 template <typename T, typename TC>
 int gemm_heads(void *cublas, int nh, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k, float alpha, const T *A,
                int lda, size_t sa, const T *B, int ldb, size_t sb, float beta, TC *C, int ldc, size_t sc)
@@ -148,15 +144,8 @@ int gemm_heads(void *cublas, int nh, tsr_trans_t ta, tsr_trans_t tb, int m, int 
                                beta, C + z * sc, ldc);
         return rc;
     }
-    cublasHandle_t h = (cublasHandle_t)cublas;
-    if (is_float<T>() && is_float<TC>())
-        return cublas_rc(cublasSgemmStridedBatched(h, op(ta), op(tb), m, n, k, &alpha, (const float *)A, lda,
-                                                   (long long)sa, (const float *)B, ldb, (long long)sb, &beta,
-                                                   (float *)C, ldc, (long long)sc, nh));
-    return cublas_rc(cublasGemmStridedBatchedEx(h, op(ta), op(tb), m, n, k, &alpha, A, cuda_type<T>(), lda,
-                                                (long long)sa, B, cuda_type<T>(), ldb, (long long)sb, &beta, C,
-                                                cuda_type<TC>(), ldc, (long long)sc, nh, CUBLAS_COMPUTE_32F,
-                                                CUBLAS_GEMM_DEFAULT));
+    return gemm_strided_batched((cublasHandle_t)cublas, dtype_of<T>(), dtype_of<TC>(), ta, tb, m, n, k, alpha, A,
+                                lda, (long long)sa, B, ldb, (long long)sb, beta, C, ldc, (long long)sc, nh);
 }
 
 /* hd >= 1, nq, nk >= 0 (an empty key block still resets O / dQ when first) */
@@ -272,31 +261,26 @@ extern "C" int tsr_cuda_attention_fwd_step(void *cublas, tsr_dtype_t t, const ts
                                            const void *V, int ldv, size_t sv, void *O, int ldo, size_t so, void *L,
                                            int ldl, size_t sl, tsr_write_t o_mode)
 {
-    if (!cublas || bad_pair(p) || bad_heads(nh) || ldl < 1 || bad_tile(p->hd, p->nq, ldq) ||
+    if (!cublas || bad_type(t) || bad_pair(p) || bad_heads(nh) || ldl < 1 || bad_tile(p->hd, p->nq, ldq) ||
         bad_tile(p->hd, p->nk, ldk) || bad_tile(p->hd, p->nk, ldv) || bad_tile(p->hd, p->nq, ldo))
         return TSR_EINVAL;
     if (t == TSR_FLOAT32)
         return fwd_step(cublas, p, nh, (const float *)Q, ldq, sq, (const float *)K, ldk, sk, (const float *)V, ldv,
                         sv, (float *)O, ldo, so, (float *)L, ldl, sl, o_mode);
-    if (t == TSR_BFLOAT16)
-        return fwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
-                        (bf16 *)O, ldo, so, (bf16 *)L, ldl, sl, o_mode);
-    return TSR_EINVAL;
+    return fwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
+                    (bf16 *)O, ldo, so, (bf16 *)L, ldl, sl, o_mode);
 }
 
 extern "C" int tsr_cuda_attention_bwd_prep(void *stream, tsr_dtype_t t, int hd, int nq, int nh, const void *O,
                                            int ldo, size_t so, const void *dO, int lddo, size_t sdo, void *L,
                                            int ldl, size_t sl)
 {
-    if (hd < 0 || nq < 0 || bad_heads(nh) || ldl < 2 || bad_tile(hd, nq, ldo) || bad_tile(hd, nq, lddo))
+    if (bad_type(t) || hd < 0 || nq < 0 || bad_heads(nh) || ldl < 2 || bad_tile(hd, nq, ldo) || bad_tile(hd, nq, lddo))
         return TSR_EINVAL;
     if (t == TSR_FLOAT32)
         return bwd_prep(stream, hd, nq, nh, (const float *)O, ldo, so, (const float *)dO, lddo, sdo, (float *)L, ldl,
                         sl);
-    if (t == TSR_BFLOAT16)
-        return bwd_prep(stream, hd, nq, nh, (const bf16 *)O, ldo, so, (const bf16 *)dO, lddo, sdo, (bf16 *)L, ldl,
-                        sl);
-    return TSR_EINVAL;
+    return bwd_prep(stream, hd, nq, nh, (const bf16 *)O, ldo, so, (const bf16 *)dO, lddo, sdo, (bf16 *)L, ldl, sl);
 }
 
 extern "C" int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const tsr_attn_pair_t *p, int nh,
@@ -306,7 +290,7 @@ extern "C" int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const ts
                                            void *dK, int lddk, size_t sdk, void *dV, int lddv, size_t sdv,
                                            tsr_write_t dq_mode, tsr_write_t dkv_mode)
 {
-    if (!cublas || bad_pair(p) || bad_heads(nh) || ldl < 2 || bad_tile(p->hd, p->nq, ldq) ||
+    if (!cublas || bad_type(t) || bad_pair(p) || bad_heads(nh) || ldl < 2 || bad_tile(p->hd, p->nq, ldq) ||
         bad_tile(p->hd, p->nk, ldk) || bad_tile(p->hd, p->nk, ldv) || bad_tile(p->hd, p->nq, lddo) ||
         bad_tile(p->hd, p->nq, lddq) || bad_tile(p->hd, p->nk, lddk) || bad_tile(p->hd, p->nk, lddv))
         return TSR_EINVAL;
@@ -314,9 +298,7 @@ extern "C" int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const ts
         return bwd_step(cublas, p, nh, (const float *)Q, ldq, sq, (const float *)K, ldk, sk, (const float *)V, ldv,
                         sv, (const float *)dO, lddo, sdo, (const float *)L, ldl, sl, (float *)dQ, lddq, sdq,
                         (float *)dK, lddk, sdk, (float *)dV, lddv, sdv, dq_mode, dkv_mode);
-    if (t == TSR_BFLOAT16)
-        return bwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
-                        (const bf16 *)dO, lddo, sdo, (const bf16 *)L, ldl, sl, (bf16 *)dQ, lddq, sdq, (bf16 *)dK,
-                        lddk, sdk, (bf16 *)dV, lddv, sdv, dq_mode, dkv_mode);
-    return TSR_EINVAL;
+    return bwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
+                    (const bf16 *)dO, lddo, sdo, (const bf16 *)L, ldl, sl, (bf16 *)dQ, lddq, sdq, (bf16 *)dK, lddk,
+                    sdk, (bf16 *)dV, lddv, sdv, dq_mode, dkv_mode);
 }

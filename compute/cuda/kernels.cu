@@ -74,8 +74,6 @@ int convert(void *stream, const S *src, D *dst, int rows, int cols, int depth, s
     return launched();
 }
 
-cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
-
 } /* namespace */
 
 extern "C" int tsr_cuda_gemm(void *cublas, tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb,

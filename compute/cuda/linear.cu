@@ -111,26 +111,8 @@ __global__ void heads_copy_kernel(tsr_heads_geom_t g, int to_heads, float beta, 
     }
 }
 
-cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
-
-
 /* Chunk c of an operand: cstride elements of type t per chunk. */
 void *chunk_at(tsr_chunked_t x, tsr_dtype_t t, int c) { return (char *)x.p + (size_t)c * x.cstride * tsr_dtype_size(t); }
-
-/* The full chunks of M or N as one strided-batched GEMM; bf16 operands with
- * float32 accumulation (CUBLAS_COMPUTE_32F) for t == TSR_BFLOAT16. */
-int gemm_batched(cublasHandle_t h, tsr_dtype_t t, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k, float alpha,
-                 tsr_chunked_t A, tsr_chunked_t B, float beta, tsr_chunked_t C, int count)
-{
-    if (t == TSR_BFLOAT16)
-        return cublas_rc(cublasGemmStridedBatchedEx(h, op(ta), op(tb), m, n, k, &alpha, A.p, CUDA_R_16BF, A.ld,
-                                                    (long long)A.cstride, B.p, CUDA_R_16BF, B.ld, (long long)B.cstride,
-                                                    &beta, C.p, CUDA_R_16BF, C.ld, (long long)C.cstride, count,
-                                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return cublas_rc(cublasSgemmStridedBatched(h, op(ta), op(tb), m, n, k, &alpha, (const float *)A.p, A.ld,
-                                               (long long)A.cstride, (const float *)B.p, B.ld, (long long)B.cstride,
-                                               &beta, (float *)C.p, C.ld, (long long)C.cstride, count));
-}
 
 template <typename T>
 int launch_rowsum(cudaStream_t s, int m, int n, const T *X, int ldx, float beta, T *y)
@@ -184,7 +166,9 @@ extern "C" int tsr_cuda_gemm_chunked(void *cublas, tsr_dtype_t t, tsr_trans_t ta
         /* the full chunks of M or N are independent GEMMs: one batched call */
         if (C.cstride > (size_t)INT64_MAX || A.cstride > (size_t)INT64_MAX || B.cstride > (size_t)INT64_MAX)
             return TSR_EINVAL;
-        rc = gemm_batched((cublasHandle_t)cublas, t, ta, tb, mc, nc, kc, alpha, A, B, beta, C, nfull);
+        rc = gemm_strided_batched((cublasHandle_t)cublas, t, t, ta, tb, mc, nc, kc, alpha, A.p, A.ld,
+                                  (long long)A.cstride, B.p, B.ld, (long long)B.cstride, beta, C.p, C.ld,
+                                  (long long)C.cstride, nfull);
         done = nfull;
     }
     for (int c = done; !rc && c * csize < total; c++) {

@@ -1,8 +1,9 @@
 /* Tessera compute layer, internal to compute/cuda: what every .cu file
  * shares. Argument checks, launch geometry and error mapping, block-wide
- * reductions, and StreamBuffer, the stream-ordered device copy of small host
- * arrays (and device scratch) that the kernels need. Everything is in an
- * unnamed namespace: each .cu gets its own copy and nothing is exported. */
+ * reductions, the cuBLAS transpose flag and strided-batched GEMM, and
+ * StreamBuffer, the stream-ordered device copy of small host arrays (and
+ * device scratch) that the kernels need. Everything is in an unnamed
+ * namespace: each .cu gets its own copy and nothing is exported. */
 #ifndef TSR_CUDA_UTIL_CUH
 #define TSR_CUDA_UTIL_CUH
 #include <cuda_bf16.h>
@@ -134,6 +135,30 @@ __device__ inline T block_reduce(T v, Op op, T *shared)
     for (int w = 1; w < kBlock / 32; w++)
         v = op(v, shared[w]);
     return v;
+}
+
+/* ---- cuBLAS GEMMs ----------------------------------------------------------- */
+
+inline cublasOperation_t op(tsr_trans_t t) { return t == TSR_TRANS ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+/* C_z = alpha op(A_z) op(B_z) + beta C_z for z < count, X_z = X + z * sx
+ * elements, as one strided-batched call (m, n, k >= 1); ab: the type of A
+ * and B, c: that of C. All float32: cublasSgemmStridedBatched (TF32 where the
+ * handle's math mode allows it); else bf16 A and B with float32 accumulation
+ * (CUBLAS_COMPUTE_32F) into C of type c. */
+inline int gemm_strided_batched(cublasHandle_t h, tsr_dtype_t ab, tsr_dtype_t c, tsr_trans_t ta, tsr_trans_t tb,
+                                int m, int n, int k, float alpha, const void *A, int lda, long long sa,
+                                const void *B, int ldb, long long sb, float beta, void *C, int ldc, long long sc,
+                                int count)
+{
+    if (ab == TSR_FLOAT32 && c == TSR_FLOAT32)
+        return cublas_rc(cublasSgemmStridedBatched(h, op(ta), op(tb), m, n, k, &alpha, (const float *)A, lda, sa,
+                                                   (const float *)B, ldb, sb, &beta, (float *)C, ldc, sc, count));
+    cudaDataType_t ab_type = ab == TSR_FLOAT32 ? CUDA_R_32F : CUDA_R_16BF;
+    cudaDataType_t c_type = c == TSR_FLOAT32 ? CUDA_R_32F : CUDA_R_16BF;
+    return cublas_rc(cublasGemmStridedBatchedEx(h, op(ta), op(tb), m, n, k, &alpha, A, ab_type, lda, sa, B, ab_type,
+                                                ldb, sb, &beta, C, c_type, ldc, sc, count, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT));
 }
 
 /* ---- stream-ordered device memory ------------------------------------------ */
