@@ -52,9 +52,13 @@ options=(--enable-mpi --with-fxt --enable-maxcpus=256 --enable-maxcudadev=16
 if [ $simgrid = 1 ]; then
     # SMPI runs every rank in one process: StarPU-MPI must be linked
     # statically to be privatised per rank (StarPU refuses shared libraries
-    # there), its configure refuses CUDA, and FxT would need a static PIC libfxt
+    # there), its configure refuses CUDA, and FxT would need a static PIC libfxt.
+    # Every simulated rank's data handles share this machine's memory, and a
+    # handle's size grows with the memory nodes (32 by default under SimGrid,
+    # room for 16 virtual GPUs: 18.7 KB a handle) and workers: a node of the
+    # simulation has one memory node and at most 64 CPU workers
     options=(--enable-simgrid --enable-mpi --enable-static --disable-shared --disable-cuda
-             "${options[@]:2:13}")
+             --enable-maxcpus=64 --enable-maxnodes=4 "${options[@]:4}")
     TSR_STARPU_CUDA=off
 fi
 nvcc=""

@@ -8,7 +8,7 @@
 #
 #   PROGRAM       tsr_gpt2 or time_gemm (built here against the simulation runtime)
 #   --nodes N     simulated nodes, one MPI rank each, 1-64 (default 1)
-#   --workers N   CPU workers per node (default 16)
+#   --workers N   CPU workers per node, 1-64 (default 16)
 #   --models NAME performance models timing/simulation/perfmodels/NAME (default
 #                 the only one there, else name one)
 #   --platform F  network platform (default timing/simulation/platforms/cluster-100G.xml)
@@ -43,7 +43,7 @@ case $program in
     *) die "program '$program': only tsr_gpt2 and time_gemm run in simulation" ;;
 esac
 [[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die "--nodes '$nodes': a number from 1 to 64"
-[[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] && [ "$workers" -le 256 ] || die "--workers '$workers': a number from 1 to 256"
+[[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] && [ "$workers" -le 64 ] || die "--workers '$workers': a number from 1 to 64"
 [ -f "$platform" ] && [ -r "$platform" ] || die "--platform '$platform' is not a readable file"
 if [ -z "$models" ]; then
     found=$(cd "$here/perfmodels" 2>/dev/null && ls -d -- */ 2>/dev/null | tr -d /)
@@ -53,6 +53,15 @@ fi
 [[ $models =~ ^[A-Za-z0-9._-]+$ ]] || die "--models '$models': a name of letters, digits, '.', '_' and '-'"
 model_dir=$here/perfmodels/$models
 [ -f "$model_dir/bus/$models.platform.v4.xml" ] || die "no performance models at $model_dir (calibrate.sh makes them)"
+
+# Every simulated rank's memory mappings (its stacks, privatised data, folded
+# tile copies) are this process's: about 2300 a rank in a 124M step (8 nodes),
+# so Linux's default limit of 65530 stops a run of more than ~16 nodes with
+# an allocation failure inside StarPU
+maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 0)
+if [ "$maps" -gt 0 ] && [ "$maps" -lt $((nodes * 3500)) ]; then
+    die "$nodes simulated nodes need about $((nodes * 3500)) memory mappings and vm.max_map_count is $maps: raise it (as root: sysctl -w vm.max_map_count=$((nodes * 8000)))"
+fi
 
 # ---- the simulation runtime and build (cached) ------------------------------
 prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
