@@ -65,12 +65,19 @@ fi
 
 # ---- the simulation runtime and build (cached) ------------------------------
 prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
+# a build this script made (its marker file) follows the runtime when the
+# runtime's options change; any other is left alone
+marker=$build/.made-by-simulate.sh
+if [ -f "$build/CMakeCache.txt" ] && ! grep -q "^TSR_STARPU_PREFIX:INTERNAL=$prefix\$" "$build/CMakeCache.txt"; then
+    [ -f "$marker" ] || die "$build was configured against another StarPU; remove it or name another --build"
+    echo "simulate: $build was made for another simulation runtime: making it again" >&2
+    rm -rf -- "$build"
+fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
     echo "simulate: configuring the simulation build in $build" >&2
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTARPU_DIR="$prefix" -DCMAKE_C_COMPILER=smpicc >&2
+    touch "$marker"
 fi
-grep -q "^TSR_STARPU_PREFIX:INTERNAL=$prefix\$" "$build/CMakeCache.txt" ||
-    die "$build was configured against another StarPU; remove it or name another --build"
 cmake --build "$build" --target "$target" -j"$(nproc)" >&2
 
 # ---- the run: models copied (StarPU may rewrite them), a node of N workers ---
