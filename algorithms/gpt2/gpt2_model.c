@@ -149,6 +149,16 @@ static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_
     return TSR_SUCCESS;
 }
 
+int tsr_gpt2_qkv_tile(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2_tiles_t *tiles)
+{
+    int attention_tile = tiles->tok < T ? tiles->tok : T, q = tiles->q ? tiles->q : attention_tile,
+        k = tiles->k ? tiles->k : attention_tile;
+    int fused = q == tiles->tok && k == tiles->tok && T % tiles->tok == 0;
+    if (!fused && tiles->heads == cfg->NH)
+        return 3 * cfg->C;
+    return tiles->heads * (cfg->C / cfg->NH);
+}
+
 int tsr_gpt2_attention_depth(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2_tiles_t *tiles)
 {
     if (tiles->heads == cfg->NH && tiles->tok > T)
@@ -170,15 +180,15 @@ static void param_shape(const tsr_gpt2_model_t *m, int s, int *rows, int *cols, 
 {
     const tsr_gpt2_config_t *c = &m->cfg;
     const tsr_gpt2_tiles_t *t = &m->tiles;
-    int C = c->C, hd = C / c->NH, fb = t->heads * hd, layer;
+    int C = c->C, hd = C / c->NH, fb = t->heads * hd, qkv = tsr_gpt2_qkv_tile(c, m->T, t), layer;
     int tensor = slot_tensor(s, &layer);
     *cols = 1;
     *ctile = 1;
     switch (tensor) {
     case TSR_GPT2_WTE: *rows = C; *rtile = t->ch; *cols = c->Vp; *ctile = t->voc; break;
     case TSR_GPT2_WPE: *rows = C; *rtile = t->ch; *cols = c->maxT; *ctile = t->tok < m->T ? t->tok : m->T; break;
-    case TSR_GPT2_QKVW: *rows = C; *rtile = t->ch; *cols = 3 * C; *ctile = fb; break;
-    case TSR_GPT2_QKVB: *rows = 3 * C; *rtile = fb; break;
+    case TSR_GPT2_QKVW: *rows = C; *rtile = t->ch; *cols = 3 * C; *ctile = qkv; break;
+    case TSR_GPT2_QKVB: *rows = 3 * C; *rtile = qkv; break;
     case TSR_GPT2_ATTPROJW: *rows = C; *rtile = fb; *cols = C; *ctile = t->ch; break;
     case TSR_GPT2_FCW: *rows = C; *rtile = t->ch; *cols = 4 * C; *ctile = t->hid; break;
     case TSR_GPT2_FCB: *rows = 4 * C; *rtile = t->hid; break;
@@ -304,7 +314,7 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     b->dv = HEADS(hd, t->k);
     if (!m->fused) {
         int fb = t->heads * hd;
-        b->qkv2d = ACT(3 * C, fb);
+        b->qkv2d = ACT(3 * C, tsr_gpt2_qkv_tile(c, m->T, t));
         b->att2d = ACT(C, fb);
         b->datt2d = ACT(C, fb);
     }

@@ -45,6 +45,12 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
  * its own gradients), else one per CUDA worker, when B divides; else 1. */
 int tsr_gpt2_default_sub_batches(int B);
 
+/* Rows of a QKV projection tile (the columns of its weight, the rows of its
+ * bias and output): all 3C when the projection goes through the 2D scratch
+ * and a tile holds all NH heads (one GEMM task instead of three), else the
+ * heads of a tile, heads * hd. */
+int tsr_gpt2_qkv_tile(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2_tiles_t *tiles);
+
 /* (sequence, head) pairs per attention tile: the heads of every sequence
  * of a token tile when a tile holds all NH heads (one task, one batched
  * GEMM, one head split for them all), else `heads` of one sequence. */

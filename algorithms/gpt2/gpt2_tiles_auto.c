@@ -156,9 +156,9 @@ static double predict(void *ctx, const int *tile, int measured, double *tasks)
     const tsr_gpt2_tiles_t tiles = tiles_of(x, tile), *t = &tiles;
     int N = x->N, T = x->T, p = x->p;
     *tasks = 0; /* no granularity: the trials are not budgeted */
-    int C = c->C, hd = C / c->NH, fb = t->heads * hd;
+    int C = c->C, hd = C / c->NH, fb = t->heads * hd, qkv = tsr_gpt2_qkv_tile(c, T, t);
     step_model_t s = { 0, 0, 0, 0, p, measured, 0 };
-    add_linear(&s, C, t->ch, 3 * C, fb, N, t->tok);     /* QKV */
+    add_linear(&s, C, t->ch, 3 * C, qkv, N, t->tok);    /* QKV */
     add_linear(&s, C, fb, C, t->ch, N, t->tok);         /* attention projection */
     add_linear(&s, C, t->ch, 4 * C, t->hid, N, t->tok); /* MLP up */
     add_linear(&s, 4 * C, t->hid, C, t->ch, N, t->tok); /* MLP down */
@@ -174,7 +174,7 @@ static double predict(void *ctx, const int *tile, int measured, double *tasks)
     double nch = ceil((double)C / t->ch), ntok = ceil((double)N / t->tok);
     double natt = ceil((double)N / T) * c->NH / tsr_gpt2_attention_depth(c, T, t); /* attention tiles */
     double nq = ceil((double)(t->tok < T ? t->tok : T) / (t->q ? t->q : (t->tok < T ? t->tok : T)));
-    double weights = nch * ceil(3.0 * C / fb) + ceil((double)C / fb) * nch + 2 * nch * ceil(4.0 * C / t->hid);
+    double weights = nch * ceil(3.0 * C / qkv) + ceil((double)C / fb) * nch + 2 * nch * ceil(4.0 * C / t->hid);
     double other = c->L * (TASKS_PER_CHANNEL_TILE * nch * ntok + TASKS_PER_HEAD_TILE * natt * nq + weights) +
                    TASKS_PER_VOCAB_TILE * ceil((double)c->Vp / t->voc) * ntok;
     double work = x->nsub * (s.work + other * x->task_cost);
