@@ -258,6 +258,7 @@ int main(int argc, char **argv)
     CHECK_RC(tsr_gemm_task_seconds(TSR_FLOAT32, 256, 256, 256, &s), TSR_SUCCESS);
     CHECK(s > 0);
     CHECK(tasks == 12);
+    printf("phase 512x512x640 in 256 tiles: chain %.3g s, one 256^3 task %.3g s\n", chain, s);
     CHECK(chain > 2 * s && chain < 3 * s * 2); /* two full tasks and a shorter one, each also reading memory */
     CHECK(work > 4 * chain * 0.99 && work < 4 * chain * 1.01); /* four equal chains */
     CHECK_RC(tsr_gemm_phase_seconds(TSR_FLOAT32, 256, 256, 256, 256, 256, 256, 1, &one_k, &tasks, &one_chain),
