@@ -149,12 +149,28 @@ static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_
     return TSR_SUCCESS;
 }
 
+/* The tiles with query and key tiles 0 resolved to min(tok, T). */
+static tsr_gpt2_tiles_t resolve_qk(const tsr_gpt2_tiles_t *tiles, int T)
+{
+    tsr_gpt2_tiles_t t = *tiles;
+    int attention_tile = t.tok < T ? t.tok : T;
+    t.q = t.q ? t.q : attention_tile;
+    t.k = t.k ? t.k : attention_tile;
+    return t;
+}
+
+/* Whether the QKV and output projections read/write the head tensors
+ * directly (resolved tiles): query and key tiles equal a token tile that
+ * divides T. */
+static int projections_fused(const tsr_gpt2_tiles_t *t, int T)
+{
+    return t->q == t->tok && t->k == t->tok && T % t->tok == 0;
+}
+
 int tsr_gpt2_qkv_tile(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2_tiles_t *tiles)
 {
-    int attention_tile = tiles->tok < T ? tiles->tok : T, q = tiles->q ? tiles->q : attention_tile,
-        k = tiles->k ? tiles->k : attention_tile;
-    int fused = q == tiles->tok && k == tiles->tok && T % tiles->tok == 0;
-    if (!fused && tiles->heads == cfg->NH)
+    tsr_gpt2_tiles_t t = resolve_qk(tiles, T);
+    if (!projections_fused(&t, T) && tiles->heads == cfg->NH)
         return 3 * cfg->C;
     return tiles->heads * (cfg->C / cfg->NH);
 }
@@ -343,10 +359,7 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
         tsr_log(TSR_LOG_ERROR, "gpt2: precision %s: float32 or bf16 only", tsr_dtype_name(dtype));
         return TSR_EINVAL;
     }
-    tsr_gpt2_tiles_t t = *tiles;
-    int attention_tile = t.tok < T ? t.tok : T; /* for q, k = 0 */
-    t.q = t.q ? t.q : attention_tile;
-    t.k = t.k ? t.k : attention_tile;
+    tsr_gpt2_tiles_t t = resolve_qk(tiles, T);
     int rc = tsr_gpt2_config_validate(cfg, "gpt2 model");
     if (rc == 0)
         rc = check_tiles(cfg, B, T, &t);
@@ -362,7 +375,7 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
     m->T = T;
     m->nsub = nsub;
     m->tiles = t;
-    m->fused = t.q == t.tok && t.k == t.tok && T % t.tok == 0;
+    m->fused = projections_fused(&t, T);
     m->ntensors = NGLOBAL + TSR_GPT2_PER_LAYER * cfg->L;
     if (!(m->sub = calloc(nsub, sizeof *m->sub)))
         return TSR_ENOMEM;
