@@ -106,11 +106,11 @@ typedef struct {
     int *inputs, *targets;   /* B*T, the same on every rank */
 } tsr_gpt2_batch_t;
 
-/* Owner of a training-state tile under MPI: the tiles of all parameter
- * tensors are dealt round-robin over the ranks, first = the number of tiles
- * of the tensors before this one. */
+/* Owner of a training-state tile under MPI: owner[i * col_tiles + j] for
+ * tile (i, j) of one parameter tensor (a slice of the model's shard_owner). */
 typedef struct {
-    int first, col_tiles, size;
+    int col_tiles;
+    const int *owner;
 } tsr_gpt2_shard_arg_t;
 
 typedef struct {
@@ -127,6 +127,7 @@ typedef struct {
     tsr_desc_t **grad_sum;   /* the sub-batches' gradients added, placed like the
                               * parameters (NULL: sub-batch 0's are the sum) */
     tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI (NULL: all on rank 0) */
+    int *shard_owner;        /* the owner of every training-state tile, tensor after tensor */
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
 } tsr_gpt2_model_t;
 
@@ -136,8 +137,8 @@ typedef struct {
  * gradients live on the rank of its samples, so with at least one
  * sub-batch per rank the weight gradients are computed where the
  * activations are. Under MPI the training state (parameters, AdamW moments
- * and the summed gradients) is sharded: its tiles are dealt round-robin
- * over the ranks, each rank receives the partial gradients of the tiles it
+ * and the summed gradients) is sharded: its tiles are dealt over the
+ * ranks, each to the one owning the fewest bytes so far, each rank receives the partial gradients of the tiles it
  * owns (a reduce-scatter), updates them, and the forward fetches the tiles
  * it reads from their owners. state_on_rank0 keeps the earlier placement
  * instead, every state tile on rank 0 (a parameter server; for comparison). */

@@ -82,7 +82,7 @@ static void usage(FILE *out)
 "                      rank under MPI so each rank reduces its own gradients, one per GPU)\n"
 "  --state-on-rank0    under MPI, keep the parameters, gradient sums and AdamW state on\n"
 "                      rank 0 (a parameter server) instead of sharding their tiles\n"
-"                      round-robin over the ranks; for comparison (docs/gpt2.md)\n"
+"                      over the ranks; for comparison (docs/gpt2.md)\n"
 "  --pws N             parallel-worker size: GEMM tasks on combined workers of N cores\n"
 "                      with multi-threaded BLAS inside (tensor parallelism)\n"
 "  --sched NAME        StarPU scheduler\n"
