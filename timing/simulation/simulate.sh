@@ -15,7 +15,9 @@
 #   --build DIR   the simulation build (default build-sim; made when missing)
 #
 # Builds (once, cached) StarPU on SimGrid with deps/starpu/build.sh --simgrid
-# and a Tessera build against it (smpicc, static). docs/simulation.md.
+# and a Tessera build against it (smpicc, static); past 16 nodes also SimGrid's
+# library with a fix for large runs (deps/simgrid/build.sh, about 10 minutes
+# once). docs/simulation.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
         --models) models=${2:-}; shift 2 ;;
         --platform) platform=${2:-}; shift 2 ;;
         --build) build=${2:-}; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --*) die "unknown option '$1' (see --help)" ;;
         *) break ;;
     esac
@@ -80,6 +82,17 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" --target "$target" -j"$(nproc)" >&2
 
+# Past 16 nodes SimGrid 3.32's own bookkeeping (a list walk for every finished
+# communication) takes most of the time: those runs preload the same library
+# with the fix SimGrid 3.34 made (same version and interface, same predictions)
+wrapper=()
+if [ "$nodes" -gt 16 ]; then
+    simgrid_prefix=$(bash "$root/deps/simgrid/build.sh")
+    [[ $simgrid_prefix =~ ^[A-Za-z0-9/._+-]+$ ]] ||
+        die "the SimGrid prefix '$simgrid_prefix' has characters smpirun's -wrapper cannot carry"
+    wrapper=(-wrapper "env LD_PRELOAD=$simgrid_prefix/lib/libsimgrid.so.3.32")
+fi
+
 # ---- the run: models copied (StarPU may rewrite them), a node of N workers ---
 run=$(mktemp -d "${TMPDIR:-/tmp}/tsr-simulate.XXXXXX")
 trap 'rm -rf "$run"' EXIT
@@ -103,4 +116,4 @@ export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072}
 quiet=(--log=xbt_cfg.thres:warning --log=surf_parse.thres:warning --log=smpi_config.thres:error
        --log=ker_lmm.thres:error --log=smpi.thres:warning --log=smpi_kernel.thres:error)
 "$prefix/bin/starpu_smpirun" -platform "$platform" -hostfile "$run/hostfile" -np "$nodes" \
-    "$build/$path" "$@" "${quiet[@]}"
+    "${wrapper[@]}" "$build/$path" "$@" "${quiet[@]}"
