@@ -23,6 +23,7 @@ jobs=${TSR_JOBS:-$(nproc)}
 
 say() { echo "build-simgrid: $*" >&2; }
 die() { echo "build-simgrid: error: $*" >&2; exit 1; }
+[[ $jobs =~ ^[1-9][0-9]{0,3}$ ]] || die "TSR_JOBS must be a number of jobs from 1 to 9999 (got '$jobs')"
 
 # Debian's own configuration (debian/rules: no build type, optimised by
 # SimGrid's own flags), less what the library the simulations use does not

@@ -29,6 +29,7 @@ jobs=${TSR_JOBS:-$(nproc)}
 
 say() { echo "build-starpu: $*" >&2; }
 die() { echo "build-starpu: error: $*" >&2; exit 1; }
+[[ $jobs =~ ^[1-9][0-9]{0,3}$ ]] || die "TSR_JOBS must be a number of jobs from 1 to 9999 (got '$jobs')"
 
 find_nvcc() {
     local nvcc
