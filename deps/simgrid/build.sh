@@ -12,7 +12,7 @@
 #   deps/simgrid/build.sh --prefix   print the prefix it would use, build nothing
 #
 # Environment: TSR_CACHE_DIR (cache root, default ${XDG_CACHE_HOME:-~/.cache}/tessera),
-# TSR_JOBS (make -j, default nproc). About 13 minutes on 2 cores.
+# TSR_JOBS (make -j, default nproc). About 12 minutes on one core.
 set -euo pipefail
 
 WANTED_VERSION=3.32-2

@@ -16,7 +16,7 @@
 #
 # Builds (once, cached) StarPU on SimGrid with deps/starpu/build.sh --simgrid
 # and a Tessera build against it (smpicc, static); past 16 nodes also SimGrid's
-# library with a fix for large runs (deps/simgrid/build.sh, about 13 minutes
+# library with a fix for large runs (deps/simgrid/build.sh, about 12 minutes
 # once). docs/simulation.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
