@@ -237,10 +237,11 @@ static int larger_tile_first(const void *pa, const void *pb)
 /* Deal the training-state tiles over the ranks, the largest first, each to
  * the rank that owns the fewest elements so far (the lowest such rank): tiles
  * alike go round-robin, and the busiest rank ends above 1/P of the state by
- * at most the last (smallest) tile it was dealt. A rank's AdamW work and its traffic a step (it sends its tiles to
- * every other rank and receives their gradients for them) grow with what it
- * owns, so the busiest rank sets both. Round-robin in the model's order
- * left the busiest of 2 ranks 1.26x the mean (124M, whole-matrix tiles). */
+ * at most the last (smallest) tile it was dealt. A rank's AdamW work and its
+ * traffic a step (it sends its tiles to every other rank and receives their
+ * gradients for them) grow with what it owns, so the busiest rank sets both.
+ * Round-robin in the model's order left the busiest of 2 ranks 1.26x the
+ * mean (124M, whole-matrix tiles). */
 static int deal_shards(tsr_gpt2_model_t *m, int nranks)
 {
     if (!(m->shard = calloc(m->ntensors, sizeof *m->shard)))

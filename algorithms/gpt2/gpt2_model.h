@@ -137,10 +137,11 @@ typedef struct {
  * gradients live on the rank of its samples, so with at least one
  * sub-batch per rank the weight gradients are computed where the
  * activations are. Under MPI the training state (parameters, AdamW moments
- * and the summed gradients) is sharded: its tiles are dealt over the
- * ranks, each to the one owning the fewest bytes so far, each rank receives the partial gradients of the tiles it
- * owns (a reduce-scatter), updates them, and the forward fetches the tiles
- * it reads from their owners. state_on_rank0 keeps the earlier placement
+ * and the summed gradients) is sharded: its tiles are dealt over the ranks,
+ * the largest first, each to the one owning the fewest bytes so far; each
+ * rank receives the partial gradients of the tiles it owns (a
+ * reduce-scatter), updates them, and the forward fetches the tiles it reads
+ * from their owners. state_on_rank0 keeps the earlier placement
  * instead, every state tile on rank 0 (a parameter server; for comparison). */
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles, int state_on_rank0);
