@@ -23,6 +23,8 @@ jobs=${TSR_JOBS:-$(nproc)}
 
 say() { echo "build-simgrid: $*" >&2; }
 die() { echo "build-simgrid: error: $*" >&2; exit 1; }
+# shellcheck source=../debian_source.sh
+. "$here/../debian_source.sh"
 [[ $jobs =~ ^[1-9][0-9]{0,3}$ ]] || die "TSR_JOBS must be a number of jobs from 1 to 9999 (got '$jobs')"
 
 # Debian's own configuration (debian/rules: no build type, optimised by
@@ -54,14 +56,8 @@ installed=$(dpkg-query -W -f '${Version}' libsimgrid3.32 2>/dev/null || true)
     die "the system's SimGrid is $installed, this script patches $WANTED_VERSION: its library would not match"
 
 # ---- Debian's source package, through a private apt configuration -----------
-apt_dir=$cache/apt-bookworm
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$cache/downloads"
-mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)
-[ -z "$mirror" ] && mirror=$(sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' /etc/apt/sources.list 2>/dev/null | grep -v security | head -n1)
-[ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list{,.d/debian.sources}"
-echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm main" >"$apt_dir/sources.list"
-apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-          -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+mkdir -p "$cache/downloads"
+debian_apt_init "$cache/apt-bookworm" bookworm
 orig=$cache/downloads/simgrid_${WANTED_VERSION%%-*}.orig.tar.xz
 if [ ! -f "$orig" ]; then
     say "downloading simgrid $WANTED_VERSION's source from $mirror"
@@ -70,29 +66,14 @@ if [ ! -f "$orig" ]; then
         die "apt-get source simgrid=$WANTED_VERSION failed"
     [ -f "$orig" ] || die "the source package did not contain $(basename "$orig")"
 fi
-sum=$(sha256sum "$orig" | cut -d' ' -f1)
-if [ "$sum" != "$WANTED_SHA256" ]; then
-    rm -f "$orig"
-    die "sha256 of $(basename "$orig") is $sum, expected $WANTED_SHA256 (file removed; run again)"
-fi
+debian_check_sha256 "$orig" "$WANTED_SHA256"
 
 # ---- unpack, patch, configure, build the library, install it ----------------
 build=$cache/build-$(basename "$prefix")
 log=$cache/$(basename "$prefix").log
 rm -rf "$build" "$prefix"
-mkdir -p "$build/src"
-tar -xJf "$orig" -C "$build/src" --strip-components=1
 : >"$log"
-fail() {
-    echo "----- last lines of $log -----" >&2
-    tail -n 30 "$log" >&2
-    rm -rf "$prefix"
-    die "$1 failed; full log: $log"
-}
-for p in "$here"/patches/*.patch; do
-    echo "== patch $(basename "$p")" >>"$log"
-    (cd "$build/src" && patch -p1 --forward <"$p") >>"$log" 2>&1 || fail "patch $(basename "$p")"
-done
+debian_unpack_patched "$orig" "$build/src" "$here/patches"
 say "building SimGrid $WANTED_VERSION's library into $prefix; log: $log"
 start=$(date +%s)
 # (from inside the build tree: SimGrid's configure leaves a test program in

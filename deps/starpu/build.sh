@@ -29,6 +29,8 @@ jobs=${TSR_JOBS:-$(nproc)}
 
 say() { echo "build-starpu: $*" >&2; }
 die() { echo "build-starpu: error: $*" >&2; exit 1; }
+# shellcheck source=../debian_source.sh
+. "$here/../debian_source.sh"
 [[ $jobs =~ ^[1-9][0-9]{0,3}$ ]] || die "TSR_JOBS must be a number of jobs from 1 to 9999 (got '$jobs')"
 
 find_nvcc() {
@@ -115,17 +117,10 @@ if [ $simgrid = 1 ]; then
 fi
 
 # ---- fetch Debian's source package through a private apt configuration -------
-# The system's Debian mirror is reused (its sources are not edited); only
-# deb-src lines for unstable, where StarPU 1.4 lives, are added, in our own
+# Only deb-src lines for unstable, where StarPU 1.4 lives, are added, in our own
 # list with our own state and cache directories.
-apt_dir=$cache/apt
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$cache/downloads"
-mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)
-[ -z "$mirror" ] && mirror=$(sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' /etc/apt/sources.list 2>/dev/null | grep -v security | head -n1)
-[ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list{,.d/debian.sources}"
-echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror unstable main" >"$apt_dir/sources.list"
-apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-          -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+mkdir -p "$cache/downloads"
+debian_apt_init "$cache/apt" unstable
 
 version=$WANTED_VERSION
 orig=$cache/downloads/starpu_$(upstream_of "$version")+dfsg.orig.tar.gz
@@ -151,31 +146,14 @@ if [ ! -f "$orig" ]; then
         die "apt-get source starpu=$version failed"
     [ -f "$orig" ] || die "the source package did not contain $(basename "$orig")"
 fi
-if [ "$version" = "$WANTED_VERSION" ]; then
-    sum=$(sha256sum "$orig" | cut -d' ' -f1)
-    if [ "$sum" != "$WANTED_SHA256" ]; then
-        rm -f "$orig"
-        die "sha256 of $(basename "$orig") is $sum, expected $WANTED_SHA256 (file removed; run again)"
-    fi
-fi
+[ "$version" != "$WANTED_VERSION" ] || debian_check_sha256 "$orig" "$WANTED_SHA256"
 
 # ---- unpack, patch, configure, build, install --------------------------------
 build=$cache/build-$(basename "$prefix")
 log=$cache/$(basename "$prefix").log
-rm -rf "$build" "$prefix"
-mkdir -p "$build"
-tar -xzf "$orig" -C "$build" --strip-components=1
+rm -rf "$prefix"
 : >"$log"
-fail() {
-    echo "----- last lines of $log -----" >&2
-    tail -n 30 "$log" >&2
-    rm -rf "$prefix"
-    die "$1 failed; full log: $log"
-}
-for p in "$here"/patches/*.patch; do
-    echo "== patch $(basename "$p")" >>"$log"
-    (cd "$build" && patch -p1 --forward <"$p") >>"$log" 2>&1 || fail "patch $(basename "$p")"
-done
+debian_unpack_patched "$orig" "$build" "$here/patches"
 
 say "building StarPU $version (CUDA: $cuda_version) into $prefix; log: $log"
 start=$(date +%s)
