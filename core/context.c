@@ -444,6 +444,15 @@ int tsr_wait(void)
     if (tsr_ctx.mpi_active) {
         if (starpu_mpi_wait_for_all(tsr_ctx.comm) != 0)
             return TSR_ERUNTIME;
+        /* Under simulation, host messages are StarPU-MPI synchronous sends
+         * (comm.c). StarPU-MPI 1.4 wakes a rank waiting for its requests only
+         * when its progress thread has nothing at all to do, and an unmatched
+         * synchronous send from a rank that already left this wait gives it
+         * something forever: the waiting rank never wakes up (SimGrid's
+         * "Deadlock detected", docs/simulation.md). No rank leaves before all
+         * have finished (an MPI barrier, which sends no such message). */
+        if (tsr_simulated() && starpu_mpi_barrier(tsr_ctx.comm) != 0)
+            return TSR_ERUNTIME;
         return failed_tasks_error();
     }
 #endif

@@ -19,11 +19,9 @@
 # q = k = 256): the models hold those shapes. 4 steps, the median of the 2
 # steady ones (a simulated rank costs ~1 GB and ~8 s a step here). CSV: scenario,placement,nodes,workers_per_node,B,T,step_ms,
 # tokens_per_ms,tokens_per_ms_per_node,efficiency,rank0_state_mb,simulation_s
-# A run that SimGrid stops with "Deadlock detected" after its steady steps
-# (in the last step, the pipeline's drain: docs/simulation.md) still gives
-# its row, from the steady steps it printed, with rank0_state_mb nan (the
-# summary never came); its first lines (without StarPU-MPI's one line a
-# rank about MPI threads) are kept beside OUT.csv.
+# Each run's output (its --profile: every rank's schedule; without StarPU-MPI's
+# one line a rank about MPI threads) is kept beside OUT.csv, as
+# OUT.SCENARIO-PLACEMENT-NODES.log.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -48,32 +46,19 @@ train=$root/algorithms/gpt2/data/tiny_shakespeare_train.bin
 tiles=(--tile-tok 256 --tile-ch 384 --tile-hid 1536 --tile-voc 6288 --tile-heads 6 --tile-q 256 --tile-k 256)
 echo "scenario,placement,nodes,workers_per_node,B,T,step_ms,tokens_per_ms,tokens_per_ms_per_node,efficiency,rank0_state_mb,simulation_s" >"$csv"
 
-# The median of the steady steps a run printed (neither filling nor draining
-# the pipeline), or nothing with fewer than 2
-steady_steps_before_deadlock() {
-    awk '/^step [0-9]+: .*\(took [0-9.]+ ms/ && !/fills the pipeline|drains the pipeline/ {
-             t = $0; sub(/.*\(took /, "", t); sub(/ ms.*/, "", t); v[n++] = t + 0 }
-         END { if (n < 2) exit
-               for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
-               printf "%.1f\n", n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2 }'
-}
-
 declare -A base   # tokens/ms per node on the first node count, per scenario and placement
 run_point() {     # scenario placement nodes B T
-    local scenario=$1 placement=$2 n=$3 B=$4 T=$5 extra=() out start step tpm per_node eff state
+    local scenario=$1 placement=$2 n=$3 B=$4 T=$5 extra=() out start step tpm per_node eff state rc=0
+    local log=${csv%.csv}.$scenario-$placement-$n.log
     [ "$placement" = rank0 ] && extra=(--state-on-rank0)
     start=$(date +%s.%N)
     out=$(bash "$here/simulate.sh" --models "$models" --nodes "$n" --workers "$workers" tsr_gpt2 --model 124M \
           -B "$B" -T "$T" --steps 4 "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" \
-          --val "$train" 2>&1) ||
-        { echo "$out" >"${csv%.csv}.$scenario-$placement-$n.log"; die "$scenario $placement on $n nodes failed (output: ${csv%.csv}.$scenario-$placement-$n.log)"; }
+          --val "$train" 2>&1) || rc=$?
+    grep -v "MPI_Init_thread level" <<<"$out" >"$log" || true
+    [ "$rc" = 0 ] || die "$scenario $placement on $n nodes failed (output: $log)"
     step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
-    if [ -z "$step" ] && grep -q "Deadlock detected" <<<"$out"; then
-        step=$(steady_steps_before_deadlock <<<"$out")
-        [ -z "$step" ] || { grep -v "MPI_Init_thread level" <<<"$out" | head -n 40 >"${csv%.csv}.$scenario-$placement-$n.log"
-                            echo "run_scaling: $scenario $placement on $n nodes stopped in a simulated deadlock after its steady steps: their median is the row (first lines: ${csv%.csv}.$scenario-$placement-$n.log)" >&2; }
-    fi
-    [ -n "$step" ] || { echo "$out" >"${csv%.csv}.$scenario-$placement-$n.log"; die "no step time for $scenario $placement on $n nodes (output: ${csv%.csv}.$scenario-$placement-$n.log)"; }
+    [ -n "$step" ] || die "no step time for $scenario $placement on $n nodes (output: $log)"
     state=$(awk '/^rank 0 holds / { print $4 + $8 }' <<<"$out")
     tpm=$(awk -v b="$B" -v t="$T" -v s="$step" 'BEGIN { printf "%.4f", b * t / s }')
     per_node=$(awk -v x="$tpm" -v n="$n" 'BEGIN { printf "%.4f", x / n }')
