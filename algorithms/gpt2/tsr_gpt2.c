@@ -1033,6 +1033,7 @@ int main(int argc, char **argv)
             if (t.opt.profile)
                 rank_report(&t);
         }
+        fflush(stdout); /* whole lines before the schedule reports (stderr, at tsr_finalize) */
         rc = rc ? rc : frc;
     }
     if (rc && rc != 130 && tsr_rank() == 0)
