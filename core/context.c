@@ -450,10 +450,10 @@ int tsr_wait(void)
          * synchronous send from a rank that already left this wait gives it
          * something forever: the waiting rank never wakes up (SimGrid's
          * "Deadlock detected", docs/simulation.md). No rank leaves before all
-         * have finished (an MPI barrier, which sends no such message). */
-        if (tsr_simulated() && starpu_mpi_barrier(tsr_ctx.comm) != 0)
-            return TSR_ERUNTIME;
-        return failed_tasks_error();
+         * have finished (tsr_barrier: an MPI barrier there, which sends no
+         * such message). */
+        int rc = tsr_simulated() ? tsr_barrier() : TSR_SUCCESS;
+        return rc ? rc : failed_tasks_error();
     }
 #endif
     if (starpu_task_wait_for_all() != 0)
