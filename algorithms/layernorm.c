@@ -3,6 +3,7 @@
  * tile j. Per-token reductions over C run across the feature tiles i of a
  * token tile j, into a 1 x nb (or 2 x nb) tile, as an ordered chain or with
  * STARPU_REDUX; parameter gradients reduce across token tiles j. */
+#include <stdio.h>
 #include "tsr_layernorm.h"
 #include "tsr_runtime_layernorm.h"
 #include "tsr_runtime_rows.h"
@@ -355,4 +356,72 @@ int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, tsr_
             }
     tsr_desc_flush(dout);
     return TSR_SUCCESS;
+}
+
+/* ---- sum of several parts by a tree ---------------------------------------- */
+
+/* The part the tree of tile (bi, i, j) starts from: the first one held by the
+ * sum tile's owner (the last addition then reads it in place), else part 0. */
+static int tree_root(tsr_desc_t *const *parts, int n, const tsr_desc_t *sum, int bi, int i, int j)
+{
+    int owner = tsr_tile_owner(sum, bi, i, j);
+    for (int r = 0; r < n; r++)
+        if (tsr_tile_owner(parts[r], bi, i, j) == owner)
+            return r;
+    return 0;
+}
+
+/* One tile: the parts in ring order from the root; at level h the part at
+ * position q (a multiple of 2h) adds in the one at q + h, on its own rank;
+ * the last level's addition writes the sum. */
+static int sum_tile_by_tree(tsr_desc_t *const *parts, int n, tsr_desc_t *sum, int bi, int i, int j)
+{
+    int root = tree_root(parts, n, sum, bi, i, j);
+    for (int h = 1; h < n; h *= 2)
+        for (int q = 0; q + h < n; q += 2 * h) {
+            tsr_tile_t a = tsr_tile(parts[(root + q) % n], bi, i, j);
+            tsr_tile_t b = tsr_tile(parts[(root + q + h) % n], bi, i, j);
+            int rc = 2 * h >= n ? tsr_insert_residual_fwd(a, b, tsr_tile(sum, bi, i, j))
+                                : tsr_insert_add(1.0, b, 1.0, a);
+            if (rc)
+                return rc;
+        }
+    return TSR_SUCCESS;
+}
+
+static int check_sum_parts(const char *fn, tsr_desc_t *const *parts, int n, const tsr_desc_t *sum)
+{
+    if (!parts || n < 2) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s", fn, parts ? "needs at least 2 parts" : "parts is NULL");
+        return TSR_EINVAL;
+    }
+    for (int r = 0; r < n; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "parts[%d]", r);
+        const tsr_operand_t ops[] = { { "parts[0]", parts[0], TSR_OP_IN, TSR_DTYPE_FIRST, TSR_LIKE(parts[0]), NULL },
+                                      { name, parts[r], TSR_OP_IN, TSR_DTYPE_FIRST, TSR_LIKE(parts[0]), NULL },
+                                      { "sum", sum, TSR_OP_OUT, TSR_DTYPE_FIRST, TSR_LIKE(parts[0]), NULL } };
+        int rc = tsr_check_operands(fn, ops, 3);
+        if (rc)
+            return rc;
+        for (int t = 0; t < r; t++)
+            if (parts[t] == parts[r]) {
+                tsr_log(TSR_LOG_ERROR, "%s: parts[%d] and parts[%d] are the same descriptor", fn, t, r);
+                return TSR_EINVAL;
+            }
+    }
+    return TSR_SUCCESS;
+}
+
+int tsr_sum_tree(tsr_desc_t *const *parts, int n, tsr_desc_t *sum)
+{
+    int rc = check_sum_parts("tsr_sum_tree", parts, n, sum);
+    for (int bi = 0; bi < (rc ? 0 : sum->bt); bi++)
+        for (int i = 0; i < sum->mt; i++)
+            for (int j = 0; j < sum->nt; j++)
+                if ((rc = sum_tile_by_tree(parts, n, sum, bi, i, j)))
+                    return rc;
+    for (int r = 0; r < n && !rc; r++)
+        tsr_desc_flush(parts[r]);
+    return rc;
 }

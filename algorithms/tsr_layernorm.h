@@ -66,6 +66,15 @@ int tsr_residual_forward(tsr_desc_t *a, tsr_desc_t *b, tsr_desc_t *out);
  * shapes, tiles and types as the forward. */
 int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, tsr_write_t da_mode, tsr_write_t db_mode);
 
+/* sum = parts[0] + ... + parts[n - 1], tile by tile, by a tree of pairwise
+ * additions (ceil(log2 n) deep) instead of a chain of n - 1. Under MPI each
+ * tile's tree starts from a part held by the sum tile's owner and every other
+ * addition runs where its first part lives, so the additions spread over the
+ * ranks and each part's tile travels once. The parts are consumed: they hold
+ * partial sums afterwards. n >= 2, distinct parts, sum none of them
+ * (TSR_EINVAL); shapes, tiles and element type as tsr_residual_forward's. */
+int tsr_sum_tree(tsr_desc_t *const *parts, int n, tsr_desc_t *sum);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,3 +29,6 @@ tsr_add_mpi_test(gpt2_oracle_seq_heads_mpi2 2 ${GPT2_ORACLE} 64 64 256 512 4 0)
 # with a sub-batch per rank each rank computes its own weight gradients
 tsr_add_mpi_test(gpt2_oracle_mpi4 4 ${GPT2_ORACLE})
 tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi2 2 ${GPT2_ORACLE} 32 32 96 200 2 0 2)
+# a sub-batch per rank on 4 ranks: the gradients summed by a tree, each tile's
+# rooted on its owner (tsr_sum_tree)
+tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi4 4 ${GPT2_ORACLE} 32 32 96 200 2 0 4)

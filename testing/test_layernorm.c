@@ -698,6 +698,71 @@ static void check_rmsnorm(const tsr_dist_t *grid)
         tsr_desc_destroy(all[k]);
 }
 
+/* ---- sum of parts by a tree ---- */
+
+/* n parts, part r on rank r % ranks (the sum's tiles on the grid): the tree's
+ * sum against the plain one; float32 rounding differs with the order. */
+static void check_sum_tree_case(int n, int mb, int nb, tsr_dtype_t t, const tsr_dist_t *grid)
+{
+    tsr_desc_t *parts[5], *sum;
+    void *values[5];
+    size_t total = (size_t)C * BT;
+    for (int r = 0; r < n; r++) {
+        tsr_dist_t on = tsr_dist_single(r % tsr_size());
+        CHECK_RC(tsr_desc_create(&parts[r], t, 1, C, BT, 1, mb, nb, &on), TSR_SUCCESS);
+        values[r] = random_buffer(t, total, 20 + r);
+        CHECK_RC(tsr_desc_scatter(parts[r], values[r], C, 0), TSR_SUCCESS);
+    }
+    CHECK_RC(tsr_desc_create(&sum, t, 1, C, BT, 1, mb, nb, grid), TSR_SUCCESS);
+    CHECK_RC(tsr_sum_tree(parts, n, sum), TSR_SUCCESS);
+    void *got = malloc(total * 8);
+    CHECK_RC(tsr_desc_gather(sum, got, C, 0), TSR_SUCCESS);
+    double tol = n * (t == TSR_FLOAT32 ? 4e-7 : 1e-15);
+    size_t bad = 0;
+    for (size_t k = 0; tsr_rank() == 0 && k < total; k++) {
+        double want = 0;
+        for (int r = 0; r < n; r++)
+            want += value(t, values[r], k);
+        bad += fabs(value(t, got, k) - want) > tol;
+    }
+    if (bad)
+        fprintf(stderr, "  sum tree of %d parts (%s, tiles %d x %d): %zu wrong values\n", n, tsr_dtype_name(t), mb, nb,
+                bad);
+    CHECK(bad == 0);
+    for (int r = 0; r < n; r++) {
+        tsr_desc_destroy(parts[r]);
+        free(values[r]);
+    }
+    tsr_desc_destroy(sum);
+    free(got);
+}
+
+/* Too few parts, a part twice, the sum among the parts, unlike shapes: refused
+ * before any task. */
+static void check_sum_tree_errors(void)
+{
+    tsr_desc_t *a = make_t(TSR_FLOAT32, 1, 10, 9, 4, 3, NULL), *b = make_t(TSR_FLOAT32, 1, 10, 9, 4, 3, NULL);
+    tsr_desc_t *s = make_t(TSR_FLOAT32, 1, 10, 9, 4, 3, NULL), *big = make_t(TSR_FLOAT32, 1, 11, 9, 4, 3, NULL);
+    tsr_desc_t *one[] = { a }, *twice[] = { a, b, a }, *with_sum[] = { a, s }, *unlike[] = { a, big };
+    uint64_t t0 = tsr_tasks_submitted();
+    expect(tsr_sum_tree(one, 1, s), TSR_EINVAL, "sum tree of one part", t0);
+    expect(tsr_sum_tree(NULL, 2, s), TSR_EINVAL, "sum tree without parts", t0);
+    expect(tsr_sum_tree(twice, 3, s), TSR_EINVAL, "sum tree with a part twice", t0);
+    expect(tsr_sum_tree(with_sum, 2, s), TSR_EINVAL, "sum tree into one of its parts", t0);
+    expect(tsr_sum_tree(unlike, 2, s), TSR_ESHAPE, "sum tree of unlike parts", t0);
+    tsr_desc_t *all[] = { a, b, s, big };
+    for (int k = 0; k < 4; k++)
+        tsr_desc_destroy(all[k]);
+}
+
+static void check_sum_tree(const tsr_dist_t *grid)
+{
+    check_sum_tree_errors();
+    for (int n = 2; n <= 5; n++)
+        check_sum_tree_case(n, 9, 7, TSR_FLOAT32, grid);
+    check_sum_tree_case(4, 20, 45, TSR_FLOAT64, grid);
+}
+
 int main(int argc, char **argv)
 {
     tsr_config_t cfg;
@@ -720,6 +785,7 @@ int main(int argc, char **argv)
     tsr_dist_t grid = tsr_dist_block_cyclic(P, size / P);
     check_layernorm(grid);
     check_residual(&grid);
+    check_sum_tree(&grid);
     check_rmsnorm(&grid);
     int rc = tsr_rank() == 0 ? tsr_check_report("test_layernorm") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();

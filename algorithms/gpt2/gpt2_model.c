@@ -834,24 +834,48 @@ static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     return rc;
 }
 
+/* The sharded sum, placed like the parameters: a tree over the sub-batches
+ * (log2 deep rather than a chain of nsub - 1 additions on each tile's owner,
+ * which the last gradients of a step, all ready at once, wait for). */
+static int sum_grads_by_tree(tsr_gpt2_model_t *m)
+{
+    tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
+    int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
+    for (int s = 0; s < m->ntensors && !rc; s++) {
+        for (int r = 0; r < m->nsub; r++)
+            parts[r] = m->sub[r].grads[s];
+        rc = tsr_sum_tree(parts, m->nsub, m->grad_sum[s]);
+    }
+    free(parts);
+    for (int r = 0; r < m->nsub && !rc; r++)
+        invalidate(m->sub[r].grads, m->ntensors);
+    return rc;
+}
+
+/* One rank's (or the rank-0 placement's) sum: sub-batch 0's gradients plus
+ * each other sub-batch's in order, on the owner of each tile. */
+static int sum_grads_in_order(tsr_gpt2_model_t *m)
+{
+    tsr_desc_t **sum = m->sub[0].grads;
+    for (int r = 1; r < m->nsub; r++) {
+        for (int s = 0; s < m->ntensors; s++) {
+            int rc = tsr_residual_forward(sum[s], m->sub[r].grads[s], sum[s]);
+            if (rc)
+                return rc;
+        }
+        invalidate(m->sub[r].grads, m->ntensors);
+    }
+    return TSR_SUCCESS;
+}
+
 int tsr_gpt2_backward(tsr_gpt2_model_t *m)
 {
     int rc = 0;
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = batch_backward(m, &m->sub[r]);
-    /* the sub-batches' gradients are added in order: into sub-batch 0's, or
-     * under MPI into the sum placed like the parameters (the same additions,
-     * each on the owner of its tile) */
-    tsr_desc_t **sum = summed_grads(m);
-    for (int r = 1; r < m->nsub && !rc; r++) {
-        for (int s = 0; s < m->ntensors && !rc; s++)
-            rc = tsr_residual_forward(r == 1 ? m->sub[0].grads[s] : sum[s], m->sub[r].grads[s], sum[s]);
-        if (!rc)
-            invalidate(m->sub[r].grads, m->ntensors);
-    }
-    if (!rc && m->grad_sum)
-        invalidate(m->sub[0].grads, m->ntensors);
-    return rc;
+    if (rc)
+        return rc;
+    return m->grad_sum ? sum_grads_by_tree(m) : sum_grads_in_order(m);
 }
 
 int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,
