@@ -166,15 +166,20 @@ expect_error "must end in .png\|cannot" --trace "$work/no/such/dir/x.png"
 
 # --tiles auto: the model ranks the tiles, a shortlist is tried, the
 # prediction and the trial are printed; a second run takes the trials from
-# the cache (in a cache of its own: no former run's trials) and picks the same
+# the cache (in a cache of its own: no former run's trials) and picks the
+# same, with the same prediction (every calibration cached, the loss's too)
 auto_tiles() { sed -n 's/^model:.*; tiles \(tok [^(]*\) (.*/\1/p' "$1"; }
+auto_predicted() { sed -n 's/^tiles: --tiles auto predicts \([0-9.]*\) ms.*/\1/p' "$1"; }
 TSR_CACHE_DIR="$work/cache" run --steps 2 --tiles auto > "$work/auto.log" 2>&1
 grep -q "^tiles: --tiles auto predicts [0-9.]* ms a step (its model); its trial ran [0-9.]* ms a step" \
     "$work/auto.log" && grep -q "tried [2-9] tile sets" "$work/auto.log" && grep -q "^step 1:" "$work/auto.log" &&
     [ -n "$(auto_tiles "$work/auto.log")" ] && ok || bad "--tiles auto: $(tail -3 "$work/auto.log")"
 TSR_CACHE_DIR="$work/cache" run --steps 1 --tiles auto > "$work/auto2.log" 2>&1
 ! grep -q "tried .* tile sets" "$work/auto2.log" && [ "$(auto_tiles "$work/auto2.log")" = "$(auto_tiles "$work/auto.log")" ] &&
-    ok || bad "--tiles auto again: [$(auto_tiles "$work/auto2.log")] after [$(auto_tiles "$work/auto.log")]"
+    [ -n "$(auto_predicted "$work/auto.log")" ] &&
+    [ "$(auto_predicted "$work/auto2.log")" = "$(auto_predicted "$work/auto.log")" ] && ok ||
+    bad "--tiles auto again: [$(auto_tiles "$work/auto2.log")] after [$(auto_tiles "$work/auto.log")], predicting" \
+        "$(auto_predicted "$work/auto2.log") after $(auto_predicted "$work/auto.log") ms; $(grep "tried" "$work/auto2.log")"
 expect_error "chooses every tile" --tiles auto --tile-tok 64
 expect_error "only value is auto" --tiles best
 

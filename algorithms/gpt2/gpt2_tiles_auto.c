@@ -92,10 +92,11 @@ static void add_linear(step_model_t *s, int I, int it, int O, int ot, int N, int
     s->weight_work += work;
 }
 
-/* Seconds per logit of the softmax statistics (forward) task: one tile of
+/* Seconds of the softmax statistics (forward) task on one tile of
  * LOSS_ROWS x LOSS_COLS logits, the best of TSR_CALIBRATION_RUNS. */
-static int calibrate_loss(double *per_logit)
+static int calibrate_loss(void *unused, double *seconds)
 {
+    (void)unused;
     const int rows = LOSS_ROWS, cols = LOSS_COLS;
     tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
     tsr_desc_t *logits = NULL, *stats = NULL;
@@ -117,7 +118,23 @@ static int calibrate_loss(double *per_logit)
     if (logits) tsr_desc_destroy(logits);
     if (stats) tsr_desc_destroy(stats);
     free(targets);
-    *per_logit = best / ((double)rows * cols);
+    *seconds = best;
+    return rc;
+}
+
+/* Seconds per logit of that task, measured once and cached like the GEMM
+ * calibrations: a second run predicts the same and picks the same tiles,
+ * however loaded the machine is now. */
+static int loss_seconds_per_logit(double *per_logit)
+{
+    static tsr_trials_t trials;
+    const int key[2] = { LOSS_ROWS, LOSS_COLS };
+    double seconds = 0;
+    int rc = tsr_trials_load(&trials, "crossentropy forward tile", 2);
+    if (!rc)
+        rc = tsr_trials_measure(&trials, key, calibrate_loss, NULL, &seconds, NULL);
+    tsr_trials_save(&trials);
+    *per_logit = seconds / ((double)LOSS_ROWS * LOSS_COLS);
     return rc;
 }
 
@@ -298,11 +315,10 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
 {
     if (!cfg || !tiles || B < 1 || T < 1 || nsub < 1 || B % nsub)
         return TSR_EINVAL;
-    static double per_logit; /* measured once per process */
-    double task_cost;
+    double task_cost, per_logit = 0;
     int rc = tsr_gemm_task_seconds(TSR_FLOAT32, 1, 1, 1, &task_cost); /* the smallest task: the runtime's cost */
-    if (!rc && per_logit == 0)
-        rc = calibrate_loss(&per_logit);
+    if (!rc)
+        rc = loss_seconds_per_logit(&per_logit);
     if (rc)
         return rc;
     int per_rank = B / tsr_size() > 0 ? B / tsr_size() : 1, sub_b = per_rank / nsub > 0 ? per_rank / nsub : 1;
