@@ -416,12 +416,14 @@ static int check_sum_parts(const char *fn, tsr_desc_t *const *parts, int n, cons
 int tsr_sum_tree(tsr_desc_t *const *parts, int n, tsr_desc_t *sum)
 {
     int rc = check_sum_parts("tsr_sum_tree", parts, n, sum);
-    for (int bi = 0; bi < (rc ? 0 : sum->bt); bi++)
+    if (rc)
+        return rc;
+    for (int bi = 0; bi < sum->bt; bi++)
         for (int i = 0; i < sum->mt; i++)
             for (int j = 0; j < sum->nt; j++)
                 if ((rc = sum_tile_by_tree(parts, n, sum, bi, i, j)))
                     return rc;
-    for (int r = 0; r < n && !rc; r++)
+    for (int r = 0; r < n; r++)
         tsr_desc_flush(parts[r]);
-    return rc;
+    return TSR_SUCCESS;
 }
