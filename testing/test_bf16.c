@@ -252,10 +252,10 @@ static void check_adamw_master(void)
  * against float32 on the same inputs, the statistics in bf16 too (as in
  * GPT-2's bf16 runs). On a GPU the bf16 tasks run the CUDA kernels on the
  * bf16 tiles: bf16 GEMM operands, the softmax weights rounded to bf16 for
- * their GEMMs, as llm.c's. */
-static void check_attention(void)
+ * their GEMMs, as llm.c's; head size 64 takes the fused kernels (on tiles
+ * of 72 tokens: blocks of 64 that straddle tiles, partial last blocks). */
+static void check_attention(int nh, int hd, int T, int tb)
 {
-    int nh = 2, hd = 8, T = 24, tb = 8;
     size_t n = (size_t)nh * hd * T;
     float *in[4], *res[2][4];
     for (int i = 0; i < 4; i++) /* Q, K, V, dout */
@@ -629,7 +629,8 @@ int main(int argc, char **argv)
     check_gemm(TSR_ACCUM_REDUX);
     check_linear();
     check_layernorm();
-    check_attention();
+    check_attention(2, 8, 24, 8);
+    check_attention(3, 64, 200, 72);
     check_adamw_master();
     check_cuda_only_refused();
     check_native_heads();

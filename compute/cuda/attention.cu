@@ -8,6 +8,7 @@
  * kept as a bf16 copy (cuBLAS wants both operands of one type), and the
  * GEMMs take bf16 operands with float accumulation, as llm.c's. */
 #include <type_traits>
+#include <mma.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <math.h>
@@ -16,6 +17,8 @@
 #include "tsr_cuda_util.cuh"
 
 namespace {
+
+typedef __nv_bfloat16 bf16;
 
 const int kColThreads = 128; /* threads per query column (4 warps) */
 const int kPrepColumns = 4;  /* bwd_prep: query columns per block, a warp each */
@@ -159,6 +162,452 @@ bool bad_heads(int nh) { return nh < 1 || (unsigned)nh > kMaxGridY; }
 /* The steps over storage type T (the entry points below check the sizes). */
 namespace {
 
+/* ---- fused bf16 steps (head size 64, compute capability 8.0 and up) --------
+ * With bf16 tiles of head size 64, a step runs as FlashAttention-2 does: the
+ * scores of 64 queries x 64 keys at a time in shared memory, tensor-core
+ * GEMMs (WMMA, bf16 operands, float accumulation), the softmax in float, and
+ * key blocks that the causal mask hides skipped. The unfused path above
+ * writes each head's whole nk x nq score block (float, and a bf16 copy) to
+ * device memory and reads it back several times. Both round the weights and
+ * dS to bf16 for their GEMMs and take the logsumexp and D from L. A block
+ * runs 4 warps, a warp 16 query (or key) rows: the forward, one block per 64
+ * queries; the backward, dK and dV per 64 keys and dQ per 64 queries (each
+ * recomputes the weights; no atomics, so the sums are deterministic). */
+namespace wmma = nvcuda::wmma;
+
+constexpr int kHd = 64;                /* head size of the fused kernels */
+constexpr int kRows = 64;              /* queries or keys of a block */
+constexpr int kWarps = kRows / 16;     /* a warp per 16 rows */
+constexpr int kFusedThreads = kWarps * 32;
+constexpr int kLdb = kHd + 8;          /* shared bf16 row stride (a multiple of 8) */
+constexpr int kLdf = kRows + 4;        /* shared float row stride (a multiple of 4) */
+constexpr size_t kTileB = (size_t)kRows * kLdb * sizeof(bf16);        /* a 64-row operand */
+constexpr size_t kWarpF = (size_t)kWarps * 16 * kLdf * sizeof(float); /* 16 x 64 floats a warp */
+constexpr size_t kWarpB = (size_t)kWarps * 16 * kLdb * sizeof(bf16);  /* 16 x 64 bf16 a warp */
+constexpr size_t kFwdSmem = 3 * kTileB + 2 * kWarpF + kWarpB + kRows * 2 * sizeof(float);
+constexpr size_t kBwdSmem = 4 * kTileB + 2 * kWarpF + kWarpB + kRows * 2 * sizeof(float);
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define TSR_FUSED_BODY 1 /* bf16 WMMA needs sm_80; the host never launches the kernels below it */
+#endif
+
+#ifdef TSR_FUSED_BODY
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> Acc;
+
+/* 64 rows of a head's block (row = a token's 64 values, ld apart) on their
+ * way to shared memory, a thread's share of them in registers: fetched from
+ * device memory while the block computes on the previous rows, then put.
+ * 16-byte loads: the caller checked that ld, the head stride and the pointer
+ * allow them. */
+struct Rows {
+    uint4 v[kRows * (kHd / 8) / kFusedThreads];
+};
+
+/* Rows r0 .. r0 + 63 of src, zeros past row n. */
+__device__ void fetch_rows(Rows &x, const bf16 *src, int ld, int r0, int n)
+{
+    for (int k = 0; k < (int)(sizeof x.v / sizeof x.v[0]); k++) {
+        int i = threadIdx.x + k * kFusedThreads, r = i / (kHd / 8), c = i % (kHd / 8) * 8;
+        x.v[k] = r0 + r < n ? *(const uint4 *)(src + (size_t)(r0 + r) * ld + c) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* Into shared [64][kLdb]. */
+__device__ void put_rows(bf16 *dst, const Rows &x)
+{
+    for (int k = 0; k < (int)(sizeof x.v / sizeof x.v[0]); k++) {
+        int i = threadIdx.x + k * kFusedThreads, r = i / (kHd / 8), c = i % (kHd / 8) * 8;
+        *(uint4 *)(dst + r * kLdb + c) = x.v[k];
+    }
+}
+
+__device__ void load_rows(bf16 *dst, const bf16 *src, int ld, int r0, int n)
+{
+    Rows x;
+    fetch_rows(x, src, ld, r0, n);
+    put_rows(dst, x);
+}
+
+/* acc (+)= A_w B^T over the 64 values: A_w rows 16w.. of a [64][kLdb], B the
+ * 64 rows of another: 16 x 64 scores of rows of A against rows of B. */
+__device__ void rows_dot_rows(Acc acc[4], const bf16 *A, const bf16 *B)
+{
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a[4];
+    for (int kt = 0; kt < 4; kt++)
+        wmma::load_matrix_sync(a[kt], A + kt * 16, kLdb);
+    for (int nt = 0; nt < 4; nt++)
+        for (int kt = 0; kt < 4; kt++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+            wmma::load_matrix_sync(b, B + nt * 16 * kLdb + kt * 16, kLdb);
+            wmma::mma_sync(acc[nt], a[kt], b, acc[nt]);
+        }
+}
+
+/* acc (+)= W B: W a warp's 16 x 64 weights (row stride kLdb), B [64][kLdb]. */
+__device__ void weights_times_rows(Acc acc[4], const bf16 *W, const bf16 *B)
+{
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a[4];
+    for (int kt = 0; kt < 4; kt++)
+        wmma::load_matrix_sync(a[kt], W + kt * 16, kLdb);
+    for (int nt = 0; nt < 4; nt++)
+        for (int kt = 0; kt < 4; kt++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
+            wmma::load_matrix_sync(b, B + kt * 16 * kLdb + nt * 16, kLdb);
+            wmma::mma_sync(acc[nt], a[kt], b, acc[nt]);
+        }
+}
+
+__device__ void zero(Acc acc[4])
+{
+    for (int nt = 0; nt < 4; nt++)
+        wmma::fill_fragment(acc[nt], 0.0f);
+}
+
+/* A warp's 16 x 64 accumulators into its floats F (row stride kLdf). */
+__device__ void store_acc(float *F, Acc acc[4])
+{
+    for (int nt = 0; nt < 4; nt++)
+        wmma::store_matrix_sync(F + nt * 16, acc[nt], kLdf, wmma::mem_row_major);
+}
+
+/* Out rows row0 .. row0 + 15 (below n) = f * F + (accumulate ? g * Out : 0),
+ * f, g per row (g read only when accumulating), by the warp, coalesced. */
+__device__ void write_rows(bf16 *out, int ld, int row0, int n, const float *F, const float *f, const float *g,
+                           bool accumulate)
+{
+    int lane = threadIdx.x % 32;
+    for (int i = lane; i < 16 * kHd; i += 32) {
+        int r = i / kHd, d = i % kHd;
+        if (row0 + r >= n)
+            break; /* rows in order: the rest are past n too */
+        bf16 *o = out + (size_t)(row0 + r) * ld + d;
+        float v = F[r * kLdf + d] * f[r];
+        if (accumulate)
+            v += load(o) * g[r];
+        store(o, v);
+    }
+}
+
+#endif /* TSR_FUSED_BODY */
+
+/* Forward: grid (query blocks, heads). */
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_fwd_kernel(tsr_attn_pair_t p, const bf16 *Q, int ldq, size_t sq, const bf16 *K, int ldk, size_t sk,
+                     const bf16 *V, int ldv, size_t sv, bf16 *O, int ldo, size_t so, bf16 *L, int ldl, size_t sl,
+                     tsr_write_t o_mode)
+{
+#ifdef TSR_FUSED_BODY
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Qs = (bf16 *)smem, *Ks = (bf16 *)(smem + kTileB), *Vs = (bf16 *)(smem + 2 * kTileB);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, z = blockIdx.y;
+    float *S = (float *)(smem + 3 * kTileB) + w * 16 * kLdf;          /* scores of the warp's 16 queries */
+    float *Of = (float *)(smem + 3 * kTileB + kWarpF) + w * 16 * kLdf; /* their unnormalised outputs */
+    bf16 *W = (bf16 *)(smem + 3 * kTileB + 2 * kWarpF) + w * 16 * kLdb; /* their weights, bf16 */
+    float *fnew = (float *)(smem + 3 * kTileB + 2 * kWarpF + kWarpB) + w * 16, *fold = fnew + kRows;
+    /* the lane: row r, and of its columns those of parity h, in an order that
+     * puts the 32 lanes' accesses in 32 different shared memory banks */
+    int qb = blockIdx.x * kRows, r = lane / 2, h = lane % 2;
+    auto col = [r, h](int i) { return 2 * ((i + r) & 31) + h; };
+    int ii = qb + w * 16 + r, nv = ii < p.nq ? visible_keys(p, ii) : 0;
+    int kend = visible_keys(p, min(p.nq, qb + kRows) - 1); /* keys the block's last query sees */
+    Q += z * sq, K += z * sk, V += z * sv, O += z * so, L += z * sl;
+    load_rows(Qs, Q, ldq, qb, p.nq);
+    for (int i = 0; i < 32; i++)
+        Of[r * kLdf + col(i)] = 0.0f;
+    float m = -INFINITY, l = 0.0f; /* the row's running maximum and sum */
+    Acc acc[4];
+    Rows nextK, nextV;
+    if (kend > 0)
+        fetch_rows(nextK, K, ldk, 0, p.nk), fetch_rows(nextV, V, ldv, 0, p.nk);
+    for (int kb = 0; kb < kend; kb += kRows) {
+        __syncthreads(); /* Qs written, the last K and V block read */
+        put_rows(Ks, nextK);
+        put_rows(Vs, nextV);
+        __syncthreads();
+        if (kb + kRows < kend)
+            fetch_rows(nextK, K, ldk, kb + kRows, p.nk), fetch_rows(nextV, V, ldv, kb + kRows, p.nk);
+        zero(acc);
+        rows_dot_rows(acc, Qs + w * 16 * kLdb, Ks);
+        store_acc(S, acc);
+        __syncwarp();
+        int lim = nv - kb; /* the row sees columns < lim */
+        float mb = -INFINITY;
+        for (int i = 0; i < 32; i++)
+            if (col(i) < lim)
+                mb = fmaxf(mb, S[r * kLdf + col(i)] * p.scale);
+        mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, 1));
+        float mnew = fmaxf(m, mb), rescale = mnew == -INFINITY ? 1.0f : expf(m - mnew), sum = 0.0f;
+        for (int i = 0; i < 32; i++) {
+            int c = col(i);
+            float e = c < lim ? expf(S[r * kLdf + c] * p.scale - mnew) : 0.0f;
+            sum += e;
+            W[r * kLdb + c] = __float2bfloat16(e);
+            Of[r * kLdf + c] *= rescale;
+        }
+        l = l * rescale + sum + __shfl_xor_sync(0xffffffffu, sum, 1);
+        m = mnew;
+        __syncwarp();
+        for (int nt = 0; nt < 4; nt++)
+            wmma::load_matrix_sync(acc[nt], Of + nt * 16, kLdf, wmma::mem_row_major);
+        weights_times_rows(acc, W, Vs);
+        store_acc(Of, acc);
+        __syncwarp();
+    }
+    /* fold the block into O and the logsumexp, as fwd_weights_kernel does */
+    float blk = l > 0.0f ? m + logf(l) : -INFINITY, now = blk, keep = 0.0f, f = l > 0.0f ? 1.0f / l : 0.0f;
+    bf16 *lse = L + (size_t)ii * ldl;
+    if (o_mode == TSR_ACCUMULATE && ii < p.nq) {
+        float old = load(lse);
+        if (blk == -INFINITY) {
+            now = old, keep = 1.0f; /* nothing visible: O and the logsumexp stay */
+        } else {
+            float hi = fmaxf(old, blk), lo = fminf(old, blk);
+            now = lo == -INFINITY ? hi : hi + log1pf(expf(lo - hi));
+            keep = expf(old - now), f = expf(blk - now) / l;
+        }
+    }
+    __syncwarp(); /* both lanes of the row have read the old logsumexp */
+    if (h == 0) {
+        fnew[r] = f, fold[r] = keep;
+        if (ii < p.nq)
+            store(lse, now);
+    }
+    __syncwarp();
+    write_rows(O, ldo, qb + w * 16, p.nq, Of, fnew, fold, o_mode == TSR_ACCUMULATE);
+#endif
+}
+
+/* Backward, dK and dV: grid (key blocks, heads). */
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_bwd_dkdv_kernel(tsr_attn_pair_t p, const bf16 *Q, int ldq, size_t sq, const bf16 *K, int ldk, size_t sk,
+                          const bf16 *V, int ldv, size_t sv, const bf16 *dO, int lddo, size_t sdo, const bf16 *L,
+                          int ldl, size_t sl, bf16 *dK, int lddk, size_t sdk, bf16 *dV, int lddv, size_t sdv,
+                          tsr_write_t kv_mode)
+{
+#ifdef TSR_FUSED_BODY
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Ks = (bf16 *)smem, *Vs = (bf16 *)(smem + kTileB), *Qs = (bf16 *)(smem + 2 * kTileB);
+    bf16 *dOs = (bf16 *)(smem + 3 * kTileB);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, z = blockIdx.y;
+    float *P = (float *)(smem + 4 * kTileB) + w * 16 * kLdf;           /* P^T: the warp's 16 keys x 64 queries */
+    float *dP = (float *)(smem + 4 * kTileB + kWarpF) + w * 16 * kLdf; /* dP^T */
+    bf16 *Pb = (bf16 *)(smem + 4 * kTileB + 2 * kWarpF) + w * 16 * kLdb; /* P^T, then dS^T, bf16 */
+    float *lse = (float *)(smem + 4 * kTileB + 2 * kWarpF + kWarpB), *D = lse + kRows;
+    int kb = blockIdx.x * kRows, j0 = kb + w * 16; /* the warp's first key; a lane: columns lane, lane + 32 */
+    Q += z * sq, K += z * sk, V += z * sv, dO += z * sdo, L += z * sl, dK += z * sdk, dV += z * sdv;
+    load_rows(Ks, K, ldk, kb, p.nk);
+    load_rows(Vs, V, ldv, kb, p.nk);
+    Acc acc[4], dk[4], dv[4];
+    zero(dk);
+    zero(dv);
+    long first = (long)p.k0 + kb - p.q0; /* the first query that sees key kb */
+    int qs0 = first > 0 ? (int)(first / kRows * kRows) : 0;
+    Rows nextQ, nextdO;
+    float next_lse = 0.0f, next_D = 0.0f; /* thread i < 64: query i's */
+    auto fetch = [&](int qs) {
+        fetch_rows(nextQ, Q, ldq, qs, p.nq);
+        fetch_rows(nextdO, dO, lddo, qs, p.nq);
+        int q = qs + threadIdx.x;
+        if (threadIdx.x < kRows && q < p.nq)
+            next_lse = load(&L[(size_t)q * ldl]), next_D = load(&L[(size_t)q * ldl + 1]);
+    };
+    if (qs0 < p.nq)
+        fetch(qs0);
+    for (int qs = qs0; qs < p.nq; qs += kRows) {
+        __syncthreads(); /* the last Q and dO block read (and Ks, Vs written) */
+        put_rows(Qs, nextQ);
+        put_rows(dOs, nextdO);
+        if (threadIdx.x < kRows)
+            lse[threadIdx.x] = next_lse, D[threadIdx.x] = next_D;
+        __syncthreads();
+        if (qs + kRows < p.nq)
+            fetch(qs + kRows);
+        zero(acc);
+        rows_dot_rows(acc, Ks + w * 16 * kLdb, Qs);
+        store_acc(P, acc);
+        __syncwarp();
+        for (int c = lane; c < kRows; c += 32) {
+            int q = qs + c, seen = q < p.nq ? visible_keys(p, q) : 0; /* keys j < seen see query q */
+            for (int r = 0; r < 16; r++) {
+                float v = j0 + r < seen ? expf(P[r * kLdf + c] * p.scale - lse[c]) : 0.0f;
+                P[r * kLdf + c] = v;
+                Pb[r * kLdb + c] = __float2bfloat16(v);
+            }
+        }
+        __syncwarp();
+        weights_times_rows(dv, Pb, dOs);
+        zero(acc);
+        rows_dot_rows(acc, Vs + w * 16 * kLdb, dOs);
+        store_acc(dP, acc);
+        __syncwarp();
+        for (int c = lane; c < kRows; c += 32)
+            for (int r = 0; r < 16; r++)
+                Pb[r * kLdb + c] = __float2bfloat16(P[r * kLdf + c] * (dP[r * kLdf + c] - D[c]));
+        __syncwarp();
+        weights_times_rows(dk, Pb, Qs);
+    }
+    store_acc(P, dv);
+    store_acc(dP, dk);
+    float *ones = lse + w * 16, *scales = D + w * 16; /* per-row factors; the loop is done with lse and D */
+    __syncthreads();
+    if (lane < 16)
+        ones[lane] = 1.0f, scales[lane] = p.scale;
+    __syncwarp();
+    bool acc_kv = kv_mode == TSR_ACCUMULATE;
+    write_rows(dV, lddv, kb + w * 16, p.nk, P, ones, ones, acc_kv);
+    write_rows(dK, lddk, kb + w * 16, p.nk, dP, scales, ones, acc_kv);
+#endif
+}
+
+/* Backward, dQ: grid (query blocks, heads). */
+__global__ void __launch_bounds__(kFusedThreads)
+    fused_bwd_dq_kernel(tsr_attn_pair_t p, const bf16 *Q, int ldq, size_t sq, const bf16 *K, int ldk, size_t sk,
+                        const bf16 *V, int ldv, size_t sv, const bf16 *dO, int lddo, size_t sdo, const bf16 *L,
+                        int ldl, size_t sl, bf16 *dQ, int lddq, size_t sdq, tsr_write_t q_mode)
+{
+#ifdef TSR_FUSED_BODY
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16 *Qs = (bf16 *)smem, *dOs = (bf16 *)(smem + kTileB), *Ks = (bf16 *)(smem + 2 * kTileB);
+    bf16 *Vs = (bf16 *)(smem + 3 * kTileB);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, z = blockIdx.y;
+    float *S = (float *)(smem + 4 * kTileB) + w * 16 * kLdf;           /* the warp's 16 queries x 64 keys */
+    float *dP = (float *)(smem + 4 * kTileB + kWarpF) + w * 16 * kLdf;
+    bf16 *dS = (bf16 *)(smem + 4 * kTileB + 2 * kWarpF) + w * 16 * kLdb;
+    float *lse = (float *)(smem + 4 * kTileB + 2 * kWarpF + kWarpB), *D = lse + kRows; /* the block's queries' */
+    int qb = blockIdx.x * kRows, i0 = qb + w * 16; /* the warp's first query; a lane: columns lane, lane + 32 */
+    Q += z * sq, K += z * sk, V += z * sv, dO += z * sdo, L += z * sl, dQ += z * sdq;
+    int kend = visible_keys(p, min(p.nq, qb + kRows) - 1);
+    for (int i = threadIdx.x; i < kRows; i += kFusedThreads) {
+        bool in = qb + i < p.nq;
+        lse[i] = in ? load(&L[(size_t)(qb + i) * ldl]) : 0.0f;
+        D[i] = in ? load(&L[(size_t)(qb + i) * ldl + 1]) : 0.0f;
+    }
+    lse += w * 16, D += w * 16;
+    load_rows(Qs, Q, ldq, qb, p.nq);
+    load_rows(dOs, dO, lddo, qb, p.nq);
+    Acc acc[4], dq[4];
+    zero(dq);
+    Rows nextK, nextV;
+    if (kend > 0)
+        fetch_rows(nextK, K, ldk, 0, p.nk), fetch_rows(nextV, V, ldv, 0, p.nk);
+    for (int kb = 0; kb < kend; kb += kRows) {
+        __syncthreads(); /* Qs, dOs written, the last K and V block read */
+        put_rows(Ks, nextK);
+        put_rows(Vs, nextV);
+        __syncthreads();
+        if (kb + kRows < kend)
+            fetch_rows(nextK, K, ldk, kb + kRows, p.nk), fetch_rows(nextV, V, ldv, kb + kRows, p.nk);
+        zero(acc);
+        rows_dot_rows(acc, Qs + w * 16 * kLdb, Ks);
+        store_acc(S, acc);
+        zero(acc);
+        rows_dot_rows(acc, dOs + w * 16 * kLdb, Vs);
+        store_acc(dP, acc);
+        __syncwarp();
+        for (int r = 0; r < 16; r++) {
+            int lim = (i0 + r < p.nq ? visible_keys(p, i0 + r) : 0) - kb; /* the row sees columns < lim */
+            for (int c = lane; c < kRows; c += 32) {
+                float pr = c < lim ? expf(S[r * kLdf + c] * p.scale - lse[r]) : 0.0f;
+                dS[r * kLdb + c] = __float2bfloat16(pr * (dP[r * kLdf + c] - D[r]));
+            }
+        }
+        __syncwarp();
+        weights_times_rows(dq, dS, Ks);
+    }
+    store_acc(S, dq);
+    __syncthreads(); /* every thread has written (and read) lse and D: the warp's rows become its factors */
+    if (lane < 16)
+        lse[lane] = p.scale, D[lane] = 1.0f;
+    __syncwarp();
+    write_rows(dQ, lddq, i0, p.nq, S, lse, D, q_mode == TSR_ACCUMULATE);
+#endif
+}
+
+/* Whether the current device runs the fused kernels (compute capability 8.0
+ * or more), their shared memory allowed once per device. */
+bool fused_device()
+{
+    static int state[64]; /* per device: 0 unknown, 1 yes, 2 no */
+    int dev, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (dev < 0 || dev >= 64)
+        return false;
+    int s = __atomic_load_n(&state[dev], __ATOMIC_RELAXED);
+    if (s)
+        return s == 1;
+    bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8 &&
+              cudaFuncSetAttribute(fused_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kFwdSmem) ==
+                  cudaSuccess &&
+              cudaFuncSetAttribute(fused_bwd_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)kBwdSmem) == cudaSuccess &&
+              cudaFuncSetAttribute(fused_bwd_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)kBwdSmem) == cudaSuccess;
+    if (!ok)
+        (void)cudaGetLastError();
+    __atomic_store_n(&state[dev], ok ? 1 : 2, __ATOMIC_RELAXED);
+    return ok;
+}
+
+/* An operand the fused kernels can read and write with 16-byte accesses. */
+bool rows_aligned(const void *x, int ld, size_t zstride)
+{
+    return (uintptr_t)x % 16 == 0 && ld % 8 == 0 && zstride % 8 == 0;
+}
+
+/* The fused steps take this pair: bf16, head size 64, aligned operands, a GPU that has them. */
+bool fused_ok(const tsr_attn_pair_t *p, const void *Q, int ldq, size_t sq, const void *K, int ldk, size_t sk,
+                  const void *V, int ldv, size_t sv, const void *O, int ldo, size_t so)
+{
+    return p->hd == kHd && rows_aligned(Q, ldq, sq) && rows_aligned(K, ldk, sk) && rows_aligned(V, ldv, sv) &&
+           rows_aligned(O, ldo, so) && fused_device();
+}
+
+int fused_fwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const bf16 *Q, int ldq, size_t sq, const bf16 *K,
+                   int ldk, size_t sk, const bf16 *V, int ldv, size_t sv, bf16 *O, int ldo, size_t so, bf16 *L, int ldl,
+                   size_t sl, tsr_write_t o_mode)
+{
+    if (p->nq == 0)
+        return 0;
+    cudaStream_t s;
+    int rc = handle_stream(cublas, &s);
+    if (rc)
+        return rc;
+    dim3 grid((unsigned)((p->nq + kRows - 1) / kRows), (unsigned)nh);
+    fused_fwd_kernel<<<grid, kFusedThreads, kFwdSmem, s>>>(*p, Q, ldq, sq, K, ldk, sk, V, ldv, sv, O, ldo, so, L, ldl,
+                                                           sl, o_mode);
+    return launched();
+}
+
+int fused_bwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const bf16 *Q, int ldq, size_t sq, const bf16 *K,
+                   int ldk, size_t sk, const bf16 *V, int ldv, size_t sv, const bf16 *dO, int lddo, size_t sdo,
+                   const bf16 *L, int ldl, size_t sl, bf16 *dQ, int lddq, size_t sdq, bf16 *dK, int lddk, size_t sdk,
+                   bf16 *dV, int lddv, size_t sdv, tsr_write_t dq_mode, tsr_write_t dkv_mode)
+{
+    cudaStream_t s;
+    int rc = handle_stream(cublas, &s);
+    if (rc)
+        return rc;
+    if (p->nk > 0) {
+        dim3 grid((unsigned)((p->nk + kRows - 1) / kRows), (unsigned)nh);
+        fused_bwd_dkdv_kernel<<<grid, kFusedThreads, kBwdSmem, s>>>(*p, Q, ldq, sq, K, ldk, sk, V, ldv, sv, dO, lddo,
+                                                                    sdo, L, ldl, sl, dK, lddk, sdk, dV, lddv, sdv,
+                                                                    dkv_mode);
+        if ((rc = launched()))
+            return rc;
+    }
+    if (p->nq > 0) {
+        dim3 grid((unsigned)((p->nq + kRows - 1) / kRows), (unsigned)nh);
+        fused_bwd_dq_kernel<<<grid, kFusedThreads, kBwdSmem, s>>>(*p, Q, ldq, sq, K, ldk, sk, V, ldv, sv, dO, lddo,
+                                                                  sdo, L, ldl, sl, dQ, lddq, sdq, dq_mode);
+        rc = launched();
+    }
+    return rc;
+}
+
+
 template <typename T>
 int fwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const T *Q, int ldq, size_t sq, const T *K, int ldk,
              size_t sk, const T *V, int ldv, size_t sv, T *O, int ldo, size_t so, T *L, int ldl, size_t sl,
@@ -252,8 +701,6 @@ int bwd_step(void *cublas, const tsr_attn_pair_t *p, int nh, const T *Q, int ldq
     return rc;
 }
 
-typedef __nv_bfloat16 bf16;
-
 } /* namespace */
 
 extern "C" int tsr_cuda_attention_fwd_step(void *cublas, tsr_dtype_t t, const tsr_attn_pair_t *p, int nh,
@@ -267,6 +714,9 @@ extern "C" int tsr_cuda_attention_fwd_step(void *cublas, tsr_dtype_t t, const ts
     if (t == TSR_FLOAT32)
         return fwd_step(cublas, p, nh, (const float *)Q, ldq, sq, (const float *)K, ldk, sk, (const float *)V, ldv,
                         sv, (float *)O, ldo, so, (float *)L, ldl, sl, o_mode);
+    if (fused_ok(p, Q, ldq, sq, K, ldk, sk, V, ldv, sv, O, ldo, so))
+        return fused_fwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv,
+                              sv, (bf16 *)O, ldo, so, (bf16 *)L, ldl, sl, o_mode);
     return fwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
                     (bf16 *)O, ldo, so, (bf16 *)L, ldl, sl, o_mode);
 }
@@ -298,6 +748,11 @@ extern "C" int tsr_cuda_attention_bwd_step(void *cublas, tsr_dtype_t t, const ts
         return bwd_step(cublas, p, nh, (const float *)Q, ldq, sq, (const float *)K, ldk, sk, (const float *)V, ldv,
                         sv, (const float *)dO, lddo, sdo, (const float *)L, ldl, sl, (float *)dQ, lddq, sdq,
                         (float *)dK, lddk, sdk, (float *)dV, lddv, sdv, dq_mode, dkv_mode);
+    if (fused_ok(p, Q, ldq, sq, K, ldk, sk, V, ldv, sv, dO, lddo, sdo) && rows_aligned(dQ, lddq, sdq) &&
+        rows_aligned(dK, lddk, sdk) && rows_aligned(dV, lddv, sdv))
+        return fused_bwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv,
+                              sv, (const bf16 *)dO, lddo, sdo, (const bf16 *)L, ldl, sl, (bf16 *)dQ, lddq, sdq,
+                              (bf16 *)dK, lddk, sdk, (bf16 *)dV, lddv, sdv, dq_mode, dkv_mode);
     return bwd_step(cublas, p, nh, (const bf16 *)Q, ldq, sq, (const bf16 *)K, ldk, sk, (const bf16 *)V, ldv, sv,
                     (const bf16 *)dO, lddo, sdo, (const bf16 *)L, ldl, sl, (bf16 *)dQ, lddq, sdq, (bf16 *)dK, lddk,
                     sdk, (bf16 *)dV, lddv, sdv, dq_mode, dkv_mode);
