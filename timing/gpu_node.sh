@@ -20,6 +20,7 @@
 #     tests      ctest -L gpu (every test's CUDA workers must run tasks)
 #     correct    124M B4 T64, 10 steps: CPU, GPU --strict-fp32, GPU TF32, llm.c fp32
 #     residency  host <-> GPU bytes a steady step (tsr_gpt2 --profile), B4 T64 and B8 T1024
+#     profile    where a step goes (tsr_gpt2 --profile), 124M B8 T1024, fp32 (TF32) and bf16
 #     speed      tsr_gpt2 against llm.c train_gpt2_fp32.cu: B4 T64, B8 T1024, B16 T1024
 #     bf16       llm.c's bf16 trainer (train_gpt2.cu -e d12), B4 T64, B8 T1024, B16 T1024
 #     tsr_bf16   tsr_gpt2 --precision bf16, 124M B8 T1024, --steps steps: its losses against
@@ -116,6 +117,18 @@ stage_residency() {
       > "$out/residency_B$1_T$2.log" 2>&1
     grep -h "^model:\|summary:\|host <-> GPU\|error" "$out/residency_B$1_T$2.log" | cut -c1-300
     sed -n '/steady steps, tasks/,/^  worker/p' "$out/residency_B$1_T$2.log" | head -40
+  done
+}
+
+stage_profile() {
+  checkpoint
+  local p
+  for p in fp32 bf16; do
+    say "B8 T1024 $p: where a steady step goes (--profile)"
+    timeout 180 "${gpu[@]}" --model 124M -B 8 -T 1024 --steps 12 --precision "$p" "${quiet_args[@]}" --profile \
+      > "$out/profile_$p.log" 2>&1
+    grep -h "summary:\|host <-> GPU\|error" "$out/profile_$p.log" | cut -c1-300
+    sed -n '/steady steps, tasks/,/^  worker/p' "$out/profile_$p.log" | head -45
   done
 }
 
@@ -239,7 +252,7 @@ declare -A cpu16_limit=([gemm]=200 [attention]=100 [gpt2]=150)
 
 for s in "${stages[@]}"; do
   case $s in
-    tests|correct|residency|speed|bf16|tsr_bf16|tiles|workers|cpu16|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
+    tests|correct|residency|profile|speed|bf16|tsr_bf16|tiles|workers|cpu16|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
     *) echo "error: unknown stage $s (see --help)" >&2; exit 2 ;;
   esac
 done
