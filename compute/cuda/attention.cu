@@ -228,34 +228,43 @@ __device__ void load_rows(bf16 *dst, const bf16 *src, int ld, int r0, int n)
     put_rows(dst, x);
 }
 
-/* acc (+)= A_w B^T over the 64 values: A_w rows 16w.. of a [64][kLdb], B the
- * 64 rows of another: 16 x 64 scores of rows of A against rows of B. */
-__device__ void rows_dot_rows(Acc acc[4], const bf16 *A, const bf16 *B)
+/* The key loop's step to block kb: K and V rows kb .. kb + 63 from the
+ * registers into Ks, Vs, and the next block's fetched (kend: the keys the
+ * loop visits). Every thread of the block calls it. */
+__device__ void next_key_block(bf16 *Ks, bf16 *Vs, Rows &nextK, Rows &nextV, const bf16 *K, int ldk, const bf16 *V,
+                               int ldv, int nk, int kb, int kend)
 {
+    __syncthreads(); /* the last K and V block read (and what the block wrote before the loop) */
+    put_rows(Ks, nextK);
+    put_rows(Vs, nextV);
+    __syncthreads();
+    if (kb + kRows < kend)
+        fetch_rows(nextK, K, ldk, kb + kRows, nk), fetch_rows(nextV, V, ldv, kb + kRows, nk);
+}
+
+/* acc (+)= A op(B) for a warp: A its 16 x 64 rows (row stride kLdb), B 64
+ * rows of [64][kLdb]; op(B) = B^T with BLayout col_major (16 x 64 dot
+ * products of A's rows with B's rows), B itself with row_major. */
+template <typename BLayout>
+__device__ void warp_gemm(Acc acc[4], const bf16 *A, const bf16 *B)
+{
+    constexpr bool bt = std::is_same<BLayout, wmma::col_major>::value;
     wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a[4];
     for (int kt = 0; kt < 4; kt++)
         wmma::load_matrix_sync(a[kt], A + kt * 16, kLdb);
     for (int nt = 0; nt < 4; nt++)
         for (int kt = 0; kt < 4; kt++) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-            wmma::load_matrix_sync(b, B + nt * 16 * kLdb + kt * 16, kLdb);
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, BLayout> b;
+            wmma::load_matrix_sync(b, bt ? B + nt * 16 * kLdb + kt * 16 : B + kt * 16 * kLdb + nt * 16, kLdb);
             wmma::mma_sync(acc[nt], a[kt], b, acc[nt]);
         }
 }
 
-/* acc (+)= W B: W a warp's 16 x 64 weights (row stride kLdb), B [64][kLdb]. */
-__device__ void weights_times_rows(Acc acc[4], const bf16 *W, const bf16 *B)
-{
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a[4];
-    for (int kt = 0; kt < 4; kt++)
-        wmma::load_matrix_sync(a[kt], W + kt * 16, kLdb);
-    for (int nt = 0; nt < 4; nt++)
-        for (int kt = 0; kt < 4; kt++) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-            wmma::load_matrix_sync(b, B + kt * 16 * kLdb + nt * 16, kLdb);
-            wmma::mma_sync(acc[nt], a[kt], b, acc[nt]);
-        }
-}
+/* Scores: acc (+)= A_w B^T (rows of A against rows of B). */
+__device__ void rows_dot_rows(Acc acc[4], const bf16 *A, const bf16 *B) { warp_gemm<wmma::col_major>(acc, A, B); }
+
+/* Weighted sums: acc (+)= W B (W a warp's 16 x 64 weights). */
+__device__ void weights_times_rows(Acc acc[4], const bf16 *W, const bf16 *B) { warp_gemm<wmma::row_major>(acc, W, B); }
 
 __device__ void zero(Acc acc[4])
 {
@@ -320,12 +329,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     if (kend > 0)
         fetch_rows(nextK, K, ldk, 0, p.nk), fetch_rows(nextV, V, ldv, 0, p.nk);
     for (int kb = 0; kb < kend; kb += kRows) {
-        __syncthreads(); /* Qs written, the last K and V block read */
-        put_rows(Ks, nextK);
-        put_rows(Vs, nextV);
-        __syncthreads();
-        if (kb + kRows < kend)
-            fetch_rows(nextK, K, ldk, kb + kRows, p.nk), fetch_rows(nextV, V, ldv, kb + kRows, p.nk);
+        next_key_block(Ks, Vs, nextK, nextV, K, ldk, V, ldv, p.nk, kb, kend);
         zero(acc);
         rows_dot_rows(acc, Qs + w * 16 * kLdb, Ks);
         store_acc(S, acc);
@@ -491,12 +495,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     if (kend > 0)
         fetch_rows(nextK, K, ldk, 0, p.nk), fetch_rows(nextV, V, ldv, 0, p.nk);
     for (int kb = 0; kb < kend; kb += kRows) {
-        __syncthreads(); /* Qs, dOs written, the last K and V block read */
-        put_rows(Ks, nextK);
-        put_rows(Vs, nextV);
-        __syncthreads();
-        if (kb + kRows < kend)
-            fetch_rows(nextK, K, ldk, kb + kRows, p.nk), fetch_rows(nextV, V, ldv, kb + kRows, p.nk);
+        next_key_block(Ks, Vs, nextK, nextV, K, ldk, V, ldv, p.nk, kb, kend);
         zero(acc);
         rows_dot_rows(acc, Qs + w * 16 * kLdb, Ks);
         store_acc(S, acc);
