@@ -131,7 +131,7 @@ static int validate_config(const tsr_config_t *c)
         return TSR_EINVAL;
     if (!c->sched && env_sched && check_scheduler_name(env_sched, "STARPU_SCHED"))
         return TSR_EINVAL;
-    if (c->ncuda > 0 && !(STARPU_HAS_CUDA && TSR_USE_CUDA)) {
+    if (c->ncuda > 0 && !(STARPU_HAS_CUDA && TSR_USE_CUDA) && !tsr_simulated()) { /* a simulation has simulated GPUs */
         tsr_log(TSR_LOG_ERROR, "tsr_init: %d CUDA worker(s) requested, but %s was built without CUDA", c->ncuda,
                 STARPU_HAS_CUDA ? "Tessera" : "this StarPU");
         return TSR_ENOTSUP;

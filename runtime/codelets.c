@@ -95,8 +95,8 @@ static void cuda_redux_init_bf16(void *buffers[], void *cl_arg) { (void)cl_arg; 
 static tsr_op_t op_redux_init = {
     .name = "redux_init", .nbuffers = 1, .modes = { STARPU_W },
     .cpu_of = { cpu_redux_init_float32, cpu_redux_init_float64, cpu_redux_init_bf16 },
-    .cuda_of = { TSR_CUDA(cuda_redux_init_float32), TSR_CUDA(cuda_redux_init_float64),
-                 TSR_CUDA(cuda_redux_init_bf16) } };
+    .cuda_of = { TSR_CUDA_CODELET(cuda_redux_init_float32), TSR_CUDA_CODELET(cuda_redux_init_float64),
+                 TSR_CUDA_CODELET(cuda_redux_init_bf16) } };
 
 /* ---- add: B = alpha A + beta B ------------------------------------------------------ */
 

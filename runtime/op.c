@@ -180,6 +180,23 @@ static void cuda_entry(void *buffers[], void *cl_arg)
     }
     k->op->cuda(buffers, cl_arg, &ex);
 }
+#elif TSR_SIMULATED_CUDA
+/* The stand-ins of a simulation build (tsr_runtime.h): StarPU on SimGrid
+ * takes a CUDA task's duration from its performance model and calls none of
+ * them; a call would be a bug, reported as a kernel failure. */
+void tsr_simulated_cuda(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    (void)buffers, (void)cl_arg, (void)ex;
+    tsr_kernel_check(TSR_ERUNTIME);
+}
+
+void tsr_simulated_cuda_codelet(void *buffers[], void *cl_arg)
+{
+    (void)buffers, (void)cl_arg;
+    tsr_kernel_check(TSR_ERUNTIME);
+}
+
+static void (*const cuda_entry)(void *buffers[], void *cl_arg) = tsr_simulated_cuda_codelet;
 #endif
 
 /* The performance-model footprint of a task whose tile count depends on the
@@ -196,16 +213,7 @@ static uint32_t first_tile_footprint(struct starpu_task *task)
 
 int tsr_op_runs_on_cpu(const tsr_op_t *op, tsr_dtype_t t) { return op->cpu_of[t] || op->cpu; }
 
-int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t)
-{
-#if TSR_HAVE_CUDA
-    return op->cuda_of[t] || op->cuda;
-#else
-    (void)op;
-    (void)t;
-    return 0;
-#endif
-}
+int tsr_op_runs_on_cuda(const tsr_op_t *op, tsr_dtype_t t) { return op->cuda_of[t] || op->cuda; }
 
 static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
 {
@@ -224,7 +232,7 @@ static void define_codelet(tsr_op_t *op, tsr_dtype_t t)
         cl->cpu_funcs[0] = op->cpu_of[t] ? op->cpu_of[t] : cpu_entry;
         cl->cpu_funcs_name[0] = k->symbol;
     }
-#if TSR_HAVE_CUDA
+#if TSR_HAVE_CUDA || TSR_SIMULATED_CUDA
     if (tsr_op_runs_on_cuda(op, t)) {
         cl->cuda_funcs[0] = op->cuda_of[t] ? op->cuda_of[t] : cuda_entry;
         cl->cuda_flags[0] = STARPU_CUDA_ASYNC; /* kernels are queued on the worker's stream */

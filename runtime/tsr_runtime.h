@@ -70,15 +70,34 @@ static inline int tsr_task_threads(void)
 }
 
 /* CUDA implementations exist when Tessera is built with CUDA and StarPU has
- * it; TSR_CUDA(f) names an op's CUDA function, or NULL without them. */
+ * it; TSR_CUDA(f) names an op's CUDA function (TSR_CUDA_CODELET(f) a StarPU
+ * codelet function), or NULL without them. A simulation build (StarPU on
+ * SimGrid) compiles no CUDA code, but StarPU simulates CUDA workers, a
+ * task's duration taken from performance models measured on a GPU: there
+ * every op that has a CUDA function gets a stand-in that StarPU never calls,
+ * so that the simulated GPU runs the tasks a real one would. */
 #define TSR_HAVE_CUDA (TSR_USE_CUDA && STARPU_HAS_CUDA)
+#ifdef STARPU_SIMGRID
+#define TSR_SIMULATED_CUDA 1
+#else
+#define TSR_SIMULATED_CUDA 0
+#endif
 #if TSR_HAVE_CUDA
 #define TSR_CUDA(f) (f)
+#define TSR_CUDA_CODELET(f) (f)
+#elif TSR_SIMULATED_CUDA
+#define TSR_CUDA(f) tsr_simulated_cuda
+#define TSR_CUDA_CODELET(f) tsr_simulated_cuda_codelet
 #else
 #define TSR_CUDA(f) NULL
+#define TSR_CUDA_CODELET(f) NULL
 #endif
 
 typedef void (*tsr_op_func_t)(void *buffers[], void *cl_arg, const tsr_exec_t *ex);
+#if TSR_SIMULATED_CUDA
+void tsr_simulated_cuda(void *buffers[], void *cl_arg, const tsr_exec_t *ex);
+void tsr_simulated_cuda_codelet(void *buffers[], void *cl_arg);
+#endif
 
 /* An op whose CPU kernel tsr_cpu_K(args) and CUDA kernel
  * tsr_cuda_K(stream, args) take the same arguments is written once, as one

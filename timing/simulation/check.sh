@@ -4,7 +4,10 @@
 #  1. one simulated node of 2 workers predicts the 124M B4 T64 step that the
 #     models' calibration run measured (machine.txt) within 15 %;
 #  2. two simulated nodes run the sharded trainer: 2 ranks, and rank 0 holds
-#     about half the parameter + AdamW bytes of one node (0.4-0.6x).
+#     about half the parameter + AdamW bytes of one node (0.4-0.6x);
+#  3. one simulated H200 node, its GPU alone (simulated CUDA worker, models
+#     measured on the device), predicts the measured 124M B8 T1024 step
+#     within 15 %.
 # Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
 #
 #   timing/simulation/check.sh [BUILD_DIR]   (the simulation build; default build-sim)
@@ -37,4 +40,17 @@ state2=$(state_of_rank0 "$out")
 echo "rank 0's parameters + AdamW state: $state1 MB on 1 node, $state2 MB on 2 nodes"
 awk -v a="$state2" -v b="$state1" 'BEGIN { r = a / b; exit !(r > 0.4 && r < 0.6) }' ||
     fail "2 nodes: rank 0 holds $state2 MB, not about half of $state1 MB"
+
+gpu_models=h200-gpu
+gpu_measured=$(sed -n 's/^Measured: 124M B8 T1024, GPU alone, median step \([0-9.]*\) ms.*/\1/p' \
+    "$here/perfmodels/$gpu_models/machine.txt")
+[ -n "$gpu_measured" ] || fail "perfmodels/$gpu_models/machine.txt has no 'Measured:' line"
+out=$(bash "$here/simulate.sh" "${build[@]}" --models "$gpu_models" --nodes 1 --workers 0 --gpus 1 \
+    tsr_gpt2 --model 124M -B 8 -T 1024 --steps 5 --val-every 0 --sample-every 0)
+grep -q ' 0 CPU + 1 CUDA workers' <<<"$out" || fail "the GPU node did not run one simulated CUDA worker: $out"
+predicted=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+[ -n "$predicted" ] || fail "no steady-state step time in the GPU node's output: $out"
+echo "1 H200 node, GPU alone: predicted $predicted ms, measured $gpu_measured ms"
+awk -v p="$predicted" -v m="$gpu_measured" 'BEGIN { r = p / m; exit !(r > 0.85 && r < 1.15) }' ||
+    fail "GPU node: prediction $predicted ms is not within 15 % of $gpu_measured ms"
 echo "simulation check: passed"

@@ -8,7 +8,10 @@
 #
 #   PROGRAM       tsr_gpt2 or time_gemm (built here against the simulation runtime)
 #   --nodes N     simulated nodes, one MPI rank each, 1-64 (default 1)
-#   --workers N   CPU workers per node, 1-64 (default 16)
+#   --workers N   CPU workers per node, 1-64 (default 16; 0 with --gpus: the GPU alone)
+#   --gpus N      simulated CUDA workers per node, 0-4 (default 0), from models
+#                 measured on a GPU (their bus/ says how many the node has); the
+#                 scheduler is then dmdas, as on a real GPU node
 #   --models NAME performance models timing/simulation/perfmodels/NAME (default
 #                 the only one there, else name one)
 #   --platform F  network platform (default timing/simulation/platforms/cluster-100G.xml)
@@ -23,15 +26,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 die() { echo "simulate: error: $*" >&2; exit 2; }
 
-nodes=1 workers=16 models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
+nodes=1 workers=16 gpus=0 models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
 while [ $# -gt 0 ]; do
     case $1 in
         --nodes) nodes=${2:-}; shift 2 ;;
         --workers) workers=${2:-}; shift 2 ;;
+        --gpus) gpus=${2:-}; shift 2 ;;
         --models) models=${2:-}; shift 2 ;;
         --platform) platform=${2:-}; shift 2 ;;
         --build) build=${2:-}; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --*) die "unknown option '$1' (see --help)" ;;
         *) break ;;
     esac
@@ -45,7 +49,9 @@ case $program in
     *) die "program '$program': only tsr_gpt2 and time_gemm run in simulation" ;;
 esac
 [[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die "--nodes '$nodes': a number from 1 to 64"
-[[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] && [ "$workers" -le 64 ] || die "--workers '$workers': a number from 1 to 64"
+[[ $gpus =~ ^[0-4]$ ]] || die "--gpus '$gpus': a number from 0 to 4"
+[[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -le 64 ] && [ "$workers" -ge $((gpus > 0 ? 0 : 1)) ] ||
+    die "--workers '$workers': a number from 1 to 64 (0 with --gpus)"
 [ -f "$platform" ] && [ -r "$platform" ] || die "--platform '$platform' is not a readable file"
 if [ -z "$models" ]; then
     found=$(cd "$here/perfmodels" 2>/dev/null && ls -d -- */ 2>/dev/null | tr -d /)
@@ -55,6 +61,9 @@ fi
 [[ $models =~ ^[A-Za-z0-9._-]+$ ]] || die "--models '$models': a name of letters, digits, '.', '_' and '-'"
 model_dir=$here/perfmodels/$models
 [ -f "$model_dir/bus/$models.platform.v4.xml" ] || die "no performance models at $model_dir (calibrate.sh makes them)"
+have_gpus=$(sed -n 's/^\([0-9]*\) # Number of CUDA nodes.*/\1/p' "$model_dir/bus/$models.config")
+[ "$gpus" -le "${have_gpus:-0}" ] ||
+    die "--gpus $gpus: the models '$models' come from a node with ${have_gpus:-0} GPU(s)"
 
 # Every simulated rank's memory mappings (its stacks, privatised data, folded
 # tile copies) are this process's: about 2300 a rank in a 124M step (8 nodes),
@@ -99,13 +108,15 @@ trap 'rm -rf "$run"' EXIT
 mkdir -p "$run/sampling"
 cp -r "$model_dir/bus" "$model_dir/codelets" "$run/sampling/"
 node=$run/sampling/bus/$models.platform.v4.xml
-# the calibrated machine's CPU hosts become CPU0 .. CPU(workers-1), alike
-awk -v n="$workers" '/<host id="CPU[0-9]+"/ { if (!done) { for (i = 0; i < n; i++) { l = $0; sub(/CPU[0-9]+/, "CPU" i, l); print l } done = 1 } next } { print }' \
+# the calibrated machine's CPU hosts become CPU0 .. CPU(workers-1), alike (one
+# at least: the GPU alone still has its node's CPU host)
+awk -v n="$((workers > 0 ? workers : 1))" '/<host id="CPU[0-9]+"/ { if (!done) { for (i = 0; i < n; i++) { l = $0; sub(/CPU[0-9]+/, "CPU" i, l); print l } done = 1 } next } { print }' \
     "$model_dir/bus/$models.platform.v4.xml" >"$node"
 sed -i "s/^[0-9]* # Number of CPUs/$workers # Number of CPUs/" "$run/sampling/bus/$models.config"
 for ((i = 0; i < nodes; i++)); do echo "node$i"; done >"$run/hostfile"
 
-export STARPU_PERF_MODEL_DIR=$run/sampling STARPU_HOSTNAME=$models STARPU_NCPU=$workers STARPU_NCUDA=0
+export STARPU_PERF_MODEL_DIR=$run/sampling STARPU_HOSTNAME=$models STARPU_NCPU=$workers STARPU_NCUDA=$gpus
+[ "$gpus" -gt 0 ] && export STARPU_SCHED=${STARPU_SCHED:-dmdas}
 export STARPU_HOME=$run TSR_CACHE_DIR=$run/cache STARPU_SILENT=${STARPU_SILENT:-1}
 # SMPI copies each tile through a temporary buffer (StarPU-MPI sends tiles as
 # derived datatypes): a fixed mmap threshold gives those back to the system
