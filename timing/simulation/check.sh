@@ -18,18 +18,25 @@ fail() { echo "simulation check: FAILED: $*" >&2; exit 1; }
 for tool in smpicc smpirun xsltproc; do
     command -v "$tool" >/dev/null || { echo "simulation check: skipped: '$tool' is missing (libsimgrid-dev, xsltproc)"; exit 77; }
 done
+# check_prediction WHAT MODELS CASE OUTPUT: the simulated run's steady median
+# step (OUTPUT) is within 15 % of the one measured where the models came from
+# (their machine.txt: "Measured: CASE, median step X ms")
+check_prediction() {
+    local what=$1 models=$2 case=$3 out=$4 measured predicted
+    measured=$(sed -n "s/^Measured: $case, median step \([0-9.]*\) ms.*/\1/p" "$here/perfmodels/$models/machine.txt")
+    [ -n "$measured" ] || fail "perfmodels/$models/machine.txt has no 'Measured: $case' line"
+    predicted=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+    [ -n "$predicted" ] || fail "no steady-state step time in the output of $what: $out"
+    echo "$what: predicted $predicted ms, measured $measured ms"
+    awk -v p="$predicted" -v m="$measured" 'BEGIN { r = p / m; exit !(r > 0.85 && r < 1.15) }' ||
+        fail "$what: prediction $predicted ms is not within 15 % of $measured ms"
+}
+
 models=epyc-avx512-2c
 build=(--build "${1:-$here/../../build-sim}")
-measured=$(sed -n 's/^Measured: 124M B4 T64, 2 workers, median step \([0-9.]*\) ms.*/\1/p' "$here/perfmodels/$models/machine.txt")
-[ -n "$measured" ] || fail "perfmodels/$models/machine.txt has no 'Measured:' line"
-
 gpt2=(tsr_gpt2 --model 124M -B 4 -T 64 --steps 6 --val-every 0 --sample-every 0 --profile)
 out=$(bash "$here/simulate.sh" "${build[@]}" --models "$models" --nodes 1 --workers 2 "${gpt2[@]}")
-predicted=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
-[ -n "$predicted" ] || fail "no steady-state step time in the 1-node output: $out"
-echo "1 node x 2 workers: predicted $predicted ms, measured $measured ms at calibration"
-awk -v p="$predicted" -v m="$measured" 'BEGIN { r = p / m; exit !(r > 0.85 && r < 1.15) }' ||
-    fail "prediction $predicted ms is not within 15 % of $measured ms"
+check_prediction "1 node x 2 workers" "$models" "124M B4 T64, 2 workers" "$out"
 state_of_rank0() { awk '/^rank 0 holds / { print $4 + $8 }' <<<"$1"; }   # parameters + AdamW MB
 state1=$(state_of_rank0 "$out")
 
@@ -41,16 +48,8 @@ echo "rank 0's parameters + AdamW state: $state1 MB on 1 node, $state2 MB on 2 n
 awk -v a="$state2" -v b="$state1" 'BEGIN { r = a / b; exit !(r > 0.4 && r < 0.6) }' ||
     fail "2 nodes: rank 0 holds $state2 MB, not about half of $state1 MB"
 
-gpu_models=h200-gpu
-gpu_measured=$(sed -n 's/^Measured: 124M B8 T1024, GPU alone, median step \([0-9.]*\) ms.*/\1/p' \
-    "$here/perfmodels/$gpu_models/machine.txt")
-[ -n "$gpu_measured" ] || fail "perfmodels/$gpu_models/machine.txt has no 'Measured:' line"
-out=$(bash "$here/simulate.sh" "${build[@]}" --models "$gpu_models" --nodes 1 --workers 0 --gpus 1 \
+out=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --nodes 1 --workers 0 --gpus 1 \
     tsr_gpt2 --model 124M -B 8 -T 1024 --steps 5 --val-every 0 --sample-every 0)
 grep -q ' 0 CPU + 1 CUDA workers' <<<"$out" || fail "the GPU node did not run one simulated CUDA worker: $out"
-predicted=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
-[ -n "$predicted" ] || fail "no steady-state step time in the GPU node's output: $out"
-echo "1 H200 node, GPU alone: predicted $predicted ms, measured $gpu_measured ms"
-awk -v p="$predicted" -v m="$gpu_measured" 'BEGIN { r = p / m; exit !(r > 0.85 && r < 1.15) }' ||
-    fail "GPU node: prediction $predicted ms is not within 15 % of $gpu_measured ms"
+check_prediction "1 H200 node, GPU alone" h200-gpu "124M B8 T1024, GPU alone" "$out"
 echo "simulation check: passed"
