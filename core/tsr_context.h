@@ -46,8 +46,10 @@ void tsr_schedule_task_done(void *arg);
 int tsr_send_bytes(const void *buf, size_t bytes, int to);
 int tsr_recv_bytes(void *buf, size_t bytes, int from);
 typedef enum { TSR_REDUCE_MIN, TSR_REDUCE_MAX, TSR_REDUCE_SUM } tsr_reduce_op_t;
-/* *value combined over all ranks (collective; unchanged without MPI) */
+/* *value, or v[0..n-1] element by element, combined over all ranks
+ * (collective; unchanged without MPI) */
 int tsr_allreduce_double(double *value, tsr_reduce_op_t op);
+int tsr_allreduce_doubles(double *v, int n, tsr_reduce_op_t op);
 /* Count a submitted task. */
 void tsr_count_task(void);
 /* Count a task whose kernel failed (tsr_wait and tsr_finalize then fail). */

@@ -1,4 +1,5 @@
 /* Seeded random fill and norms. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include "tsr_tile_internal.h"
@@ -96,23 +97,44 @@ int tsr_desc_norm(tsr_desc_t *d, tsr_norm_t which, double *value)
     return TSR_SUCCESS;
 }
 
+/* The sum of one tile's elements in storage order, into the tile's slot. */
+static int sum_tile(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg)
+{
+    double *sums = arg, s = 0.0;
+    size_t n = (size_t)tsr_tile_depth(d, bi) * tsr_tile_rows(d, i) * tsr_tile_cols(d, j);
+    for (size_t k = 0; k < n; k++)
+        s += element(d, tile, k);
+    sums[((size_t)bi * d->mt + i) * d->nt + j] = s;
+    return TSR_SUCCESS;
+}
+
+/* Each rank sums its own tiles; one reduction adds each tile's sum to zeros
+ * (exact: a tile has one owner), and the tiles' sums are added in tile
+ * order, so every rank count gives the same bits. */
 int tsr_desc_sum(tsr_desc_t *d, double *sum)
 {
     if (!d || !sum)
         return TSR_EINVAL;
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
-    size_t n = (size_t)d->b * d->m * d->n, es = tsr_dtype_size(d->dtype);
-    void *all = malloc(n * es);
-    if (!all)
+    size_t ntiles = (size_t)d->bt * d->mt * d->nt;
+    if (ntiles >= INT_MAX) {
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_sum: %zu tiles, more than one reduction can carry", ntiles);
+        return TSR_EINVAL;
+    }
+    double *sums = calloc(ntiles + 1, sizeof *sums); /* and, last, the ranks that failed */
+    if (tsr_any(!sums)) {
+        free(sums);
         return TSR_ENOMEM;
-    int rc = TSR_SUCCESS;
-    for (int r = 0; r < tsr_ctx.size && !rc; r++)
-        rc = tsr_desc_gather(d, r == tsr_ctx.rank ? all : NULL, d->m, r);
+    }
+    sums[ntiles] = tsr_foreach_local_tile(d, STARPU_R, sum_tile, sums) != TSR_SUCCESS;
+    int rc = tsr_allreduce_doubles(sums, (int)ntiles + 1, TSR_REDUCE_SUM);
+    if (!rc && sums[ntiles] > 0)
+        rc = TSR_ENOMEM; /* a rank could not read one of its tiles */
     double s = 0.0;
-    for (size_t i = 0; i < n && !rc; i++)
-        s += element(d, all, i);
-    free(all);
+    for (size_t k = 0; k < ntiles && !rc; k++)
+        s += sums[k];
+    free(sums);
     if (!rc)
         *sum = s;
     return rc;

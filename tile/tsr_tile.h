@@ -120,10 +120,10 @@ double tsr_random_value(uint64_t seed, int bi, int r, int c);
 typedef enum { TSR_NORM_MAX = 0, TSR_NORM_FRO } tsr_norm_t;
 /* Norm over all ranks (every rank gets the value; waits for tasks). */
 int tsr_desc_norm(tsr_desc_t *d, tsr_norm_t which, double *value);
-/* Sum of all elements, in double, in column-major element order; every rank
- * gathers the whole tensor and gets the same bits whatever the tiles and
- * the process grid (for small tensors, such as per-token losses; waits for
- * tasks). */
+/* Sum of all elements in double: each tile's in storage order, then the
+ * tiles' sums in tile order. Every rank gets the same bits, whatever the
+ * process grid; one reduction of a double per tile (collective; waits for
+ * the tasks writing d). */
 int tsr_desc_sum(tsr_desc_t *d, double *sum);
 
 #ifdef __cplusplus
