@@ -128,12 +128,13 @@ int tsr_allgather(const void *mine, void *all, size_t bytes)
     }
     if (tsr_simulated()) { /* gathered on rank 0, then broadcast */
         int rc = TSR_SUCCESS;
-        if (tsr_ctx.rank != 0)
+        if (tsr_ctx.rank != 0) {
             rc = tsr_send_bytes(mine, bytes, 0);
-        else
+        } else {
             memcpy(all, mine, bytes);
-        for (int r = 1; r < tsr_ctx.size && tsr_ctx.rank == 0 && !rc; r++)
-            rc = tsr_recv_bytes((char *)all + (size_t)r * bytes, bytes, r);
+            for (int r = 1; r < tsr_ctx.size && !rc; r++)
+                rc = tsr_recv_bytes((char *)all + (size_t)r * bytes, bytes, r);
+        }
         return rc ? rc : simulated_broadcast(all, bytes * (size_t)tsr_ctx.size, 0);
     }
 #if TSR_USE_MPI

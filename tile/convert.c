@@ -11,7 +11,7 @@ void *tsr_tile_storage(tsr_desc_t *d, int bi, int i, int j)
 {
     if (!tsr_tile_handle(d, bi, i, j))
         return NULL;
-    return d->storage[(bi * d->mt + i) * d->nt + j];
+    return d->storage[tsr_tile_index(d, bi, i, j)];
 }
 
 void tsr_desc_keep_received(tsr_desc_t *d, int keep)

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <starpu.h>
-#include "tsr_tile.h"
+#include "tsr_tile_internal.h"
 #include "tsr_bf16.h"
 #include "tsr_context.h"
 #if TSR_USE_MPI
@@ -50,7 +50,7 @@ static int dist_owner(const tsr_dist_t *dist, int bi, int i, int j)
 
 int tsr_desc_ntiles(const tsr_desc_t *d) { return d->bt * d->mt * d->nt; }
 
-static int tile_index(const tsr_desc_t *d, int bi, int i, int j) { return (bi * d->mt + i) * d->nt + j; }
+int tsr_tile_index(const tsr_desc_t *d, int bi, int i, int j) { return (bi * d->mt + i) * d->nt + j; }
 
 static int edge_size(int total, int tile, int idx)
 {
@@ -250,7 +250,7 @@ static void *tile_alloc(tsr_desc_t *d, size_t bytes)
 
 starpu_data_handle_t tsr_tile_registered_handle(const tsr_desc_t *d, int bi, int i, int j)
 {
-    return d->handles[tile_index(d, bi, i, j)];
+    return d->handles[tsr_tile_index(d, bi, i, j)];
 }
 
 /* A tile as StarPU's block interface (rows x cols x depth, packed), registered
@@ -279,7 +279,7 @@ static void register_block(starpu_data_handle_t *h, int home, uintptr_t ptr, int
 
 starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
 {
-    int idx = tile_index(d, bi, i, j);
+    int idx = tsr_tile_index(d, bi, i, j);
     if (d->handles[idx])
         return d->handles[idx];
     int depth = tsr_tile_depth(d, bi), rows = tsr_tile_rows(d, i), cols = tsr_tile_cols(d, j);
@@ -314,7 +314,7 @@ int tsr_desc_destroy(tsr_desc_t *d)
     for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++) {
-                int t = tile_index(d, bi, i, j);
+                int t = tsr_tile_index(d, bi, i, j);
                 if (d->handles[t])
                     starpu_data_unregister(d->handles[t]);
                 if (d->storage[t] && starpu_cuda_worker_get_count() > 0)

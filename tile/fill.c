@@ -1,5 +1,4 @@
 /* Seeded random fill and norms. */
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include "tsr_tile_internal.h"
@@ -104,7 +103,7 @@ static int sum_tile(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg)
     size_t n = (size_t)tsr_tile_depth(d, bi) * tsr_tile_rows(d, i) * tsr_tile_cols(d, j);
     for (size_t k = 0; k < n; k++)
         s += element(d, tile, k);
-    sums[((size_t)bi * d->mt + i) * d->nt + j] = s;
+    sums[tsr_tile_index(d, bi, i, j)] = s;
     return TSR_SUCCESS;
 }
 
@@ -117,22 +116,18 @@ int tsr_desc_sum(tsr_desc_t *d, double *sum)
         return TSR_EINVAL;
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
-    size_t ntiles = (size_t)d->bt * d->mt * d->nt;
-    if (ntiles >= INT_MAX) {
-        tsr_log(TSR_LOG_ERROR, "tsr_desc_sum: %zu tiles, more than one reduction can carry", ntiles);
-        return TSR_EINVAL;
-    }
-    double *sums = calloc(ntiles + 1, sizeof *sums); /* and, last, the ranks that failed */
+    int ntiles = tsr_desc_ntiles(d); /* at most 1e8: the descriptor's limit */
+    double *sums = calloc((size_t)ntiles + 1, sizeof *sums); /* and, last, the ranks that failed */
     if (tsr_any(!sums)) {
         free(sums);
         return TSR_ENOMEM;
     }
     sums[ntiles] = tsr_foreach_local_tile(d, STARPU_R, sum_tile, sums) != TSR_SUCCESS;
-    int rc = tsr_allreduce_doubles(sums, (int)ntiles + 1, TSR_REDUCE_SUM);
+    int rc = tsr_allreduce_doubles(sums, ntiles + 1, TSR_REDUCE_SUM);
     if (!rc && sums[ntiles] > 0)
         rc = TSR_ENOMEM; /* a rank could not read one of its tiles */
     double s = 0.0;
-    for (size_t k = 0; k < ntiles && !rc; k++)
+    for (int k = 0; k < ntiles && !rc; k++)
         s += sums[k];
     free(sums);
     if (!rc)
