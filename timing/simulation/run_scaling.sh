@@ -8,7 +8,7 @@
 # nodes of 32 cores, T 64).
 #
 #   timing/simulation/run_scaling.sh [--models NAME] [--nodes LIST] [--only SCENARIO]
-#                                    [--placements LIST] OUT.csv
+#                                    [--placements LIST] [--steps N] OUT.csv
 #
 # Scenarios (tokens a step on N nodes):
 #   weak-T256    B 16N, T 256  (16 sequences per node)
@@ -17,7 +17,10 @@
 #   strong-T1024 B 16,  T 1024 (N <= 16)
 # Tiles fixed for every run (tok 256, ch 384, hid 1536, voc 6288, 6 heads,
 # q = k = 256): the models hold those shapes. 4 steps, the median of the 2
-# steady ones (a simulated rank costs ~1 GB and ~8 s a step here). CSV: scenario,placement,nodes,workers_per_node,B,T,step_ms,
+# steady ones (a simulated rank costs ~1 GB and ~8 s a step here). --steps N
+# below 4 (no steady step: the first fills the pipeline, the last drains it)
+# reads the whole run instead: step_ms is its time over N, filling and
+# draining included, so compare such rows only with rows of the same N. CSV: scenario,placement,nodes,workers_per_node,B,T,step_ms,
 # tokens_per_ms,tokens_per_ms_per_node,efficiency,rank0_state_mb,simulation_s
 # Each run's output (its --profile: every rank's schedule; without StarPU-MPI's
 # one line a rank about MPI threads) is kept beside OUT.csv, as
@@ -27,17 +30,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 die() { echo "run_scaling: error: $*" >&2; exit 2; }
 
-models=epyc-avx512-2c nodes_list="1 2 4 8 16 32 64" only="" placements="sharded rank0" workers=16
+models=epyc-avx512-2c nodes_list="1 2 4 8 16 32 64" only="" placements="sharded rank0" workers=16 steps=4
 while [ $# -gt 1 ]; do
     case $1 in
         --models) models=$2; shift 2 ;;
         --nodes) nodes_list=${2//,/ }; shift 2 ;;
         --only) only=$2; shift 2 ;;
         --placements) placements=${2//,/ }; shift 2 ;;
+        --steps) steps=$2; shift 2 ;;
         *) die "unknown option '$1'" ;;
     esac
 done
-[ $# -eq 1 ] || die "usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] OUT.csv"
+[ $# -eq 1 ] || die "usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] [--steps N] OUT.csv"
+[[ $steps =~ ^[1-9][0-9]?$ ]] || die "--steps '$steps' is not a step count from 1 to 99"
 csv=$1
 [ -e "$csv" ] && die "$csv exists: name a new file"
 # the validation file holds 32768 tokens, less than one batch of 128 x 256: the
@@ -53,11 +58,16 @@ run_point() {     # scenario placement nodes B T
     [ "$placement" = rank0 ] && extra=(--state-on-rank0)
     start=$(date +%s.%N)
     out=$(bash "$here/simulate.sh" --models "$models" --nodes "$n" --workers "$workers" tsr_gpt2 --model 124M \
-          -B "$B" -T "$T" --steps 4 "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" \
+          -B "$B" -T "$T" --steps "$steps" "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" \
           --val "$train" 2>&1) || rc=$?
     grep -v "MPI_Init_thread level" <<<"$out" >"$log" || true
     [ "$rc" = 0 ] || die "$scenario $placement on $n nodes failed (output: $log)"
-    step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+    if [ "$steps" -ge 4 ]; then
+        step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+    else
+        step=$(sed -n 's/^summary: [0-9]* steps in \([0-9.]*\) ms.*/\1/p' <<<"$out" |
+               awk -v n="$steps" 'NF { printf "%.1f", $1 / n }')
+    fi
     [ -n "$step" ] || die "no step time for $scenario $placement on $n nodes (output: $log)"
     state=$(awk '/^rank 0 holds / { print $4 + $8 }' <<<"$out")
     tpm=$(awk -v b="$B" -v t="$T" -v s="$step" 'BEGIN { printf "%.4f", b * t / s }')
