@@ -17,8 +17,8 @@
 #   strong-T1024 B 16,  T 1024 (N <= 16)
 # Tiles fixed for every run (tok 256, ch 384, hid 1536, voc 6288, 6 heads,
 # q = k = 256): the models hold those shapes. 4 steps, the median of the 2
-# steady ones (a simulated rank costs ~1 GB and ~8 s a step here). --steps N
-# below 4 (no steady step: the first fills the pipeline, the last drains it)
+# steady ones (a simulated rank costs ~1 GB and ~8 s a step here). --steps 1
+# or 2 (no steady step: tsr_gpt2 counts only a step between two others)
 # reads the whole run instead: step_ms is its time over N, filling and
 # draining included, so compare such rows only with rows of the same N. CSV: scenario,placement,nodes,workers_per_node,B,T,step_ms,
 # tokens_per_ms,tokens_per_ms_per_node,efficiency,rank0_state_mb,simulation_s
@@ -62,7 +62,7 @@ run_point() {     # scenario placement nodes B T
           --val "$train" 2>&1) || rc=$?
     grep -v "MPI_Init_thread level" <<<"$out" >"$log" || true
     [ "$rc" = 0 ] || die "$scenario $placement on $n nodes failed (output: $log)"
-    if [ "$steps" -ge 4 ]; then
+    if [ "$steps" -ge 3 ]; then
         step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
     else
         step=$(sed -n 's/^summary: [0-9]* steps in \([0-9.]*\) ms.*/\1/p' <<<"$out" |
