@@ -1,0 +1,81 @@
+/* The tsr_gpt2 program's parts (not a library): its command line
+ * (tsr_gpt2_cli.c), the run's setup and state files (tsr_gpt2_run.c), the
+ * evaluation, sampling and reports (tsr_gpt2_report.c); tsr_gpt2.c holds
+ * main and the training loop. */
+#ifndef TSR_GPT2_H
+#define TSR_GPT2_H
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "tessera.h"
+#include "gpt2_model.h"
+#include "gpt2_data.h"
+#include "gpt2_init.h"
+#include "gpt2_tokenizer.h"
+#include "gpt2_train_state.h"
+
+typedef struct {
+    const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
+    int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
+    int threads, gpus, pws, nsub, no_shuffle, quiet, profile, auto_tiles, strict_fp32, state_on_rank0;
+    unsigned seed;
+    float lr, beta1, beta2, eps, wd;
+    tsr_gpt2_tiles_t tiles; /* 0 = default */
+    tsr_dtype_t precision;  /* TSR_FLOAT32 or TSR_BFLOAT16 */
+} options_t;
+
+/* What a step's time covers. Steps are pipelined: a step's time is the
+ * interval between the previous step's loss and its own (the steady-state
+ * throughput). A step that fills the empty pipeline (the first one, or the
+ * one after a validation or a sample) runs from its submission to its loss,
+ * its backward and update overlapping the next step; a step that drains it
+ * (the last one, or the one before a validation or a sample) also waits for
+ * every task. */
+typedef enum { STEP_STEADY, STEP_FILL, STEP_DRAIN, STEP_WHOLE } step_timing_t;
+
+typedef struct {
+    options_t opt;
+    tsr_gpt2_config_t cfg;
+    tsr_gpt2_model_t model;
+    tsr_gpt2_loader_t train, val;
+    tsr_gpt2_tokenizer_t tok;
+    int *inputs, *targets;
+    int step;              /* next step */
+    uint64_t gen_rng;      /* sampling RNG (llm.c's xorshift) */
+    FILE *csv;
+    double *step_ms;       /* per step, for the summary */
+    double *submit_ms;     /* per step: the time its tasks took to submit */
+    double cached_params;        /* --profile: most bytes of other ranks' parameters held in
+                                  * a steady step; step_cached_params: in the last step */
+    double step_cached_params;
+    double *sent_from, *sent_to; /* --profile: bytes sent to each rank before the
+                                  * first steady step and after the last one */
+    int comm_steps;        /* steady steps between them */
+    unsigned char *step_kind; /* per step: a step_timing_t */
+    uint64_t step_tasks;   /* tasks this rank submitted for the last training step */
+    float last_loss, last_val; /* for the summary (NAN: none) */
+} trainer_t;
+
+/* tsr_gpt2_cli.c: fills o from the command line after its defaults;
+ * returns -1 to run, else the exit status (0 after --help, 2 after an error
+ * it printed). */
+int gpt2_command_line(int argc, char **argv, options_t *o);
+/* FNV-1a over the command line's arguments (argv[0] left out). */
+unsigned long long gpt2_options_hash(int argc, char **argv);
+
+/* tsr_gpt2_run.c (collective calls) */
+int gpt2_setup(trainer_t *t);
+int gpt2_finish(trainer_t *t);
+int gpt2_save_state(trainer_t *t, const char *path);
+/* Frees what gpt2_setup allocated (not collective). */
+void gpt2_free(trainer_t *t);
+
+/* tsr_gpt2_report.c */
+int gpt2_val_loss(trainer_t *t, float *out);
+int gpt2_generate(trainer_t *t);
+void gpt2_progress(const trainer_t *t, int step, double elapsed_ms);
+void gpt2_clear_progress(void);
+void gpt2_summary(const trainer_t *t, int first);
+void gpt2_rank_report(trainer_t *t);
+
+#endif
