@@ -1,7 +1,7 @@
 /* Tiled AdamW: one task per parameter tile. */
 #include <math.h>
 #include "tsr_adamw.h"
-#include "tsr_runtime_misc.h"
+#include "tsr_runtime_adamw.h"
 #include "internal/tsr_operands.h"
 
 /* The hyper-parameters checked, and the step's bias corrections. */

@@ -78,12 +78,12 @@ typedef struct {
 /* The tasks of one head tile: query tiles in order and, inside, key tiles in
  * order, so the ordered chains of dQ (over key tiles) and of dK, dV (over
  * query tiles) both start with their first contribution. */
-static int backward_head_tile(const bwd_operands_t *o, int bi, tsr_write_t mode, tsr_accum_t accum)
+static int backward_head_tile(const bwd_operands_t *o, int bi, tsr_write_t mode, tsr_reduction_t accum)
 {
     for (int qi = 0; qi < o->Q->nt; qi++)
         for (int kj = 0; kj <= last_key_tile(o->Q, o->K, qi); kj++) {
             enum starpu_data_access_mode qmode = STARPU_REDUX, kvmode = STARPU_REDUX;
-            if (accum == TSR_ACCUM_ORDERED) {
+            if (accum == TSR_REDUCTION_ORDERED) {
                 qmode = kj == 0 && mode == TSR_OVERWRITE ? STARPU_W : STARPU_RW;
                 kvmode = qi == first_query_tile(o->Q, o->K, kj) && mode == TSR_OVERWRITE ? STARPU_W : STARPU_RW;
             }
@@ -100,7 +100,7 @@ static int backward_head_tile(const bwd_operands_t *o, int bi, tsr_write_t mode,
 
 int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *dout,
                            tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, tsr_write_t mode,
-                           tsr_accum_t accum)
+                           tsr_reduction_t accum)
 {
     const char *fn = "tsr_attention_backward";
     const tsr_operand_t ops[] = {
@@ -119,7 +119,7 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
         for (int qi = 0; qi < Q->nt && !rc; qi++)
             rc = tsr_insert_attention_bwd_prep(tsr_tile(out, bi, 0, qi), tsr_tile(dout, bi, 0, qi),
                                                tsr_tile(stats, bi, 0, qi));
-    if (!rc && accum == TSR_ACCUM_REDUX && !(rc = redux_prepare(dQ, mode)) &&
+    if (!rc && accum == TSR_REDUCTION_REDUX && !(rc = redux_prepare(dQ, mode)) &&
         !(rc = redux_prepare(dK, mode)))
         rc = redux_prepare(dV, mode);
     const bwd_operands_t o = { Q, K, V, dout, stats, dQ, dK, dV };
@@ -127,7 +127,7 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
         rc = backward_head_tile(&o, bi, mode, accum);
     if (rc)
         return rc;
-    if (accum == TSR_ACCUM_REDUX && tsr_size() > 1) {
+    if (accum == TSR_REDUCTION_REDUX && tsr_size() > 1) {
         tsr_redux_finish(dQ);
         tsr_redux_finish(dK);
         tsr_redux_finish(dV);

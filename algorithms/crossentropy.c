@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "tsr_crossentropy.h"
-#include "tsr_runtime_misc.h"
+#include "tsr_runtime_crossentropy.h"
 #include "internal/tsr_operands.h"
 
 /* backward: the gradient is written into the logits, the statistics are read */
@@ -45,12 +45,12 @@ static int valid_rows(const tsr_desc_t *logits, int v, int V)
 }
 
 /* Softmax statistics of token tile j over the vocabulary tiles holding rows < V. */
-static int submit_stats(tsr_desc_t *logits, tsr_desc_t *stats, int j, int V, tsr_accum_t accum)
+static int submit_stats(tsr_desc_t *logits, tsr_desc_t *stats, int j, int V, tsr_reduction_t accum)
 {
     int nv = (V + logits->mb - 1) / logits->mb;
     tsr_tile_t st = tsr_tile(stats, 0, 0, j);
     int rc = TSR_SUCCESS;
-    if (accum == TSR_ACCUM_REDUX) {
+    if (accum == TSR_REDUCTION_REDUX) {
         /* STARPU_REDUX merges into the tile's current value: start from the
          * empty statistic (zero), here and in every other rank's partial copy */
         rc = tsr_tile_enable_softmax_redux(st);
@@ -61,7 +61,7 @@ static int submit_stats(tsr_desc_t *logits, tsr_desc_t *stats, int j, int V, tsr
     }
     for (int v = 0; v < nv && !rc; v++) {
         tsr_tile_t x = tsr_tile(logits, 0, v, j);
-        if (accum == TSR_ACCUM_REDUX)
+        if (accum == TSR_REDUCTION_REDUX)
             rc = tsr_insert_softmax_stats(st, STARPU_REDUX, x, valid_rows(logits, v, V),
                                           tsr_tile_owner(logits, 0, v, j));
         else
@@ -112,7 +112,7 @@ static int submit_losses(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *loss
 }
 
 int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *losses, const int *targets, int V,
-                             tsr_accum_t accum)
+                             tsr_reduction_t accum)
 {
     const char *fn = "tsr_crossentropy_forward";
     int rc = check_crossentropy(fn, logits, stats, losses, targets, V, 0);
@@ -121,7 +121,7 @@ int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *
         return rc;
     for (int j = 0; j < logits->nt && !rc; j++)
         rc = submit_stats(logits, stats, j, V, accum);
-    if (!rc && accum == TSR_ACCUM_REDUX)
+    if (!rc && accum == TSR_REDUCTION_REDUX)
         tsr_redux_finish(stats);
     if (!rc && losses) {
         tsr_loss_ref_t *refs = malloc((size_t)logits->nb * sizeof *refs);

@@ -4,7 +4,7 @@
  * the column maps travel in the task arguments. */
 #include <stdlib.h>
 #include "tsr_encoder.h"
-#include "tsr_runtime_misc.h"
+#include "tsr_runtime_encoder.h"
 #include "internal/tsr_operands.h"
 
 /* One column added into a destination tile: column src_col of tile
@@ -192,7 +192,7 @@ static int gradient_buckets(tsr_desc_t *dout, tsr_desc_t *grad, const int *token
 }
 
 /* Submit every tile of one gradient descriptor. */
-static int submit_gradient(tsr_desc_t *grad, const buckets_t *b, tsr_write_t mode, tsr_accum_t accum,
+static int submit_gradient(tsr_desc_t *grad, const buckets_t *b, tsr_write_t mode, tsr_reduction_t accum,
                            tsr_colmap_t *map)
 {
     int rc = TSR_SUCCESS;
@@ -201,14 +201,14 @@ static int submit_gradient(tsr_desc_t *grad, const buckets_t *b, tsr_write_t mod
             const contrib_t *c = b->c + b->start[k];
             int n = b->start[k + 1] - b->start[k];
             tsr_tile_t dst = tsr_tile(grad, 0, i, k);
-            rc = accum == TSR_ACCUM_REDUX ? submit_redux(dst, c, n, mode, map)
+            rc = accum == TSR_REDUCTION_REDUX ? submit_redux(dst, c, n, mode, map)
                                           : submit_ordered(dst, c, n, mode, map);
         }
     return rc;
 }
 
 int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, const int *tokens, int B, int T,
-                         tsr_write_t mode, tsr_accum_t accum)
+                         tsr_write_t mode, tsr_reduction_t accum)
 {
     const char *fn = "tsr_encoder_backward";
     int rc = check_encoder(fn, dout, dwte, dwpe, tokens, B, T, 1);

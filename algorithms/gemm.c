@@ -36,7 +36,7 @@ static int gemm_redux(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *
 }
 
 int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
-             double beta, tsr_desc_t *C, tsr_accum_t accum)
+             double beta, tsr_desc_t *C, tsr_reduction_t accum)
 {
     /* the dimensions of A and B that are the rows and the columns of op(A) and op(B) */
     int a_rows = ta == TSR_TRANS ? TSR_DIM_N : TSR_DIM_M, a_cols = ta == TSR_TRANS ? TSR_DIM_M : TSR_DIM_N;
@@ -61,12 +61,12 @@ int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_de
         for (int i = 0; i < C->mt; i++)
             for (int j = 0; j < C->nt; j++) {
                 tsr_tile_t c = tsr_tile(C, bi, i, j);
-                rc = accum == TSR_ACCUM_REDUX ? gemm_redux(ta, tb, alpha, A, B, beta, c, kt)
+                rc = accum == TSR_REDUCTION_REDUX ? gemm_redux(ta, tb, alpha, A, B, beta, c, kt)
                                               : gemm_ordered(ta, tb, alpha, A, B, beta, c, kt);
                 if (rc)
                     return rc;
             }
-    if (accum == TSR_ACCUM_REDUX)
+    if (accum == TSR_REDUCTION_REDUX)
         tsr_redux_finish(C);
     /* inputs' remote copies are dropped so that no stale copy survives a later write */
     tsr_desc_flush(A);
@@ -76,7 +76,7 @@ int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_de
 
 int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                    double alpha, const void *A, int lda, const void *B, int ldb,
-                   double beta, void *C, int ldc, int tile, tsr_accum_t accum)
+                   double beta, void *C, int ldc, int tile, tsr_reduction_t accum)
 {
     if (m < 1 || n < 1 || k < 1 || tile < 1)
         return TSR_EINVAL;

@@ -66,12 +66,12 @@ static int insert_partial(const ln_partial_t *p, int i, int j, tsr_tile_t acc, e
 }
 
 /* Token tile j: acc(0, j) = sum over the feature tiles of their partials. */
-static int reduce_features(const ln_partial_t *p, tsr_desc_t *acc_desc, int j, tsr_accum_t accum)
+static int reduce_features(const ln_partial_t *p, tsr_desc_t *acc_desc, int j, tsr_reduction_t accum)
 {
     tsr_tile_t acc = tsr_tile(acc_desc, 0, 0, j);
-    int rc = accum == TSR_ACCUM_REDUX ? tsr_redux_start(acc, 0.0, NULL) : TSR_SUCCESS;
+    int rc = accum == TSR_REDUCTION_REDUX ? tsr_redux_start(acc, 0.0, NULL) : TSR_SUCCESS;
     for (int i = 0; i < p->inp->mt && !rc; i++) {
-        enum starpu_data_access_mode mode = accum == TSR_ACCUM_REDUX ? STARPU_REDUX : i == 0 ? STARPU_W : STARPU_RW;
+        enum starpu_data_access_mode mode = accum == TSR_REDUCTION_REDUX ? STARPU_REDUX : i == 0 ? STARPU_W : STARPU_RW;
         rc = insert_partial(p, i, j, acc, mode);
     }
     return rc;
@@ -79,14 +79,14 @@ static int reduce_features(const ln_partial_t *p, tsr_desc_t *acc_desc, int j, t
 
 /* All token tiles; with REDUX under MPI the ranks' partial sums are combined
  * (collective) before anyone reads them. */
-static int reduce_features_all(const ln_partial_t *p, tsr_desc_t *acc_desc, tsr_accum_t accum)
+static int reduce_features_all(const ln_partial_t *p, tsr_desc_t *acc_desc, tsr_reduction_t accum)
 {
     for (int j = 0; j < p->inp->nt; j++) {
         int rc = reduce_features(p, acc_desc, j, accum);
         if (rc)
             return rc;
     }
-    if (accum == TSR_ACCUM_REDUX)
+    if (accum == TSR_REDUCTION_REDUX)
         tsr_redux_finish(acc_desc);
     return TSR_SUCCESS;
 }
@@ -109,7 +109,7 @@ static int forward_single(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias,
  * squared deviations from the complete mean (two passes, as llm.c), then
  * both are finalised and every tile is normalised. */
 static int forward_split(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
-                         tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum)
+                         tsr_desc_t *mean, tsr_desc_t *rstd, tsr_reduction_t accum)
 {
     ln_partial_t sum = { PART_SUM, NULL, inp, NULL, NULL, NULL };
     ln_partial_t sqdev = { PART_SQDEV, NULL, inp, NULL, mean, NULL };
@@ -127,7 +127,7 @@ static int forward_split(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, 
 }
 
 int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
-                          tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum)
+                          tsr_desc_t *mean, tsr_desc_t *rstd, tsr_reduction_t accum)
 {
     const char *fn = "tsr_layernorm_forward";
     const tsr_operand_t ops[] = {
@@ -189,19 +189,19 @@ static enum starpu_data_access_mode chain_mode(int first, tsr_write_t mode)
 
 /* dweight, dbias: feature tile i reduced over the token tiles. */
 static int backward_params(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *mean, tsr_desc_t *rstd,
-                           tsr_desc_t *dweight, tsr_desc_t *dbias, tsr_write_t mode, tsr_accum_t accum)
+                           tsr_desc_t *dweight, tsr_desc_t *dbias, tsr_write_t mode, tsr_reduction_t accum)
 {
     for (int i = 0; i < inp->mt; i++) {
         tsr_tile_t dw = tsr_tile(dweight, 0, i, 0), db = tsr_tile(dbias, 0, i, 0);
         int rc = TSR_SUCCESS;
-        if (accum == TSR_ACCUM_REDUX) {
+        if (accum == TSR_REDUCTION_REDUX) {
             double beta = mode == TSR_ACCUMULATE ? 1.0 : 0.0;
             rc = tsr_redux_start(dw, beta, NULL);
             if (!rc)
                 rc = tsr_redux_start(db, beta, NULL);
         }
         for (int j = 0; j < inp->nt && !rc; j++) {
-            int redux = accum == TSR_ACCUM_REDUX;
+            int redux = accum == TSR_REDUCTION_REDUX;
             rc = tsr_insert_layernorm_bwd_params(tsr_tile(dout, 0, i, j), tsr_tile(inp, 0, i, j),
                                                  tsr_tile(mean, 0, 0, j), tsr_tile(rstd, 0, 0, j), dw,
                                                  redux ? STARPU_REDUX : chain_mode(j == 0, mode), db,
@@ -215,7 +215,7 @@ static int backward_params(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *mean, 
 }
 
 static int backward_dinp(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
-                         tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_write_t mode, tsr_accum_t accum,
+                         tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_write_t mode, tsr_reduction_t accum,
                          tsr_desc_t *work)
 {
     enum starpu_data_access_mode dmode = mode == TSR_ACCUMULATE ? STARPU_RW : STARPU_W;
@@ -242,7 +242,7 @@ static int backward_dinp(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, 
 
 int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
                            tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
-                           tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_accum_t accum, tsr_desc_t *work)
+                           tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_reduction_t accum, tsr_desc_t *work)
 {
     const char *fn = "tsr_layernorm_backward";
     const tsr_operand_t ops[] = {
@@ -268,7 +268,7 @@ int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight
     rc = backward_dinp(dout, inp, weight, mean, rstd, dinp, dinp_mode, accum, work);
     if (!rc)
         rc = backward_params(dout, inp, mean, rstd, dweight, dbias, dparam_mode, accum);
-    if (!rc && accum == TSR_ACCUM_REDUX) {
+    if (!rc && accum == TSR_REDUCTION_REDUX) {
         tsr_redux_finish(dweight);
         tsr_redux_finish(dbias);
     }

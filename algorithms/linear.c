@@ -155,10 +155,10 @@ static void mpi_redux_op(const lin_op_t *o)
             tsr_tile_mpi_redux(op_tile(o, i, j));
 }
 
-static int fwd_run(const fwd_plan_t *p, tsr_accum_t accum)
+static int fwd_run(const fwd_plan_t *p, tsr_reduction_t accum)
 {
     /* with a single k tile there is nothing to reduce: one fused task per tile */
-    int redux = accum == TSR_ACCUM_REDUX && p->W->mt > 1;
+    int redux = accum == TSR_REDUCTION_REDUX && p->W->mt > 1;
     int rc = TSR_SUCCESS;
     for (int i = 0; i < op_feature_tiles(&p->acc) && !rc; i++)
         for (int j = 0; j < op_token_tiles(&p->acc) && !rc; j++)
@@ -294,10 +294,10 @@ static void bwd_mpi_redux(const bwd_plan_t *p, int dinp_redux, int param_redux)
 }
 
 /* The input gradient first: it is on the critical path of the backward pass. */
-static int bwd_run(const bwd_plan_t *p, tsr_accum_t accum)
+static int bwd_run(const bwd_plan_t *p, tsr_reduction_t accum)
 {
-    int dinp_redux = accum == TSR_ACCUM_REDUX && p->W->nt > 1;
-    int param_redux = accum == TSR_ACCUM_REDUX && op_token_tiles(&p->dout) > 1;
+    int dinp_redux = accum == TSR_REDUCTION_REDUX && p->W->nt > 1;
+    int param_redux = accum == TSR_REDUCTION_REDUX && op_token_tiles(&p->dout) > 1;
     int rc = TSR_SUCCESS;
     for (int l = 0; p->has_dinp && l < op_feature_tiles(&p->inp) && !rc; l++)
         for (int j = 0; j < op_token_tiles(&p->dout) && !rc; j++)
@@ -449,7 +449,7 @@ static int check_qkv_weight(const char *fn, const tsr_desc_t *W)
 /* ---- forward API ------------------------------------------------------------------ */
 
 static int linear_forward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *pre,
-                               tsr_desc_t *out, int gelu, tsr_accum_t accum)
+                               tsr_desc_t *out, int gelu, tsr_reduction_t accum)
 {
     const tsr_operand_t ops[] = {
         { "inp", inp, TSR_OP_IN, TSR_FLOAT32, TSR_2D(TSR_ROWS(W), TSR_ANY), NULL },
@@ -473,13 +473,13 @@ static int linear_forward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, t
     return rc;
 }
 
-int tsr_linear_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum)
+int tsr_linear_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_reduction_t accum)
 {
     return linear_forward_impl("tsr_linear_forward", inp, W, bias, NULL, out, 0, accum);
 }
 
 int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *pre, tsr_desc_t *out,
-                            tsr_accum_t accum)
+                            tsr_reduction_t accum)
 {
     return linear_forward_impl("tsr_linear_gelu_forward", inp, W, bias, pre, out, 1, accum);
 }
@@ -488,7 +488,7 @@ int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, ts
 
 static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout,
                                 tsr_desc_t *dpre, tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias,
-                                tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_accum_t accum,
+                                tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_reduction_t accum,
                                 int gelu)
 {
     /* dpre may be dout (computed in place) */
@@ -527,7 +527,7 @@ static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, 
 
 int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dinp, tsr_desc_t *dW,
                         tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
-                        tsr_accum_t accum)
+                        tsr_reduction_t accum)
 {
     return linear_backward_impl("tsr_linear_backward", inp, W, NULL, dout, NULL, dinp, dW, dbias, dinp_mode,
                                 dparam_mode, accum, 0);
@@ -535,7 +535,7 @@ int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_de
 
 int tsr_linear_gelu_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre,
                              tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
-                             tsr_write_t dparam_mode, tsr_accum_t accum)
+                             tsr_write_t dparam_mode, tsr_reduction_t accum)
 {
     return linear_backward_impl("tsr_linear_gelu_backward", inp, W, pre, dout, dpre, dinp, dW, dbias, dinp_mode,
                                 dparam_mode, accum, 1);
@@ -567,7 +567,7 @@ int tsr_linear_attproj_fusable(const tsr_desc_t *Y, const tsr_desc_t *W, const t
 }
 
 int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *Q, tsr_desc_t *K,
-                           tsr_desc_t *V, tsr_accum_t accum)
+                           tsr_desc_t *V, tsr_reduction_t accum)
 {
     const char *fn = "tsr_linear_qkv_forward";
     tsr_desc_t *h[3] = { Q, K, V };
@@ -609,7 +609,7 @@ int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr
 
 int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV,
                             tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
-                            tsr_write_t dparam_mode, tsr_accum_t accum)
+                            tsr_write_t dparam_mode, tsr_reduction_t accum)
 {
     const char *fn = "tsr_linear_qkv_backward";
     tsr_desc_t *h[3] = { dQ, dK, dV };
@@ -655,7 +655,7 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
     return rc;
 }
 
-int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum)
+int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_reduction_t accum)
 {
     const char *fn = "tsr_linear_attproj_forward";
     const tsr_operand_t ops[] = {
@@ -694,7 +694,7 @@ int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, t
 /* Fallback of the attention projection backward: Y and dY through C x BT
  * temporaries. */
 static int attproj_backward_unfused(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
-                                    tsr_desc_t *dbias, double dinp_beta, double dparam_beta, tsr_accum_t accum)
+                                    tsr_desc_t *dbias, double dinp_beta, double dparam_beta, tsr_reduction_t accum)
 {
     tsr_desc_t *tY = NULL, *tD = NULL;
     int rc = temp_create(&tY, W->m, dout->n, W->mb, dout->nb, dout);
@@ -716,7 +716,7 @@ static int attproj_backward_unfused(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *do
 
 int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
                                 tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
-                                tsr_accum_t accum)
+                                tsr_reduction_t accum)
 {
     const char *fn = "tsr_linear_attproj_backward";
     const tsr_operand_t ops[] = {

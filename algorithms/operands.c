@@ -207,7 +207,7 @@ int tsr_check_choice(const char *fn, const char *what, int value, int count)
     return TSR_SUCCESS;
 }
 
-int tsr_check_accum(const char *fn, tsr_accum_t accum)
+int tsr_check_accum(const char *fn, tsr_reduction_t accum)
 {
-    return tsr_check_choice(fn, "accum (TSR_ACCUM_ORDERED or TSR_ACCUM_REDUX)", (int)accum, 2);
+    return tsr_check_choice(fn, "accum (TSR_REDUCTION_ORDERED or TSR_REDUCTION_REDUX)", (int)accum, 2);
 }

@@ -15,16 +15,18 @@ extern "C" {
  * compute layer; the first call sets the BLAS up). */
 const char *tsr_blas_description(void);
 
-/* How the k contributions to a C tile are accumulated. */
+/* How a sum over tiles (the k contributions to a C tile, the key tiles of
+ * attention, ...) is formed. Not to be confused with tsr_write_t, which says
+ * whether an output is overwritten or added into. */
 typedef enum {
-    TSR_ACCUM_ORDERED = 0, /* a chain of read-write tasks, k = 0, 1, 2, ... */
-    TSR_ACCUM_REDUX = 1    /* STARPU_REDUX: contributions run in parallel into
-                            * per-worker buffers, then are added; across ranks
-                            * each contribution runs on the owner of its A tile
-                            * and starpu_mpi_redux_data combines them with a
-                            * reduction tree of tasks (asynchronous: the call
-                            * does not wait, test_redux_async) */
-} tsr_accum_t;
+    TSR_REDUCTION_ORDERED = 0, /* a chain of read-write tasks, k = 0, 1, 2, ... */
+    TSR_REDUCTION_REDUX = 1    /* STARPU_REDUX: contributions run in parallel into
+                                * per-worker buffers, then are added; across ranks
+                                * each contribution runs on the owner of its A tile
+                                * and starpu_mpi_redux_data combines them with a
+                                * reduction tree of tasks (asynchronous: the call
+                                * does not wait, test_redux_async) */
+} tsr_reduction_t;
 
 /* C = alpha op(A) op(B) + beta C. For 3D descriptors the product is batched:
  * C[b] = alpha op(A[b]) op(B[b]) + beta C[b]. Requirements: same element type
@@ -34,14 +36,14 @@ typedef enum {
  * (TSR_EDIST); C may not be A or B (TSR_EINVAL; A may be B). When beta == 0,
  * C is not read. */
 int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
-             double beta, tsr_desc_t *C, tsr_accum_t accum);
+             double beta, tsr_desc_t *C, tsr_reduction_t accum);
 
 /* The same on plain column-major arrays held by rank 0 (other ranks pass
  * NULL): the arrays are cut in tiles of tile x tile, distributed over the
  * ranks, multiplied and gathered back into C. Synchronous. */
 int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                    double alpha, const void *A, int lda, const void *B, int ldb,
-                   double beta, void *C, int ldc, int tile, tsr_accum_t accum);
+                   double beta, void *C, int ldc, int tile, tsr_reduction_t accum);
 
 /* Tile sizes for tsr_gemm on the running workers, chosen from a model:
  * the GEMM kernel's time at 12 square tile sizes (32 .. 2048), measured
@@ -62,7 +64,7 @@ typedef struct {
     int mb, nb, kb;
     double predicted_seconds;
 } tsr_gemm_tiles_t;
-int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *tiles);
+int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_gemm_tiles_t *tiles);
 /* Rules the tile sizes must follow, per dimension (m, n, k; 0: no rule):
  * a multiple of multiple_of[d] that divides divisor_of[d]. For example a
  * fused QKV projection wants whole heads dividing C (multiple_of[0] = hd,
@@ -74,7 +76,7 @@ typedef struct {
 /* tsr_gemm_auto_tiles among the tile sizes that follow rules (NULL: none;
  * with a rule, every conforming size up to 2048 is a candidate).
  * TSR_EINVAL when no size along a dimension follows its rule. */
-int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum,
+int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum,
                               const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *tiles);
 /* The same model's time for one mb x nb x kb GEMM task (with every worker
  * busy); calibrates on first use like tsr_gemm_auto_tiles. */

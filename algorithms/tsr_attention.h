@@ -32,7 +32,7 @@ extern "C" {
  * input or another output, bad mode / accum), TSR_ENOTINIT, TSR_EDTYPE
  * (not float32), TSR_ESHAPE, TSR_ETILE (tile sizes above not met), TSR_EDIST
  * (block-cyclic descriptors on different process grids). Asynchronous, like
- * the other algorithms (except REDUX under MPI, see tsr_accum_t). */
+ * the other algorithms (except REDUX under MPI, see tsr_reduction_t). */
 
 /* Forward: out and stats (row 0) are overwritten. For each query tile the key
  * tiles are folded in order by an online softmax (an ordered chain of tasks
@@ -45,12 +45,12 @@ int tsr_attention_forward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_
  * TSR_ACCUMULATE adds to them (llm.c's +=). One preprocessing task per query tile writes D (stats row 1);
  * then each tile-pair task recomputes its scores from Q, K and the logsumexp
  * and contributes to dQ (summed over key tiles) and dK, dV (summed over query
- * tiles): TSR_ACCUM_ORDERED chains them (RW), TSR_ACCUM_REDUX lets them run
+ * tiles): TSR_REDUCTION_ORDERED chains them (RW), TSR_REDUCTION_REDUX lets them run
  * in parallel with STARPU_REDUX (per-worker copies of dQ, dK, dV tiles, so
  * more temporary memory). */
 int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc_t *out, tsr_desc_t *dout,
                            tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, tsr_write_t mode,
-                           tsr_accum_t accum);
+                           tsr_reduction_t accum);
 
 /* Tiles for one pass (backward 0: the forward; 1: the backward with accum)
  * over heads heads of hd x T with bb heads per tile: the query and key tiles
@@ -63,7 +63,7 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
  * (2 to 8) run as whole passes and the fastest wins (cached per pass).
  * *predicted_seconds (may be NULL): the model's time for the chosen tiles. TSR_EINVAL, TSR_ENOTINIT, or an error of
  * the calibration. Collective under MPI (the calibration runs on rank 0). */
-int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_accum_t accum, int *qb, int *kb,
+int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum, int *qb, int *kb,
                              double *predicted_seconds);
 
 #ifdef __cplusplus

@@ -21,7 +21,7 @@ extern "C" {
  * array on every rank. Everything float32 2D (TSR_EDTYPE / TSR_ESHAPE /
  * TSR_ETILE). Only the statistics are stored: no probability tensor. */
 int tsr_crossentropy_forward(tsr_desc_t *logits, tsr_desc_t *stats, tsr_desc_t *losses, const int *targets, int V,
-                             tsr_accum_t accum);
+                             tsr_reduction_t accum);
 
 /* Mean of the 1 x n losses descriptor (the loss of the step, llm.c's
  * mean_loss); every rank gets it. Collective and synchronous. */

@@ -22,15 +22,15 @@ int tsr_encoder_forward(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, const
  *   dwte[:, tokens[bt]] += dout[:, bt],  dwpe[:, bt % T] += dout[:, bt].
  * mode TSR_ACCUMULATE: added to the gradients already there; TSR_OVERWRITE: the
  * gradients are overwritten (columns no token hits become 0), so no separate zero pass is
- * needed. accum: TSR_ACCUM_ORDERED chains the tasks writing a gradient tile
+ * needed. accum: TSR_REDUCTION_ORDERED chains the tasks writing a gradient tile
  * in token order (the result is the sequential sum, bit for bit);
- * TSR_ACCUM_REDUX runs the contributions of the token tiles to a gradient
+ * TSR_REDUCTION_REDUX runs the contributions of the token tiles to a gradient
  * tile in parallel (in any order; under MPI on the gradient tile's owner,
  * like the ordered chain, so the call does not wait). dwte or dwpe may be
  * NULL (not computed), not both.
  * Same requirements as the forward. */
 int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, const int *tokens, int B, int T,
-                         tsr_write_t mode, tsr_accum_t accum);
+                         tsr_write_t mode, tsr_reduction_t accum);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ extern "C" {
  * rstd before the normalising tasks: `accum` picks an ordered chain of tasks
  * or STARPU_REDUX (which, under MPI, makes the call wait for its tasks). */
 int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias, tsr_desc_t *out,
-                          tsr_desc_t *mean, tsr_desc_t *rstd, tsr_accum_t accum);
+                          tsr_desc_t *mean, tsr_desc_t *rstd, tsr_reduction_t accum);
 
 /* RMSNorm over the C features of each token: rstd = 1 / sqrt(mean(x^2) + eps),
  * out = x * rstd * weight. inp, out: C x BT, every feature in one tile
@@ -47,7 +47,7 @@ int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, ts
  * dout and inp, dweight from dbias (TSR_EINVAL). */
 int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *mean,
                            tsr_desc_t *rstd, tsr_desc_t *dinp, tsr_desc_t *dweight, tsr_desc_t *dbias,
-                           tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_accum_t accum, tsr_desc_t *work);
+                           tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_reduction_t accum, tsr_desc_t *work);
 
 /* The backward's workspace for the per-token sums: a float32 2 x BT descriptor
  * tiled and distributed like mean (1 x BT). Free it with tsr_desc_destroy.

@@ -19,18 +19,18 @@ extern "C" {
  *
  * Task shapes. One GEMM task per (output tile, k tile); the bias is an extra
  * read buffer of the first k task (C = bias + A B) and the GeLU an epilogue
- * of the last one in an ordered chain (TSR_ACCUM_ORDERED). With
- * TSR_ACCUM_REDUX the k tasks of a tile run in parallel into a tile that a
+ * of the last one in an ordered chain (TSR_REDUCTION_ORDERED). With
+ * TSR_REDUCTION_REDUX the k tasks of a tile run in parallel into a tile that a
  * bias-fill task initialises, and the GeLU is a task of its own after the
  * reduction. A single k tile always gives one task per output tile. */
 
 /* out = W^T inp + bias */
-int tsr_linear_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum);
+int tsr_linear_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_reduction_t accum);
 
 /* pre = W^T inp + bias, out = gelu(pre) (tanh approximation, llm.c's
  * gelu_forward). pre (the backward needs it) and out: OC x BT, tiles ob x nb. */
 int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *pre, tsr_desc_t *out,
-                            tsr_accum_t accum);
+                            tsr_reduction_t accum);
 
 /* Backward of tsr_linear_forward, dout OC x BT (tiles ob x nb):
  *   dinp  (IC x BT)        = W dout                          (dinp_mode)
@@ -41,7 +41,7 @@ int tsr_linear_gelu_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, ts
  * tile); accum picks ordered chains or REDUX for every sum over tiles. */
 int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dinp, tsr_desc_t *dW,
                         tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
-                        tsr_accum_t accum);
+                        tsr_reduction_t accum);
 
 /* Backward of tsr_linear_gelu_forward: dout is d(out); first
  * dpre = dout * gelu'(pre), one task per tile, which then feeds both GEMMs
@@ -49,7 +49,7 @@ int tsr_linear_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dout, tsr_de
  * memory). Then as tsr_linear_backward with dpre in place of dout. */
 int tsr_linear_gelu_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, tsr_desc_t *dout, tsr_desc_t *dpre,
                              tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
-                             tsr_write_t dparam_mode, tsr_accum_t accum);
+                             tsr_write_t dparam_mode, tsr_reduction_t accum);
 
 /* Linear layers fused with the attention reshape. Q, K, V and the attention
  * output Y are 3D [B*NH, hd, T] (head z = b*NH + h, m = hd, n = T), all of
@@ -66,18 +66,18 @@ int tsr_linear_gelu_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *pre, ts
 
 /* QKV projection: [Q; K; V] = W^T inp + bias with W: m = C, n = 3C, bias 3C x 1. */
 int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *Q, tsr_desc_t *K,
-                           tsr_desc_t *V, tsr_accum_t accum);
+                           tsr_desc_t *V, tsr_reduction_t accum);
 /* Its backward: dout = [dQ; dK; dV] read straight from the 3D tiles. */
 int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV,
                             tsr_desc_t *dinp, tsr_desc_t *dW, tsr_desc_t *dbias, tsr_write_t dinp_mode,
-                            tsr_write_t dparam_mode, tsr_accum_t accum);
+                            tsr_write_t dparam_mode, tsr_reduction_t accum);
 /* Attention output projection: out (C x BT) = W^T Y + bias, Y read straight
  * from the 3D tiles as the C x BT input; W: m = C, n = C. */
-int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_accum_t accum);
+int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, tsr_desc_t *out, tsr_reduction_t accum);
 /* Its backward: dY (3D, may be NULL) = W dout written per head, dW, dbias. */
 int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
                                 tsr_desc_t *dbias, tsr_write_t dinp_mode, tsr_write_t dparam_mode,
-                                tsr_accum_t accum);
+                                tsr_reduction_t accum);
 /* 1 when the calls above fuse the reshape for these descriptors, 0 when they
  * fall back (or the arguments are invalid). */
 int tsr_linear_qkv_fusable(const tsr_desc_t *inp, const tsr_desc_t *W, const tsr_desc_t *Q);

@@ -10,7 +10,7 @@
 #ifndef TSR_COMPUTE_ELEM_H
 #define TSR_COMPUTE_ELEM_H
 #include <math.h>
-#include "tsr_compute_misc.h"   /* tsr_adamw_step_t */
+#include "tsr_compute_adamw.h" /* tsr_adamw_step_t */
 #include "tsr_compute_linear.h" /* tsr_heads_geom_t */
 
 #ifdef __CUDACC__

@@ -4,7 +4,7 @@
  * it over the tile's columns (compute/cpu/rows.c), the GPU runs one thread
  * per column (compute/cuda/rows.cu), and the runtime makes one op (codelet,
  * perf model tsr_<name>_float32) per entry of TSR_ROW_OPS
- * (runtime/row_codelets.c). A new row op is its function here and its line
+ * (runtime/rows_codelets.c). A new row op is its function here and its line
  * in TSR_ROW_OPS. No StarPU here. */
 #ifndef TSR_COMPUTE_ROWS_H
 #define TSR_COMPUTE_ROWS_H

@@ -158,3 +158,26 @@ void tsr_tile_mpi_redux(tsr_tile_t A)
     (void)A;
 #endif
 }
+
+tsr_sources_t tsr_task_sources(void *buffers[], int first, int n, const tsr_exec_t *ex)
+{
+    tsr_sources_t s = { { NULL }, { 0 } };
+    for (int k = 0; k < n; k++) {
+        tsr_view_t v = tsr_view(buffers[first + k], ex);
+        s.ptr[k] = (const float *)v.ptr;
+        s.ld[k] = v.ld;
+    }
+    return s;
+}
+
+void *tsr_pack_args(const void *header, size_t hsize, const void *items, size_t isize, int n, size_t *total)
+{
+    *total = hsize + isize * (size_t)n;
+    char *buf = malloc(*total);
+    if (!buf)
+        return NULL;
+    memcpy(buf, header, hsize);
+    if (n > 0)
+        memcpy(buf + hsize, items, isize * (size_t)n);
+    return buf;
+}

@@ -179,6 +179,15 @@ void tsr_kernel_check(int rc);
 int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
                int ntiles, const void *arg, size_t argsize, int exec_rank, double flops);
 
+/* The source tiles of a task, from buffer `first` on: pointers and leading
+ * dimensions (float32 tiles, or bf16 ones on a CUDA worker when the op's
+ * kernels take bf16 tiles themselves: the float type is the CPU's). */
+typedef struct { const float *ptr[TSR_MAX_TASK_TILES]; int ld[TSR_MAX_TASK_TILES]; } tsr_sources_t;
+tsr_sources_t tsr_task_sources(void *buffers[], int first, int n, const tsr_exec_t *ex);
+/* A cl_arg of a fixed header followed by n items, in one malloc'd block
+ * (NULL when out of memory); *total is its size. */
+void *tsr_pack_args(const void *header, size_t hsize, const void *items, size_t isize, int n, size_t *total);
+
 /* C = alpha op(A) op(B) + beta C on tiles; mode of C: STARPU_W (beta must be
  * 0), STARPU_RW or STARPU_REDUX (beta must be 1). */
 int tsr_insert_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_tile_t A, tsr_tile_t B,

@@ -121,7 +121,7 @@ static void ref_backward(int hd, int T, const double *q, const double *k, const 
 typedef struct {
     int nh, hd, T;         /* B*NH heads, head dim, tokens */
     int bb, qb, kb, mb;    /* heads per tile, query / key tile, tile rows (>= hd) */
-    tsr_accum_t accum;
+    tsr_reduction_t accum;
     int P;                 /* process grid rows (columns = ranks / P) */
 } attn_case_t;
 
@@ -273,7 +273,7 @@ static double tolerance(const attn_case_t *c)
 
 /* ---- one case -------------------------------------------------------------- */
 
-static const char *accum_name(tsr_accum_t a) { return a == TSR_ACCUM_REDUX ? "redux" : "ordered"; }
+static const char *accum_name(tsr_reduction_t a) { return a == TSR_REDUCTION_REDUX ? "redux" : "ordered"; }
 
 /* Gather the outputs and compare with the reference (gradients times
  * grad_factor: 1 after an overwrite, 2 after overwrite + accumulate). */
@@ -344,7 +344,7 @@ static void run_tile_sweep(attn_case_t c, const int (*tiles)[4], int ntiles)
             c.kb = tiles[i][1] ? tiles[i][1] : c.T;
             c.bb = tiles[i][2] ? tiles[i][2] : c.nh;
             c.mb = tiles[i][3] ? tiles[i][3] : c.hd;
-            c.accum = a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+            c.accum = a ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
             run_case(&c, &h);
         }
     if (tsr_rank() == 0)
@@ -362,29 +362,29 @@ static const int mpi_tiles[][4] = { { 0, 0, 0, 0 }, { 8, 5, 2, 0 }, { 3, 37, 5, 
 
 static void suite_tiles(int P, int mpi)
 {
-    attn_case_t c = { 5, 12, 37, 0, 0, 0, 0, TSR_ACCUM_ORDERED, P };
+    attn_case_t c = { 5, 12, 37, 0, 0, 0, 0, TSR_REDUCTION_ORDERED, P };
     if (mpi)
         run_tile_sweep(c, mpi_tiles, sizeof mpi_tiles / sizeof mpi_tiles[0]);
     else
         run_tile_sweep(c, small_tiles, sizeof small_tiles / sizeof small_tiles[0]);
     /* T = 1 and hd = 1 edge cases */
     static const int single[][4] = { { 0, 0, 0, 0 }, { 1, 1, 1, 0 } };
-    attn_case_t one_token = { 3, 4, 1, 0, 0, 0, 0, TSR_ACCUM_ORDERED, P };
+    attn_case_t one_token = { 3, 4, 1, 0, 0, 0, 0, TSR_REDUCTION_ORDERED, P };
     run_tile_sweep(one_token, single, 2);
     static const int hd1[][4] = { { 3, 2, 1, 0 } };
-    attn_case_t one_dim = { 2, 1, 9, 0, 0, 0, 0, TSR_ACCUM_ORDERED, P };
+    attn_case_t one_dim = { 2, 1, 9, 0, 0, 0, 0, TSR_REDUCTION_ORDERED, P };
     run_tile_sweep(one_dim, hd1, 1);
 }
 
 static void suite_large(void)
 {
     static const int tiles[][4] = { { 0, 0, 1, 0 }, { 128, 128, 2, 0 }, { 100, 256, 1, 0 }, { 256, 64, 2, 0 } };
-    attn_case_t c = { 2, 32, 1024, 0, 0, 0, 0, TSR_ACCUM_ORDERED, 1 };
+    attn_case_t c = { 2, 32, 1024, 0, 0, 0, 0, TSR_REDUCTION_ORDERED, 1 };
     run_tile_sweep(c, tiles, sizeof tiles / sizeof tiles[0]);
     /* the CPU kernels' query chunks: not a multiple of the chunk, and (qb = T,
      * kb 300) chunks that see none of a key tile */
     static const int odd[][4] = { { 97, 61, 1, 0 }, { 0, 300, 1, 0 } };
-    attn_case_t c2 = { 3, 24, 1000, 0, 0, 0, 0, TSR_ACCUM_ORDERED, 1 };
+    attn_case_t c2 = { 3, 24, 1000, 0, 0, 0, 0, TSR_REDUCTION_ORDERED, 1 };
     run_tile_sweep(c2, odd, sizeof odd / sizeof odd[0]);
 }
 
@@ -404,7 +404,7 @@ static void suite_causal(void)
     static const int tiles[][3] = { { 45, 45, 3 }, { 7, 5, 1 }, { 1, 1, 2 }, { 16, 16, 3 }, { 22, 10, 1 } };
     size_t n = (size_t)nh * hd * T;
     for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++) {
-        attn_case_t c = { nh, hd, T, tiles[ti][2], tiles[ti][0], tiles[ti][1], hd, TSR_ACCUM_ORDERED, 1 };
+        attn_case_t c = { nh, hd, T, tiles[ti][2], tiles[ti][0], tiles[ti][1], hd, TSR_REDUCTION_ORDERED, 1 };
         float *res[2][5] = { { 0 } };
         for (int run = 0; run < 2; run++) {
             host_t h;
@@ -428,7 +428,7 @@ static void suite_causal(void)
             CHECK_RC(tsr_test_scatter_f32(d.dout, h.dout), TSR_SUCCESS);
             CHECK_RC(tsr_attention_forward(d.Q, d.K, d.V, d.out, d.stats), TSR_SUCCESS);
             CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, TSR_OVERWRITE,
-                                            TSR_ACCUM_ORDERED), TSR_SUCCESS);
+                                            TSR_REDUCTION_ORDERED), TSR_SUCCESS);
             tsr_desc_t *outs[5] = { d.out, d.stats, d.dQ, d.dK, d.dV };
             for (int i = 0; i < 5; i++)
                 res[run][i] = tsr_test_gather_f32(outs[i]);
@@ -519,7 +519,7 @@ static double rel_err_dd(const double *x, const double *ref, size_t n)
 static void suite_fd(void)
 {
     static const int tiles[][4] = { { 4, 3, 1, 0 }, { 1, 1, 2, 0 }, { 0, 0, 0, 0 } };
-    attn_case_t c = { 2, 8, 13, 0, 0, 0, 0, TSR_ACCUM_ORDERED, 1 };
+    attn_case_t c = { 2, 8, 13, 0, 0, 0, 0, TSR_REDUCTION_ORDERED, 1 };
     host_t h;
     CHECK(host_alloc(&h, &c) == 0);
     fill_inputs(&h, &c, 4242);
@@ -549,7 +549,7 @@ static void suite_fd(void)
         c.bb = tiles[ti][2] ? tiles[ti][2] : c.nh;
         c.mb = c.hd;
         for (int a = 0; a < 2; a++) {
-            c.accum = a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+            c.accum = a ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
             descs_t d;
             CHECK_RC(create_descs(&d, &c), TSR_SUCCESS);
             CHECK_RC(tsr_test_scatter_f32(d.Q, h.q), TSR_SUCCESS);
@@ -588,7 +588,7 @@ static tsr_desc_t *make(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int 
     return d;
 }
 
-typedef struct { tsr_desc_t *Q, *K, *V, *out, *stats, *dout, *dQ, *dK, *dV; tsr_write_t mode; tsr_accum_t accum; } call_t;
+typedef struct { tsr_desc_t *Q, *K, *V, *out, *stats, *dout, *dQ, *dK, *dV; tsr_write_t mode; tsr_reduction_t accum; } call_t;
 
 /* The forward (fwd) or backward call must return `code` and submit nothing. */
 static void expect_error(int code, int fwd, call_t a, const char *what)
@@ -616,7 +616,7 @@ static void suite_errors(void)
     tsr_desc_t *out_nb = make(TSR_FLOAT32, nh, hd, T, 2, hd, 3, NULL), *V_nb = make(TSR_FLOAT32, nh, hd, T, 2, hd, 4, NULL);
     tsr_desc_t *out_bb = make(TSR_FLOAT32, nh, hd, T, 1, hd, 4, NULL), *dout64 = make(TSR_FLOAT64, nh, hd, T, 2, hd, 4, NULL);
 
-    call_t g = { Q, K, V, out, st, dout, dQ, dK, dV, TSR_OVERWRITE, TSR_ACCUM_ORDERED }, a;
+    call_t g = { Q, K, V, out, st, dout, dQ, dK, dV, TSR_OVERWRITE, TSR_REDUCTION_ORDERED }, a;
     a = g; a.Q = NULL;      expect_error(TSR_EINVAL, 1, a, "forward: NULL Q");
     a = g; a.stats = NULL;  expect_error(TSR_EINVAL, 1, a, "forward: NULL stats");
     a = g; a.out = Q;       expect_error(TSR_EINVAL, 1, a, "forward: out is Q");
@@ -634,7 +634,7 @@ static void suite_errors(void)
     a = g; a.out = out_bb;  expect_error(TSR_ETILE, 1, a, "forward: heads per tile");
     a = g; a.dQ = NULL;     expect_error(TSR_EINVAL, 0, a, "backward: NULL dQ");
     a = g; a.mode = (tsr_write_t)2; expect_error(TSR_EINVAL, 0, a, "backward: mode 2");
-    a = g; a.accum = (tsr_accum_t)7; expect_error(TSR_EINVAL, 0, a, "backward: accum 7");
+    a = g; a.accum = (tsr_reduction_t)7; expect_error(TSR_EINVAL, 0, a, "backward: accum 7");
     a = g; a.dK = a.dV;     expect_error(TSR_EINVAL, 0, a, "backward: dK is dV");
     a = g; a.dQ = a.dout;   expect_error(TSR_EINVAL, 0, a, "backward: dQ is dout");
     a = g; a.dV = a.V;      expect_error(TSR_EINVAL, 0, a, "backward: dV is V");
@@ -656,8 +656,8 @@ static void suite_errors(void)
     /* and the good calls do submit tasks and succeed */
     uint64_t before = tsr_tasks_submitted();
     CHECK_RC(tsr_attention_forward(Q, K, V, out, st), TSR_SUCCESS);
-    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, TSR_OVERWRITE, TSR_ACCUM_ORDERED), TSR_SUCCESS);
-    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, TSR_ACCUMULATE, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, TSR_OVERWRITE, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, TSR_ACCUMULATE, TSR_REDUCTION_REDUX), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > before);
     tsr_desc_t *all[] = { Q, K, V, out, st, dout, dQ, dK, dV, K64, Kshort, Vhd, Vb, st1, st_nb, st_mb, Qmb,
@@ -673,7 +673,7 @@ static void check_before_init(void)
     tsr_desc_t *x = &dummy;
     CHECK_RC(tsr_attention_forward(NULL, x, x, x, x), TSR_EINVAL);
     CHECK_RC(tsr_attention_forward(x, x, x, x, x), TSR_ENOTINIT);
-    CHECK_RC(tsr_attention_backward(x, x, x, x, x, x, x, x, x, TSR_OVERWRITE, TSR_ACCUM_ORDERED), TSR_ENOTINIT);
+    CHECK_RC(tsr_attention_backward(x, x, x, x, x, x, x, x, x, TSR_OVERWRITE, TSR_REDUCTION_ORDERED), TSR_ENOTINIT);
 }
 
 int main(int argc, char **argv)

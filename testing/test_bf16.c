@@ -111,7 +111,7 @@ static double max_abs(const float *x, size_t n)
 
 /* C = A B on k tiles that do not divide k: each k tile's partial sum is
  * rounded to bf16 once (the ordered chain keeps C in bf16 between tasks). */
-static void check_gemm(tsr_accum_t accum)
+static void check_gemm(tsr_reduction_t accum)
 {
     int M = 37, N = 29, K = 45, tb = 16;
     float *a = random_bf16_values((size_t)M * K, 1, 1.0f), *b = random_bf16_values((size_t)K * N, 2, 1.0f);
@@ -128,7 +128,7 @@ static void check_gemm(tsr_accum_t accum)
         tsr_desc_destroy(C);
     }
     /* 3 k tiles: up to 3 roundings of sums of at most 16 products of |x| <= 0.5 */
-    check_close(accum == TSR_ACCUM_REDUX ? "gemm (REDUX over k tiles)" : "gemm (ordered over k tiles)", res[1], res[0],
+    check_close(accum == TSR_REDUCTION_REDUX ? "gemm (REDUX over k tiles)" : "gemm (ordered over k tiles)", res[1], res[0],
                 (size_t)M * N, 3.0, 16 * 0.25);
     free(a);
     free(b);
@@ -149,7 +149,7 @@ static void check_linear(void)
         put(X, x);
         put(W, w);
         put(B, bias);
-        CHECK_RC(tsr_linear_forward(X, W, B, Y, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_linear_forward(X, W, B, Y, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
         res[t] = get(Y);
         tsr_desc_destroy(X);
         tsr_desc_destroy(W);
@@ -179,7 +179,7 @@ static void check_layernorm(void)
         put(X, x);
         put(W, w);
         put(B, bias);
-        CHECK_RC(tsr_layernorm_forward(X, W, B, Y, mean, rstd, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_layernorm_forward(X, W, B, Y, mean, rstd, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
         res[t] = get(Y);
         tsr_desc_t *all[] = { X, W, B, Y, mean, rstd };
         for (int k = 0; k < 6; k++)
@@ -269,7 +269,7 @@ static void check_attention(int nh, int hd, int T, int tb)
             put(d[i], in[i]);
         CHECK_RC(tsr_attention_forward(d[0], d[1], d[2], d[4], d[8]), TSR_SUCCESS);
         CHECK_RC(tsr_attention_backward(d[0], d[1], d[2], d[4], d[3], d[8], d[5], d[6], d[7], TSR_OVERWRITE,
-                                        TSR_ACCUM_ORDERED),
+                                        TSR_REDUCTION_ORDERED),
                  TSR_SUCCESS);
         for (int i = 0; i < 4; i++)
             res[t][i] = get(d[4 + i]);
@@ -369,7 +369,7 @@ static void check_native_heads(void)
  * statistics set then merged over the vocabulary tiles, or REDUX), float32
  * statistics and losses as in tsr_gpt2: softmax_stats, crossentropy_loss,
  * then crossentropy_backward in place. */
-static void check_native_crossentropy(tsr_accum_t accum)
+static void check_native_crossentropy(tsr_reduction_t accum)
 {
     int V = 37, Vp = 40, BT = 9, targets[9];
     for (int k = 0; k < BT; k++)
@@ -389,7 +389,7 @@ static void check_native_crossentropy(tsr_accum_t accum)
         tsr_desc_destroy(S);
         tsr_desc_destroy(Lo);
     }
-    int redux = accum == TSR_ACCUM_REDUX;
+    int redux = accum == TSR_REDUCTION_REDUX;
     round_to_bf16(res[0][2], (size_t)Vp * BT);
     check_native(redux ? "softmax_stats (REDUX)" : "softmax_stats", res[1][0], res[0][0], (size_t)2 * BT, 0, 0.0);
     check_native(redux ? "crossentropy_loss (REDUX stats)" : "crossentropy_loss", res[1][1], res[0][1], BT, 0, 0.0);
@@ -418,7 +418,7 @@ static void check_crossentropy_bf16_stats(void)
         tsr_desc_t *L = make(both_types[t], V, BT, 16, 4), *S = make(both_types[t], 2, BT, 2, 4),
                    *Lo = make(both_types[t], 1, BT, 1, 4);
         put(L, logits);
-        CHECK_RC(tsr_crossentropy_forward(L, S, Lo, targets, V, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_crossentropy_forward(L, S, Lo, targets, V, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
         CHECK_RC(tsr_crossentropy_backward(L, S, targets, V, 0.0f), TSR_SUCCESS);
         res[t][0] = get(Lo);
         res[t][1] = get(L);
@@ -491,7 +491,7 @@ static void check_native_layernorm(void)
         put(X, x);
         put(W, w);
         put(B, bias);
-        CHECK_RC(tsr_layernorm_forward(X, W, B, Y, M, R, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_layernorm_forward(X, W, B, Y, M, R, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
         res[t][0] = get(Y);
         res[t][1] = get(M);
         res[t][2] = get(R);
@@ -506,7 +506,7 @@ static void check_native_layernorm(void)
         put(M1, mean);
         put(R1, rstd);
         CHECK_RC(tsr_layernorm_backward(D, X1, W, M1, R1, DI, DW, DB, TSR_ACCUMULATE, TSR_ACCUMULATE,
-                                        TSR_ACCUM_ORDERED, NULL),
+                                        TSR_REDUCTION_ORDERED, NULL),
                  TSR_SUCCESS);
         res[t][3] = get(DI);
         res[t][4] = get(DW);
@@ -535,7 +535,7 @@ static void check_native_layernorm(void)
  * tile, so that each gradient tile gets one task, accumulating onto values
  * already there; every token and position once, so that a REDUX task's
  * zeroed copy (then added to the tile) holds one value, exact in bf16. */
-static void check_native_gather(tsr_accum_t accum)
+static void check_native_gather(tsr_reduction_t accum)
 {
     int C = 24, Vp = 29, maxT = 13, B = 1, T = 12, BT = B * T, tokens[12];
     for (int k = 0; k < BT; k++)
@@ -559,7 +559,7 @@ static void check_native_gather(tsr_accum_t accum)
         for (int k = 0; k < 4; k++)
             tsr_desc_destroy(all[k]);
     }
-    int redux = accum == TSR_ACCUM_REDUX;
+    int redux = accum == TSR_REDUCTION_REDUX;
     const char *names[3] = { "gather_columns: encoder forward",
                              redux ? "gather_columns: dwte (+=, REDUX)" : "gather_columns: dwte (+=)",
                              redux ? "gather_columns: dwpe (+=, REDUX)" : "gather_columns: dwpe (+=)" };
@@ -625,8 +625,8 @@ int main(int argc, char **argv)
         cfg.ncuda = 0; /* the CPU fallback is what this tests */
     if (tsr_init(&cfg, &argc, &argv) != 0)
         return 2;
-    check_gemm(TSR_ACCUM_ORDERED);
-    check_gemm(TSR_ACCUM_REDUX);
+    check_gemm(TSR_REDUCTION_ORDERED);
+    check_gemm(TSR_REDUCTION_REDUX);
     check_linear();
     check_layernorm();
     check_attention(2, 8, 24, 8);
@@ -634,13 +634,13 @@ int main(int argc, char **argv)
     check_adamw_master();
     check_cuda_only_refused();
     check_native_heads();
-    check_native_crossentropy(TSR_ACCUM_ORDERED);
-    check_native_crossentropy(TSR_ACCUM_REDUX);
+    check_native_crossentropy(TSR_REDUCTION_ORDERED);
+    check_native_crossentropy(TSR_REDUCTION_REDUX);
     check_crossentropy_bf16_stats();
     check_native_gelu_backward();
     check_native_layernorm();
-    check_native_gather(TSR_ACCUM_ORDERED);
-    check_native_gather(TSR_ACCUM_REDUX);
+    check_native_gather(TSR_REDUCTION_ORDERED);
+    check_native_gather(TSR_REDUCTION_REDUX);
     int rc = tsr_check_report("test_bf16");
     tsr_finalize();
     return rc;

@@ -177,7 +177,7 @@ static void check_backward_results(const tiles_t *tl, const float *d, double dlo
     CHECK(ok_pad);
 }
 
-static void run(const tiles_t *tl, tsr_accum_t accum, float dloss)
+static void run(const tiles_t *tl, tsr_reduction_t accum, float dloss)
 {
     tsr_desc_t *dx = make(TSR_FLOAT32, VP, BT, tl->mbv, tl->nb);
     tsr_desc_t *ds = make(TSR_FLOAT32, 2, BT, tl->mbs, tl->nb);
@@ -205,7 +205,7 @@ static void run(const tiles_t *tl, tsr_accum_t accum, float dloss)
     }
     if (tsr_checks_failed && tsr_rank() == 0)
         fprintf(stderr, "  (tiles %d x %d, stats tiles %d, %s, dloss %g)\n", tl->mbv, tl->nb, tl->mbs,
-                accum == TSR_ACCUM_REDUX ? "redux" : "ordered", dloss);
+                accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", dloss);
     free(stats);
     free(losses);
     free(d);
@@ -225,23 +225,23 @@ static void check_errors(void)
     float mean;
     uint64_t n0 = tsr_tasks_submitted();
     const char *fn = "forward";
-    tsr_expect_error(tsr_crossentropy_forward(NULL, s, l, targets, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, fn);
-    tsr_expect_error(tsr_crossentropy_forward(x, s, l, NULL, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "NULL targets");
-    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, VP + 1, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "V > Vp");
-    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, 0, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "V = 0");
-    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, V, (tsr_accum_t)3), TSR_EINVAL, n0, "accum");
-    tsr_expect_error(tsr_crossentropy_forward(x, x, l, targets, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "stats == logits");
-    tsr_expect_error(tsr_crossentropy_forward(x64, s, l, targets, V, TSR_ACCUM_ORDERED), TSR_EDTYPE, n0, "float64");
-    tsr_expect_error(tsr_crossentropy_forward(x, s3, l, targets, V, TSR_ACCUM_ORDERED), TSR_ESHAPE, n0, "3-row stats");
-    tsr_expect_error(tsr_crossentropy_forward(x, s_mb1, l, targets, V, TSR_ACCUM_REDUX), TSR_ETILE, n0, "stats mb 1");
-    tsr_expect_error(tsr_crossentropy_forward(x, s_nb, l, targets, V, TSR_ACCUM_REDUX), TSR_ETILE, n0, "stats nb");
-    tsr_expect_error(tsr_crossentropy_forward(x, s, l_n, targets, V, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "losses n");
+    tsr_expect_error(tsr_crossentropy_forward(NULL, s, l, targets, V, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, fn);
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, NULL, V, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "NULL targets");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, VP + 1, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "V > Vp");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, 0, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "V = 0");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, targets, V, (tsr_reduction_t)3), TSR_EINVAL, n0, "accum");
+    tsr_expect_error(tsr_crossentropy_forward(x, x, l, targets, V, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "stats == logits");
+    tsr_expect_error(tsr_crossentropy_forward(x64, s, l, targets, V, TSR_REDUCTION_ORDERED), TSR_EDTYPE, n0, "float64");
+    tsr_expect_error(tsr_crossentropy_forward(x, s3, l, targets, V, TSR_REDUCTION_ORDERED), TSR_ESHAPE, n0, "3-row stats");
+    tsr_expect_error(tsr_crossentropy_forward(x, s_mb1, l, targets, V, TSR_REDUCTION_REDUX), TSR_ETILE, n0, "stats mb 1");
+    tsr_expect_error(tsr_crossentropy_forward(x, s_nb, l, targets, V, TSR_REDUCTION_REDUX), TSR_ETILE, n0, "stats nb");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l_n, targets, V, TSR_REDUCTION_REDUX), TSR_ESHAPE, n0, "losses n");
     memcpy(bad, targets, sizeof bad);
     bad[BT - 3] = V; /* a padded row is not a valid target */
-    tsr_expect_error(tsr_crossentropy_forward(x, s, l, bad, V, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "target V");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, bad, V, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "target V");
     tsr_expect_error(tsr_crossentropy_backward(x, s, bad, V, 0.0f), TSR_EINVAL, n0, "backward target V");
     bad[BT - 3] = -1;
-    tsr_expect_error(tsr_crossentropy_forward(x, s, l, bad, V, TSR_ACCUM_REDUX), TSR_EINVAL, n0, "target -1");
+    tsr_expect_error(tsr_crossentropy_forward(x, s, l, bad, V, TSR_REDUCTION_REDUX), TSR_EINVAL, n0, "target -1");
     tsr_expect_error(tsr_crossentropy_backward(x, s, bad, V, 0.0f), TSR_EINVAL, n0, "backward target -1");
     tsr_expect_error(tsr_crossentropy_backward(x, s, targets, V, NAN), TSR_EINVAL, n0, "dloss NaN");
     tsr_expect_error(tsr_crossentropy_backward(x, s_nb, targets, V, 1.0f), TSR_ETILE, n0, "backward stats nb");
@@ -249,7 +249,7 @@ static void check_errors(void)
     tsr_expect_error(tsr_crossentropy_mean(l, NULL), TSR_EINVAL, n0, "mean NULL");
     tsr_expect_error(tsr_crossentropy_mean(s, &mean), TSR_ESHAPE, n0, "mean of 2 rows");
     /* good calls submit tasks; the losses may be left out */
-    CHECK_RC(tsr_crossentropy_forward(x, s, NULL, targets, V, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_crossentropy_forward(x, s, NULL, targets, V, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
     CHECK_RC(tsr_crossentropy_backward(x, s, targets, V, 0.0f), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > n0 || tsr_size() > 1);
@@ -269,8 +269,8 @@ int main(int argc, char **argv)
     const tiles_t configs[] = { { 1, 1, 2 }, { 16, 7, 2 }, { 5, 45, 2 }, { VP, BT, 3 } };
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++)
         for (int accum = 0; accum < 2; accum++)
-            run(&configs[k], (tsr_accum_t)accum, 0.0f);
-    run(&configs[1], TSR_ACCUM_REDUX, 0.37f);
+            run(&configs[k], (tsr_reduction_t)accum, 0.0f);
+    run(&configs[1], TSR_REDUCTION_REDUX, 0.37f);
     check_errors();
     int rc = tsr_rank() == 0 ? tsr_check_report("test_crossentropy") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();

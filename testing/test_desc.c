@@ -202,14 +202,14 @@ static void check_keep_received(void)
     tsr_desc_keep_received(A, 1);
     for (int round = 0; round < 3; round++) {
         if (round == 1) /* a task on rank 0 rewrites A */
-            CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 2.0, X, I, 0.0, A, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+            CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 2.0, X, I, 0.0, A, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
         if (round == 2) { /* a scatter rewrites A */
             double b[16];
             for (int k = 0; k < 16; k++)
                 b[k] = 10 * a[k];
             CHECK_RC(tsr_desc_scatter(A, b, 4, 0), TSR_SUCCESS);
         }
-        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, I, 0.0, C, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, I, 0.0, C, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
         CHECK_RC(tsr_desc_gather(C, c, 4, 0), TSR_SUCCESS);
         int bad = 0;
         for (int k = 0; tsr_rank() == 0 && k < 16; k++)

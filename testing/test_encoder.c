@@ -117,7 +117,7 @@ static void check_forward(const tiles_t *tl)
     tsr_desc_destroy(dwpe);
 }
 
-static void check_backward(const tiles_t *tl, tsr_accum_t accum, tsr_write_t mode, int with_dwpe)
+static void check_backward(const tiles_t *tl, tsr_reduction_t accum, tsr_write_t mode, int with_dwpe)
 {
     tsr_desc_t *dO = make(TSR_FLOAT32, C, BT, tl->mb, tl->nb);
     tsr_desc_t *dwte = make(TSR_FLOAT32, C, VP, tl->mb, tl->nbv);
@@ -133,14 +133,14 @@ static void check_backward(const tiles_t *tl, tsr_accum_t accum, tsr_write_t mod
         static double abs_wte[VP * C], abs_wpe[MAXT * C];
         static int n_wte[VP * C], n_wpe[MAXT * C];
         reference_backward(mode, ref_wte, ref_wpe, abs_wte, abs_wpe, n_wte, n_wpe);
-        int exact = accum == TSR_ACCUM_ORDERED;
+        int exact = accum == TSR_REDUCTION_ORDERED;
         int ok_wte = got_wte && grad_ok(got_wte, ref_wte, abs_wte, n_wte, VP * C, exact);
         /* without dwpe the descriptor keeps what it held */
         int ok_wpe = got_wpe && (with_dwpe ? grad_ok(got_wpe, ref_wpe, abs_wpe, n_wpe, MAXT * C, exact)
                                            : memcmp(got_wpe, g0_wpe, sizeof g0_wpe) == 0);
         if (!ok_wte || !ok_wpe)
             fprintf(stderr, "  backward tiles %d/%d/%d/%d %s %s%s: dwte %s, dwpe %s\n", tl->mb, tl->nb, tl->nbv,
-                    tl->nbp, accum == TSR_ACCUM_REDUX ? "redux" : "ordered", mode == TSR_ACCUMULATE ? "accumulate" : "overwrite",
+                    tl->nbp, accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", mode == TSR_ACCUMULATE ? "accumulate" : "overwrite",
                     with_dwpe ? "" : " (no dwpe)", ok_wte ? "ok" : "WRONG", ok_wpe ? "ok" : "WRONG");
         CHECK(ok_wte);
         CHECK(ok_wpe);
@@ -177,15 +177,15 @@ static void check_errors(void)
     bad[BT / 2] = -1;
     tsr_expect_error(tsr_encoder_forward(out, wt, wp, bad, B, T), TSR_EINVAL, n0, "token < 0");
     const tsr_write_t set = TSR_OVERWRITE, add = TSR_ACCUMULATE;
-    tsr_expect_error(tsr_encoder_backward(wt, wp, out, bad, B, T, set, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "backward token");
-    tsr_expect_error(tsr_encoder_backward(NULL, NULL, out, tokens, B, T, set, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "no grads");
-    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, (tsr_write_t)2, TSR_ACCUM_ORDERED), TSR_EINVAL, n0, "mode 2");
-    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, set, (tsr_accum_t)5), TSR_EINVAL, n0, "accum 5");
-    tsr_expect_error(tsr_encoder_backward(wt64, wp, out, tokens, B, T, add, TSR_ACCUM_REDUX), TSR_EDTYPE, n0, "float64 dwte");
-    tsr_expect_error(tsr_encoder_backward(wt, wp_short, out, tokens, B, T, add, TSR_ACCUM_REDUX), TSR_ESHAPE, n0, "short dwpe");
-    tsr_expect_error(tsr_encoder_backward(NULL, wt_mb, out, tokens, B, T, add, TSR_ACCUM_REDUX), TSR_ETILE, n0, "dwpe tiles");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, bad, B, T, set, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "backward token");
+    tsr_expect_error(tsr_encoder_backward(NULL, NULL, out, tokens, B, T, set, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "no grads");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, (tsr_write_t)2, TSR_REDUCTION_ORDERED), TSR_EINVAL, n0, "mode 2");
+    tsr_expect_error(tsr_encoder_backward(wt, wp, out, tokens, B, T, set, (tsr_reduction_t)5), TSR_EINVAL, n0, "accum 5");
+    tsr_expect_error(tsr_encoder_backward(wt64, wp, out, tokens, B, T, add, TSR_REDUCTION_REDUX), TSR_EDTYPE, n0, "float64 dwte");
+    tsr_expect_error(tsr_encoder_backward(wt, wp_short, out, tokens, B, T, add, TSR_REDUCTION_REDUX), TSR_ESHAPE, n0, "short dwpe");
+    tsr_expect_error(tsr_encoder_backward(NULL, wt_mb, out, tokens, B, T, add, TSR_REDUCTION_REDUX), TSR_ETILE, n0, "dwpe tiles");
     /* a good call does submit */
-    CHECK_RC(tsr_encoder_backward(NULL, wp, out, tokens, B, T, add, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_encoder_backward(NULL, wp, out, tokens, B, T, add, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > n0 || tsr_size() > 1);
     tsr_desc_t *all[] = { out, wt, wp, wt64, wt_mb, wp_short, wt_c };
@@ -213,10 +213,10 @@ int main(int argc, char **argv)
             for (int mode = 0; mode < 2; mode++)
                 /* the 1-wide tiles (thousands of tasks) run two of the four variants */
                 if (k != 0 || accum == mode)
-                    check_backward(&configs[k], (tsr_accum_t)accum, (tsr_write_t)mode, 1);
+                    check_backward(&configs[k], (tsr_reduction_t)accum, (tsr_write_t)mode, 1);
     }
-    check_backward(&configs[1], TSR_ACCUM_ORDERED, TSR_OVERWRITE, 0);
-    check_backward(&configs[2], TSR_ACCUM_REDUX, TSR_ACCUMULATE, 0);
+    check_backward(&configs[1], TSR_REDUCTION_ORDERED, TSR_OVERWRITE, 0);
+    check_backward(&configs[2], TSR_REDUCTION_REDUX, TSR_ACCUMULATE, 0);
     check_errors();
     int rc = tsr_rank() == 0 ? tsr_check_report("test_encoder") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();

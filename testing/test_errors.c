@@ -17,7 +17,7 @@ static tsr_desc_t *make(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int 
 
 /* tsr_gemm must fail with `code` and leave the task counter unchanged. */
 static void expect_gemm_error(int code, tsr_trans_t ta, tsr_trans_t tb, tsr_desc_t *A, tsr_desc_t *B, tsr_desc_t *C,
-                              tsr_accum_t accum, const char *what)
+                              tsr_reduction_t accum, const char *what)
 {
     uint64_t before = tsr_tasks_submitted();
     int rc = tsr_gemm(ta, tb, 1.0, A, B, 0.0, C, accum);
@@ -68,7 +68,7 @@ static void check_before_init(void)
     CHECK(d == NULL);
     CHECK_RC(tsr_wait(), TSR_ENOTINIT);
     CHECK_RC(tsr_finalize(), TSR_ENOTINIT);
-    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1, NULL, NULL, 0, NULL, TSR_ACCUM_ORDERED), TSR_EINVAL);
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1, NULL, NULL, 0, NULL, TSR_REDUCTION_ORDERED), TSR_EINVAL);
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = 0;
@@ -165,20 +165,20 @@ static void check_gemm_errors(void)
     tsr_desc_t *Bktile = make(TSR_FLOAT32, 1, 6, 8, 1, 2, 4, NULL);
     tsr_desc_t *At = make(TSR_FLOAT32, 1, 6, 10, 1, 3, 4, NULL); /* A^T layout */
 
-    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, NULL, B, C, TSR_ACCUM_ORDERED, "NULL A");
-    expect_gemm_error(TSR_EINVAL, (tsr_trans_t)3, TSR_NOTRANS, A, B, C, TSR_ACCUM_ORDERED, "bad transA");
-    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, A, B, C, (tsr_accum_t)9, "bad accum");
-    expect_gemm_error(TSR_EDTYPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cd, TSR_ACCUM_ORDERED, "dtype");
-    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cshape, TSR_ACCUM_ORDERED, "m");
-    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, Bk, C, TSR_ACCUM_REDUX, "k");
-    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cbatch, TSR_ACCUM_ORDERED, "batch");
-    expect_gemm_error(TSR_ETILE, TSR_NOTRANS, TSR_NOTRANS, A, B, Ctile, TSR_ACCUM_ORDERED, "mb");
-    expect_gemm_error(TSR_ETILE, TSR_NOTRANS, TSR_NOTRANS, A, Bktile, C, TSR_ACCUM_REDUX, "kb");
-    expect_gemm_error(TSR_ESHAPE, TSR_TRANS, TSR_NOTRANS, A, B, C, TSR_ACCUM_ORDERED, "A is not transposed");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, NULL, B, C, TSR_REDUCTION_ORDERED, "NULL A");
+    expect_gemm_error(TSR_EINVAL, (tsr_trans_t)3, TSR_NOTRANS, A, B, C, TSR_REDUCTION_ORDERED, "bad transA");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, A, B, C, (tsr_reduction_t)9, "bad accum");
+    expect_gemm_error(TSR_EDTYPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cd, TSR_REDUCTION_ORDERED, "dtype");
+    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cshape, TSR_REDUCTION_ORDERED, "m");
+    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, Bk, C, TSR_REDUCTION_REDUX, "k");
+    expect_gemm_error(TSR_ESHAPE, TSR_NOTRANS, TSR_NOTRANS, A, B, Cbatch, TSR_REDUCTION_ORDERED, "batch");
+    expect_gemm_error(TSR_ETILE, TSR_NOTRANS, TSR_NOTRANS, A, B, Ctile, TSR_REDUCTION_ORDERED, "mb");
+    expect_gemm_error(TSR_ETILE, TSR_NOTRANS, TSR_NOTRANS, A, Bktile, C, TSR_REDUCTION_REDUX, "kb");
+    expect_gemm_error(TSR_ESHAPE, TSR_TRANS, TSR_NOTRANS, A, B, C, TSR_REDUCTION_ORDERED, "A is not transposed");
     /* and the good calls do submit tasks */
     uint64_t before = tsr_tasks_submitted();
-    CHECK_RC(tsr_gemm(TSR_TRANS, TSR_NOTRANS, 1.0, At, B, 0.0, C, TSR_ACCUM_ORDERED), TSR_SUCCESS);
-    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 1.0, C, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm(TSR_TRANS, TSR_NOTRANS, 1.0, At, B, 0.0, C, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 1.0, C, TSR_REDUCTION_REDUX), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > before || tsr_size() > 1);
 
@@ -187,7 +187,7 @@ static void check_gemm_errors(void)
         tsr_desc_t *A21 = make(TSR_FLOAT32, 1, 10, 6, 1, 4, 3, &rows);
         tsr_desc_t *B12 = make(TSR_FLOAT32, 1, 6, 8, 1, 3, 4, &cols);
         tsr_desc_t *C21 = make(TSR_FLOAT32, 1, 10, 8, 1, 4, 4, &rows);
-        expect_gemm_error(TSR_EDIST, TSR_NOTRANS, TSR_NOTRANS, A21, B12, C21, TSR_ACCUM_ORDERED, "grids 2x1 vs 1x2");
+        expect_gemm_error(TSR_EDIST, TSR_NOTRANS, TSR_NOTRANS, A21, B12, C21, TSR_REDUCTION_ORDERED, "grids 2x1 vs 1x2");
         tsr_desc_destroy(A21);
         tsr_desc_destroy(B12);
         tsr_desc_destroy(C21);
@@ -205,16 +205,16 @@ static void check_gemm_aliases(void)
     tsr_desc_t *X = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL), *Y = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL);
     char log[4096];
     capture_t c = capture_start();
-    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, Y, X, TSR_ACCUM_ORDERED, "C = A");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, Y, X, TSR_REDUCTION_ORDERED, "C = A");
     capture_end(c, log, sizeof log);
     expect_message(log, "tsr_gemm: C and A are the same descriptor", "C = A");
     c = capture_start();
-    expect_gemm_error(TSR_EINVAL, TSR_TRANS, TSR_NOTRANS, Y, X, X, TSR_ACCUM_REDUX, "C = B");
+    expect_gemm_error(TSR_EINVAL, TSR_TRANS, TSR_NOTRANS, Y, X, X, TSR_REDUCTION_REDUX, "C = B");
     capture_end(c, log, sizeof log);
     expect_message(log, "tsr_gemm: C and B are the same descriptor", "C = B");
-    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_TRANS, X, X, X, TSR_ACCUM_ORDERED, "A = B = C");
-    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, X, X, TSR_ACCUM_REDUX, "A = B = C, REDUX");
-    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_TRANS, 1.0, X, X, 0.0, Y, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_TRANS, X, X, X, TSR_REDUCTION_ORDERED, "A = B = C");
+    expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, X, X, TSR_REDUCTION_REDUX, "A = B = C, REDUX");
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_TRANS, 1.0, X, X, 0.0, Y, TSR_REDUCTION_REDUX), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     tsr_desc_destroy(X);
     tsr_desc_destroy(Y);
@@ -225,7 +225,7 @@ static void check_auto_tiles_null(void)
 {
     char log[4096];
     capture_t c = capture_start();
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_ACCUM_ORDERED, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_REDUCTION_ORDERED, NULL), TSR_EINVAL);
     capture_end(c, log, sizeof log);
     expect_message(log, "tsr_gemm_auto_tiles: the output (tsr_gemm_tiles_t *) is NULL", "auto tiles, NULL");
 }

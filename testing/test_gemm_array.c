@@ -7,7 +7,7 @@
 #include "tsr_compute.h"
 #include "tsr_check.h"
 
-static void run(tsr_trans_t ta, tsr_trans_t tb, tsr_accum_t accum, int tile)
+static void run(tsr_trans_t ta, tsr_trans_t tb, tsr_reduction_t accum, int tile)
 {
     const int m = 45, n = 33, k = 27, pad = 2;
     int lda = (ta == TSR_TRANS ? k : m) + pad, ldb = (tb == TSR_TRANS ? n : k) + pad, ldc = m + pad;
@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     for (int t = 0; t < 4; t++)
         for (int tile = 7; tile <= 64; tile *= 3)
             run(t & 1 ? TSR_TRANS : TSR_NOTRANS, t & 2 ? TSR_TRANS : TSR_NOTRANS,
-                tile == 21 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED, tile);
+                tile == 21 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED, tile);
     int rc = tsr_rank() == 0 ? tsr_check_report("test_gemm_array") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();
     return rc;

@@ -99,7 +99,7 @@ int main(int argc, char **argv)
         tiles.hid = atoi(argv[6]);
         tiles.voc = atoi(argv[7]);
         tiles.heads = atoi(argv[8]);
-        tiles.accum = atoi(argv[9]) ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+        tiles.accum = atoi(argv[9]) ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
     }
     if (argc == 13) {
         tiles.q = atoi(argv[11]);

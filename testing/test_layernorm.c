@@ -199,7 +199,7 @@ static void expect_close_fd(const char *what, const char *config, const float *g
 typedef struct {
     int mb, nb;
     tsr_dist_t act, par; /* activations / statistics, parameters */
-    tsr_accum_t accum;
+    tsr_reduction_t accum;
     tsr_write_t dinp_mode, dparam_mode;
     int use_work;        /* pass a workspace (or let the call make one) */
     char name[160];
@@ -377,7 +377,7 @@ static void check_layernorm(tsr_dist_t act)
                 int overwrite = several ? (t + a) % 2 == 0 : f == 0;
                 tsr_dist_t par = several && t % 2 ? last : act;
                 const tsr_write_t *m = modes[overwrite ? 0 : 1 + run % 3];
-                ln_config_t c = { tilings[t][0], tilings[t][1], act, par, a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED,
+                ln_config_t c = { tilings[t][0], tilings[t][1], act, par, a ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED,
                                   m[0], m[1], (a + f + t / 2) % 2, "" };
                 char g1[24], g2[24];
                 snprintf(c.name, sizeof c.name, "mb %d nb %d grid %s params %s %s accumulate dinp %d dparams %d%s",
@@ -556,13 +556,13 @@ static void check_errors(void)
     CHECK_RC(tsr_layernorm_workspace_create(&work, mu), TSR_SUCCESS);
     CHECK_RC(tsr_layernorm_workspace_create(NULL, mu), TSR_EINVAL);
     CHECK_RC(tsr_layernorm_workspace_create(&none, NULL), TSR_EINVAL);
-    const tsr_accum_t O = TSR_ACCUM_ORDERED, R = TSR_ACCUM_REDUX;
+    const tsr_reduction_t O = TSR_REDUCTION_ORDERED, R = TSR_REDUCTION_REDUX;
     uint64_t t0 = tsr_tasks_submitted();
 
     /* forward */
     expect(tsr_layernorm_forward(NULL, w, b, y, mu, rs, O), TSR_EINVAL, "fwd NULL inp", t0);
     expect(tsr_layernorm_forward(x, w, NULL, y, mu, rs, O), TSR_EINVAL, "fwd NULL bias", t0);
-    expect(tsr_layernorm_forward(x, w, b, y, mu, rs, (tsr_accum_t)5), TSR_EINVAL, "fwd bad accum", t0);
+    expect(tsr_layernorm_forward(x, w, b, y, mu, rs, (tsr_reduction_t)5), TSR_EINVAL, "fwd bad accum", t0);
     expect(tsr_layernorm_forward(x, w, b, x, mu, rs, O), TSR_EINVAL, "fwd out == inp", t0);
     expect(tsr_layernorm_forward(x, w, b, y, mu, mu, O), TSR_EINVAL, "fwd mean == rstd", t0);
     expect(tsr_layernorm_forward(x64, w, b, y, mu, rs, O), TSR_EDTYPE, "fwd float64 inp", t0);
@@ -579,7 +579,7 @@ static void check_errors(void)
     const tsr_write_t A = TSR_ACCUMULATE;
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, NULL, A, A, O, work), TSR_EINVAL, "bwd NULL dbias", t0);
     const tsr_write_t bad_mode = (tsr_write_t)2;
-    const tsr_accum_t bad_accum = (tsr_accum_t)-1;
+    const tsr_reduction_t bad_accum = (tsr_reduction_t)-1;
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, bad_mode, A, O, work), TSR_EINVAL, "bwd bad dinp_mode", t0);
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, bad_mode, O, work), TSR_EINVAL, "bwd bad dparam_mode", t0);
     expect(tsr_layernorm_backward(dy, x, w, mu, rs, dx, dw, db, A, A, bad_accum, work), TSR_EINVAL, "bwd bad accum", t0);

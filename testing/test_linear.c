@@ -232,14 +232,14 @@ static void expect_tasks(uint64_t got, uint64_t want)
 }
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
-static const char *accum_name(tsr_accum_t a) { return a == TSR_ACCUM_REDUX ? "redux" : "ordered"; }
+static const char *accum_name(tsr_reduction_t a) { return a == TSR_REDUCTION_REDUX ? "redux" : "ordered"; }
 
 /* ---- forward ----------------------------------------------------------------- */
 
 typedef struct { int IC, OC, BT; } shape_t;
 typedef struct { int kb, ob, nb; } tiles_t;
 
-static void forward_case(shape_t s, tiles_t t, int gelu, int with_bias, tsr_accum_t accum)
+static void forward_case(shape_t s, tiles_t t, int gelu, int with_bias, tsr_reduction_t accum)
 {
     snprintf(case_name, sizeof case_name, "fwd IC %d OC %d BT %d tiles kb %d ob %d nb %d %s%s %s", s.IC, s.OC, s.BT,
              t.kb, t.ob, t.nb, gelu ? "gelu" : "linear", with_bias ? "+bias" : "", accum_name(accum));
@@ -256,7 +256,7 @@ static void forward_case(shape_t s, tiles_t t, int gelu, int with_bias, tsr_accu
     uint64_t ntasks = tsr_tasks_submitted() - before;
     int kt = ceil_div(s.IC, t.kb), tiles = ceil_div(s.OC, t.ob) * ceil_div(s.BT, t.nb);
     /* ordered (or one k tile): one fused task per (tile, k), nothing else */
-    if (accum == TSR_ACCUM_ORDERED || kt == 1)
+    if (accum == TSR_REDUCTION_ORDERED || kt == 1)
         expect_tasks(ntasks, (uint64_t)tiles * kt);
     else
         expect_tasks(ntasks, (uint64_t)tiles * (kt + 1 + gelu));
@@ -290,7 +290,7 @@ static void unfused_case(shape_t s, tiles_t t)
     tsr_desc_t *d[5] = { upload2(inp, s.IC, s.BT, t.kb, t.nb), upload2(W, s.IC, s.OC, t.kb, t.ob),
                          upload2(bias, s.OC, 1, t.ob, 1), make2(s.OC, s.BT, t.ob, t.nb),
                          upload2(dout, s.OC, s.BT, t.ob, t.nb) };
-    CHECK_RC(tsr_gemm(TSR_TRANS, TSR_NOTRANS, 1.0, d[1], d[0], 0.0, d[3], TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm(TSR_TRANS, TSR_NOTRANS, 1.0, d[1], d[0], 0.0, d[3], TSR_REDUCTION_ORDERED), TSR_SUCCESS);
     CHECK_RC(tsr_linear_bias_add(d[2], d[3]), TSR_SUCCESS);
     float *pre = tsr_test_gather_f32(d[3]);
     CHECK_RC(tsr_gelu_backward(d[3], d[4], d[4]), TSR_SUCCESS); /* dout *= gelu'(pre), in place */
@@ -320,7 +320,7 @@ static void test_forward(void)
     /* under MPI tiny tasks cost communication latency: fewer configurations */
     size_t nconf = tsr_size() > 1 ? 2 : sizeof configs / sizeof configs[0];
     for (int a = 0; a < 2; a++) {
-        tsr_accum_t accum = a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+        tsr_reduction_t accum = a ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
         for (int gelu = 0; gelu < 2; gelu++)
             for (int bias = 0; bias < 2; bias++) {
                 forward_case(small, ones, gelu, bias, accum);
@@ -348,7 +348,7 @@ static void ref_dpre(size_t n, int gelu, const float *pre, const float *dout, do
 }
 
 static void backward_case(shape_t s, tiles_t t, int gelu, int in_place, tsr_write_t mode,
-                          tsr_accum_t accum, int want)
+                          tsr_reduction_t accum, int want)
 {
     snprintf(case_name, sizeof case_name, "bwd IC %d OC %d BT %d tiles kb %d ob %d nb %d %s%s %s %s want %d", s.IC,
              s.OC, s.BT, t.kb, t.ob, t.nb, gelu ? "gelu" : "linear", in_place ? " in-place" : "",
@@ -383,7 +383,7 @@ static void backward_case(shape_t s, tiles_t t, int gelu, int in_place, tsr_writ
     CHECK_RC(rc, TSR_SUCCESS);
     uint64_t ntasks = tsr_tasks_submitted() - before;
     int it = ceil_div(s.IC, t.kb), ot = ceil_div(s.OC, t.ob), nt = ceil_div(s.BT, t.nb);
-    if (accum == TSR_ACCUM_ORDERED) {
+    if (accum == TSR_REDUCTION_ORDERED) {
         /* one dpre task per tile; dbias rides in the dW tasks when there are some */
         uint64_t want_tasks = (uint64_t)gelu * ot * nt + (want & WANT_DINP ? (uint64_t)it * nt * ot : 0) +
                               (want & WANT_DW ? (uint64_t)it * ot * nt : (want & WANT_DBIAS ? (uint64_t)ot * nt : 0));
@@ -416,7 +416,7 @@ static void test_backward(void)
     const tiles_t configs[] = { { 8, 6, 5 }, { 64, 64, 64 }, { 37, 4, 23 }, { 1, 7, 1 } };
     size_t nconf = tsr_size() > 1 ? 2 : sizeof configs / sizeof configs[0];
     for (int a = 0; a < 2; a++) {
-        tsr_accum_t accum = a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+        tsr_reduction_t accum = a ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
         for (int gelu = 0; gelu < 2; gelu++)
             for (int m = 0; m < 2; m++) {
                 tsr_write_t mode = m ? TSR_ACCUMULATE : TSR_OVERWRITE;
@@ -438,7 +438,7 @@ static void test_backward(void)
  * features), nb: token tile; hbb x hmb x hnb: the 3D tiles. */
 typedef struct { int kb, ob, nb, hbb, hmb, hnb, fused; } heads_tiles_t;
 
-static void heads_case_name(const char *what, heads_shape_t s, heads_tiles_t t, tsr_accum_t accum,
+static void heads_case_name(const char *what, heads_shape_t s, heads_tiles_t t, tsr_reduction_t accum,
                             tsr_write_t mode)
 {
     snprintf(case_name, sizeof case_name,
@@ -447,7 +447,7 @@ static void heads_case_name(const char *what, heads_shape_t s, heads_tiles_t t, 
              mode == TSR_ACCUMULATE ? "accumulate" : "overwrite");
 }
 
-static void qkv_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t accum)
+static void qkv_forward_case(heads_shape_t s, heads_tiles_t t, tsr_reduction_t accum)
 {
     heads_case_name("qkv fwd", s, t, accum, TSR_OVERWRITE);
     int C = s.NH * s.hd, BT = s.B * s.T, C3 = 3 * C;
@@ -464,7 +464,7 @@ static void qkv_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t accum
     uint64_t ntasks = tsr_tasks_submitted() - before;
     int kt = ceil_div(C, t.kb);
     /* fused: exactly the GEMM tasks, no reshape task */
-    if (t.fused && (accum == TSR_ACCUM_ORDERED || kt == 1))
+    if (t.fused && (accum == TSR_REDUCTION_ORDERED || kt == 1))
         expect_tasks(ntasks, (uint64_t)ceil_div(C3, t.ob) * ceil_div(BT, t.nb) * kt);
 
     double *pre = malloc((size_t)C3 * BT * sizeof *pre), *absb = malloc((size_t)C3 * BT * sizeof *absb);
@@ -481,7 +481,7 @@ static void qkv_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t accum
     free(inp); free(W); free(bias); free(pre); free(absb); free(h); free(ah);
 }
 
-static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode, tsr_accum_t accum)
+static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode, tsr_reduction_t accum)
 {
     heads_case_name("qkv bwd", s, t, accum, mode);
     int C = s.NH * s.hd, BT = s.B * s.T, C3 = 3 * C, acc = mode == TSR_ACCUMULATE;
@@ -506,7 +506,7 @@ static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode
              TSR_SUCCESS);
     uint64_t ntasks = tsr_tasks_submitted() - before;
     int it = ceil_div(C, t.kb), ot = ceil_div(C3, t.ob), nt = ceil_div(BT, t.nb);
-    if (t.fused && accum == TSR_ACCUM_ORDERED)
+    if (t.fused && accum == TSR_REDUCTION_ORDERED)
         expect_tasks(ntasks, 2ull * it * ot * nt);
 
     size_t nout = (size_t)C3 * BT;
@@ -524,7 +524,7 @@ static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode
     free(inp); free(W); free(dflat); free(g0_dinp); free(g0_dW); free(g0_dbias); free(dp); free(adp);
 }
 
-static void attproj_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t accum)
+static void attproj_forward_case(heads_shape_t s, heads_tiles_t t, tsr_reduction_t accum)
 {
     heads_case_name("attproj fwd", s, t, accum, TSR_OVERWRITE);
     int C = s.NH * s.hd, BT = s.B * s.T;
@@ -540,7 +540,7 @@ static void attproj_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t a
     CHECK_RC(tsr_linear_attproj_forward(d[0], d[1], d[2], d[3], accum), TSR_SUCCESS);
     uint64_t ntasks = tsr_tasks_submitted() - before;
     int kt = ceil_div(C, t.kb);
-    if (t.fused && (accum == TSR_ACCUM_ORDERED || kt == 1))
+    if (t.fused && (accum == TSR_REDUCTION_ORDERED || kt == 1))
         expect_tasks(ntasks, (uint64_t)ceil_div(C, t.ob) * ceil_div(BT, t.nb) * kt);
     double *out = malloc(n * sizeof *out), *absb = malloc(n * sizeof *absb);
     ref_forward(C, C, BT, yflat, W, bias, out, absb);
@@ -549,7 +549,7 @@ static void attproj_forward_case(heads_shape_t s, heads_tiles_t t, tsr_accum_t a
     free(y); free(W); free(bias); free(yflat); free(out); free(absb);
 }
 
-static void attproj_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode, tsr_accum_t accum)
+static void attproj_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode, tsr_reduction_t accum)
 {
     heads_case_name("attproj bwd", s, t, accum, mode);
     int C = s.NH * s.hd, BT = s.B * s.T, acc = mode == TSR_ACCUMULATE;
@@ -570,7 +570,7 @@ static void attproj_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t 
     CHECK_RC(tsr_linear_attproj_backward(d[0], d[1], d[2], d[3], d[4], d[5], mode, mode, accum), TSR_SUCCESS);
     uint64_t ntasks = tsr_tasks_submitted() - before;
     int it = ceil_div(C, t.kb), ot = ceil_div(C, t.ob), nt = ceil_div(BT, t.nb);
-    if (t.fused && accum == TSR_ACCUM_ORDERED)
+    if (t.fused && accum == TSR_REDUCTION_ORDERED)
         expect_tasks(ntasks, 2ull * it * ot * nt);
 
     double *dp = malloc(n * sizeof *dp), *adp = malloc(n * sizeof *adp);
@@ -706,7 +706,7 @@ static void test_heads(void)
     size_t nqkv = tsr_size() > 1 ? 4 : sizeof qkv / sizeof qkv[0];
     size_t nproj = tsr_size() > 1 ? 4 : sizeof proj / sizeof proj[0];
     for (int a = 0; a < 2; a++) {
-        tsr_accum_t accum = a ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+        tsr_reduction_t accum = a ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
         for (size_t c = 0; c < nqkv; c++) {
             qkv_forward_case(s, qkv[c], accum);
             qkv_backward_case(s, qkv[c], c % 2 ? TSR_ACCUMULATE : TSR_OVERWRITE, accum);
@@ -721,7 +721,7 @@ static void test_heads(void)
     const heads_tiles_t qkv1[] = { { 4, 3, 3, 1, 3, 3, 1 }, { 6, 6, 7, 2, 3, 7, 1 }, { 4, 3, 3, 1, 3, 2, 0 } };
     const heads_tiles_t proj1[] = { { 3, 4, 3, 1, 3, 3, 1 }, { 6, 6, 7, 2, 3, 7, 1 }, { 3, 4, 3, 1, 3, 2, 0 } };
     for (size_t c = 0; c < 3; c++) {
-        tsr_accum_t accum = c % 2 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+        tsr_reduction_t accum = c % 2 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
         qkv_forward_case(s1, qkv1[c], accum);
         qkv_backward_case(s1, qkv1[c], TSR_OVERWRITE, accum);
         attproj_forward_case(s1, proj1[c], accum);
@@ -776,7 +776,7 @@ static void expect_fd(const char *what, double g, double fd)
     CHECK(fabs(g - fd) <= tol);
 }
 
-static void fd_case(tiles_t t, tsr_accum_t accum)
+static void fd_case(tiles_t t, tsr_reduction_t accum)
 {
     const int IC = 9, OC = 7, BT = 5;
     snprintf(case_name, sizeof case_name, "fd IC %d OC %d BT %d tiles kb %d ob %d nb %d %s", IC, OC, BT, t.kb, t.ob,
@@ -849,8 +849,8 @@ static void test_fd(void)
     test_gelu_kernels();
     const tiles_t configs[] = { { 4, 3, 2 }, { 1, 1, 1 }, { 9, 7, 5 } };
     for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
-        fd_case(configs[c], TSR_ACCUM_ORDERED);
-        fd_case(configs[c], TSR_ACCUM_REDUX);
+        fd_case(configs[c], TSR_REDUCTION_ORDERED);
+        fd_case(configs[c], TSR_REDUCTION_REDUX);
     }
 }
 
@@ -872,7 +872,7 @@ static void test_errors(void)
 {
     int verbose = tsr_get_verbose();
     tsr_set_verbose(0); /* the expected failures would print errors */
-    const tsr_accum_t O = TSR_ACCUM_ORDERED;
+    const tsr_reduction_t O = TSR_REDUCTION_ORDERED;
     const tsr_write_t OW = TSR_OVERWRITE;
     /* good: IC 6, OC 8, BT 5, tiles kb 4, ob 3, nb 2 */
     tsr_desc_t *inp = make2(6, 5, 4, 2), *W = make2(6, 8, 4, 3), *bias = make2(8, 1, 3, 1), *out = make2(8, 5, 3, 2);
@@ -884,7 +884,7 @@ static void test_errors(void)
     err_before = tsr_tasks_submitted();
 
     expect_err("fwd NULL", tsr_linear_forward(NULL, W, bias, out, O), TSR_EINVAL);
-    expect_err("fwd accum", tsr_linear_forward(inp, W, bias, out, (tsr_accum_t)5), TSR_EINVAL);
+    expect_err("fwd accum", tsr_linear_forward(inp, W, bias, out, (tsr_reduction_t)5), TSR_EINVAL);
     expect_err("fwd float64", tsr_linear_forward(inp64, W, bias, out, O), TSR_EDTYPE);
     expect_err("fwd IC", tsr_linear_forward(inp_short, W, bias, out, O), TSR_ESHAPE);
     expect_err("fwd 3D inp", tsr_linear_forward(inp3, W, bias, out, O), TSR_ESHAPE);
@@ -925,7 +925,7 @@ static void test_errors(void)
     expect_err("attproj out tiles", tsr_linear_attproj_forward(q, Wp, NULL, outp_tile, O), TSR_ETILE);
     expect_err("attproj bwd dY shape", tsr_linear_attproj_backward(q, Wp, outp, v_bad, NULL, NULL, OW, OW, O),
                TSR_ESHAPE);
-    expect_err("attproj bwd accum", tsr_linear_attproj_backward(q, Wp, outp, k, NULL, NULL, OW, OW, (tsr_accum_t)-1),
+    expect_err("attproj bwd accum", tsr_linear_attproj_backward(q, Wp, outp, k, NULL, NULL, OW, OW, (tsr_reduction_t)-1),
                TSR_EINVAL);
     expect_err("split K without V", tsr_heads_split(out, q, k, NULL, OW), TSR_EINVAL);
     expect_err("split rows", tsr_heads_split(out, q, k, v, OW), TSR_ESHAPE);
@@ -961,13 +961,13 @@ static void test_errors(void)
 static void test_not_initialized(void)
 {
     tsr_desc_t *fake = (tsr_desc_t *)16;
-    CHECK_RC(tsr_linear_forward(fake, fake, NULL, fake, TSR_ACCUM_ORDERED), TSR_ENOTINIT);
+    CHECK_RC(tsr_linear_forward(fake, fake, NULL, fake, TSR_REDUCTION_ORDERED), TSR_ENOTINIT);
     CHECK_RC(tsr_linear_backward(fake, fake, fake, fake, NULL, NULL, TSR_OVERWRITE, TSR_OVERWRITE,
-                                 TSR_ACCUM_ORDERED),
+                                 TSR_REDUCTION_ORDERED),
              TSR_ENOTINIT);
-    CHECK_RC(tsr_linear_qkv_forward(fake, fake, NULL, fake, fake, fake, TSR_ACCUM_ORDERED), TSR_ENOTINIT);
+    CHECK_RC(tsr_linear_qkv_forward(fake, fake, NULL, fake, fake, fake, TSR_REDUCTION_ORDERED), TSR_ENOTINIT);
     CHECK_RC(tsr_linear_attproj_backward(fake, fake, fake, fake, NULL, NULL, TSR_OVERWRITE,
-                                         TSR_OVERWRITE, TSR_ACCUM_ORDERED),
+                                         TSR_OVERWRITE, TSR_REDUCTION_ORDERED),
              TSR_ENOTINIT);
     CHECK_RC(tsr_heads_split(fake, fake, NULL, NULL, TSR_OVERWRITE), TSR_ENOTINIT);
     CHECK_RC(tsr_gelu_forward(fake, fake), TSR_ENOTINIT);

@@ -27,7 +27,7 @@ int main(int argc, char **argv)
     tsr_barrier();
 
     double t0 = tsr_wtime();
-    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_ACCUM_REDUX), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_REDUCTION_REDUX), TSR_SUCCESS);
     double t_call = tsr_wtime() - t0;
     tsr_wait();
     double t_all = tsr_wtime() - t0;

@@ -57,7 +57,7 @@ static int run_recorded(const char *png, const char *txt, int m, int n, int k)
     tsr_desc_create_2d(&C, TSR_FLOAT32, m, n, 64, 64, &grid);
     tsr_desc_fill_random(A, 1);
     tsr_desc_fill_random(B, 2);
-    rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_ACCUM_ORDERED);
+    rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_REDUCTION_ORDERED);
     tsr_wait();
     tsr_desc_destroy(A);
     tsr_desc_destroy(B);

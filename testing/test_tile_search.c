@@ -51,10 +51,10 @@ static int gemm_sizes(int n, int *out)
     return c;
 }
 
-typedef struct { int m, n, k; tsr_accum_t accum; } product_t;
+typedef struct { int m, n, k; tsr_reduction_t accum; } product_t;
 
-static const product_t PRODUCTS[] = { { 300, 200, 500, TSR_ACCUM_ORDERED }, { 300, 200, 500, TSR_ACCUM_REDUX },
-                                      { 2000, 1000, 1100, TSR_ACCUM_ORDERED } }; /* too slow to try */
+static const product_t PRODUCTS[] = { { 300, 200, 500, TSR_REDUCTION_ORDERED }, { 300, 200, 500, TSR_REDUCTION_REDUX },
+                                      { 2000, 1000, 1100, TSR_REDUCTION_ORDERED } }; /* too slow to try */
 #define NPRODUCTS 3
 
 /* The cache files written (for the check that nothing was measured). */
@@ -116,12 +116,12 @@ static void write_gemm(void)
         tsr_tile_cache_commit(&af);
 }
 
-typedef struct { int T, hd, heads, bb, backward; tsr_accum_t accum; } pass_t;
+typedef struct { int T, hd, heads, bb, backward; tsr_reduction_t accum; } pass_t;
 
-static const pass_t PASSES[] = { { 512, 64, 4, 1, 0, TSR_ACCUM_ORDERED },
-                                 { 512, 64, 4, 1, 1, TSR_ACCUM_ORDERED },
-                                 { 512, 64, 4, 1, 1, TSR_ACCUM_REDUX },
-                                 { 512, 64, 4096, 1, 1, TSR_ACCUM_ORDERED } }; /* too large to try */
+static const pass_t PASSES[] = { { 512, 64, 4, 1, 0, TSR_REDUCTION_ORDERED },
+                                 { 512, 64, 4, 1, 1, TSR_REDUCTION_ORDERED },
+                                 { 512, 64, 4, 1, 1, TSR_REDUCTION_REDUX },
+                                 { 512, 64, 4096, 1, 1, TSR_REDUCTION_ORDERED } }; /* too large to try */
 #define NPASSES 4
 
 /* The tile-pair tasks of hd 64, bb 1 (fully visible and on the diagonal,
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         tsr_gemm_tiles_t t = { 0 };
         CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, pr->m, pr->n, pr->k, pr->accum, &t), TSR_SUCCESS);
         printf("gemm %dx%dx%d %s: %d x %d x %d, predicted %.17g s\n", pr->m, pr->n, pr->k,
-               pr->accum == TSR_ACCUM_REDUX ? "redux" : "ordered", t.mb, t.nb, t.kb, t.predicted_seconds);
+               pr->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", t.mb, t.nb, t.kb, t.predicted_seconds);
         CHECK(t.mb == gemm_expected[p][0] && t.nb == gemm_expected[p][1] && t.kb == gemm_expected[p][2]);
         CHECK(fabs(t.predicted_seconds / gemm_predicted[p] - 1) < 1e-12);
     }
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
         CHECK_RC(tsr_attention_auto_tiles(ps->T, ps->hd, ps->heads, ps->bb, ps->backward, ps->accum, &qb, &kb,
                                           &predicted), TSR_SUCCESS);
         printf("attention T %d heads %d %s %s: %d x %d, predicted %.17g s\n", ps->T, ps->heads,
-               ps->backward ? "backward" : "forward", ps->accum == TSR_ACCUM_REDUX ? "redux" : "ordered", qb, kb,
+               ps->backward ? "backward" : "forward", ps->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", qb, kb,
                predicted);
         CHECK(qb == attention_expected[p][0] && kb == attention_expected[p][1]);
         CHECK(fabs(predicted / attention_predicted[p] - 1) < 1e-12);

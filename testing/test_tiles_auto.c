@@ -81,8 +81,8 @@ static void via_one_worker(tsr_config_t *cfg)
     int qb, kb;
     tsr_gemm_tiles_t t;
     CHECK_RC(restart(cfg, 1), TSR_SUCCESS);
-    CHECK_RC(tsr_attention_auto_tiles(128, 64, 4, 1, 0, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(128, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     CHECK_RC(restart(cfg, 2), TSR_SUCCESS);
 }
 
@@ -118,7 +118,7 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
     int qb, kb, qb2, kb2;
     double pred, pred2;
     tsr_gemm_tiles_t t;
-    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb, &kb, &pred), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &qb, &kb, &pred), TSR_SUCCESS);
     CHECK(count_models(cache, "gemm_float32_", NULL, gemm2, sizeof gemm2) == 1);
     CHECK(count_models(cache, "attention_tasks_", NULL, att, sizeof att) == 1);
     CHECK(strstr(slurp(gemm2), ", 2 CPU workers, 0 CUDA workers, ") != NULL);
@@ -128,7 +128,7 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
     via_one_worker(cfg);
     CHECK(count_models(cache, "gemm_float32_", NULL, NULL, 0) == 2 &&
           count_models(cache, "attention_tasks_", NULL, NULL, 0) == 2);
-    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
     CHECK(qb2 == qb && kb2 == kb && pred2 == pred);
     CHECK(strcmp(slurp(att), text) == 0);
 
@@ -138,7 +138,7 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
         fclose(f);
     }
     via_one_worker(cfg);
-    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_ACCUM_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
     CHECK(strncmp(slurp(att), text, strcspn(text, "\n")) == 0 && !strstr(slurp(att), "1e-09"));
 
     snprintf(text, sizeof text, "%s", slurp(gemm2));
@@ -157,7 +157,7 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
         fclose(f);
     }
     via_one_worker(cfg);
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
     CHECK(strstr(slurp(gemm2), "\n32 -1\n") == NULL && strstr(slurp(gemm2), "\n2048 ") != NULL);
     CHECK(strstr(slurp(trials), " nan") == NULL && strstr(slurp(trials), "\n1000 700 3000 0 ") != NULL);
@@ -174,20 +174,20 @@ int main(int argc, char **argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = 2;
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_ACCUM_ORDERED, &(tsr_gemm_tiles_t){ 0 }),
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_REDUCTION_ORDERED, &(tsr_gemm_tiles_t){ 0 }),
              TSR_ENOTINIT);
     CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_SUCCESS);
 
     tsr_gemm_tiles_t t, again;
     double t0 = tsr_wtime();
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     double first = tsr_wtime() - t0;
     CHECK(count_models(argv[1], "gemm_", NULL, NULL, 0) >= 1);
     CHECK(t.mb >= 1 && t.mb <= 1000 && t.nb >= 1 && t.nb <= 700 && t.kb >= 1 && t.kb <= 2048);
     CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
     printf("1000x700x3000 ordered: tiles %d x %d x %d, predicted %.4f s (first call %.2f s)\n", t.mb, t.nb, t.kb,
            t.predicted_seconds, first);
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_ACCUM_ORDERED, &again), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_REDUCTION_ORDERED, &again), TSR_SUCCESS);
     CHECK(again.mb == t.mb && again.nb == t.nb && again.kb == t.kb);
     /* a small product: its best candidates were tried as whole products
      * (cached, the pick among them); a large one is not tried */
@@ -197,18 +197,18 @@ int main(int argc, char **argv)
     char line[64];
     snprintf(line, sizeof line, "\n1000 700 3000 0 %d %d %d ", t.mb, t.nb, t.kb);
     CHECK(strstr(slurp(trials), line) != NULL);
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 16384, 16384, 16384, TSR_ACCUM_ORDERED, &again), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 16384, 16384, 16384, TSR_REDUCTION_ORDERED, &again), TSR_SUCCESS);
     CHECK(strstr(slurp(trials), "\n16384 16384 16384 ") == NULL);
 
     /* one C tile of 512 x 512 and k = 16384, two workers: one chain of
      * k-tiles would idle a worker; REDUX or a C split must be chosen */
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 512, 512, 16384, TSR_ACCUM_REDUX, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 512, 512, 16384, TSR_REDUCTION_REDUX, &t), TSR_SUCCESS);
     CHECK(t.kb < 16384);
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 512, 512, 16384, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 512, 512, 16384, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     CHECK(t.mb < 512 || t.nb < 512);
 
     /* the chosen tiles compute the right product */
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 300, 200, 500, TSR_ACCUM_ORDERED, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 300, 200, 500, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
     tsr_desc_t *A, *B, *C;
     CHECK_RC(tsr_desc_create_2d(&A, TSR_FLOAT32, 300, 500, t.mb, t.kb, &grid), TSR_SUCCESS);
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
     CHECK_RC(tsr_desc_create_2d(&C, TSR_FLOAT32, 300, 200, t.mb, t.nb, &grid), TSR_SUCCESS);
     tsr_desc_fill_random(A, 1);
     tsr_desc_fill_random(B, 2);
-    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_ACCUM_ORDERED), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, B, 0.0, C, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
     float *c = malloc(sizeof(float) * 300 * 200);
     CHECK_RC(tsr_desc_gather(C, c, 300, 0), TSR_SUCCESS);
     double ref = 0;
@@ -231,21 +231,21 @@ int main(int argc, char **argv)
     /* tile rules: a QKV projection's whole heads dividing C, token tiles
      * dividing T; a rule no size can follow is refused */
     tsr_gemm_tile_rules_t rules = { { 64, 0, 0 }, { 768, 256, 0 } };
-    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 2304, 1024, 768, TSR_ACCUM_ORDERED, &rules, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 2304, 1024, 768, TSR_REDUCTION_ORDERED, &rules, &t), TSR_SUCCESS);
     printf("2304x1024x768 ruled: tiles %d x %d x %d\n", t.mb, t.nb, t.kb);
     CHECK(t.mb % 64 == 0 && 768 % t.mb == 0 && 256 % t.nb == 0 && t.kb >= 1 && t.kb <= 768);
     rules = (tsr_gemm_tile_rules_t){ { 96, 0, 0 }, { 64, 0, 0 } };
-    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_ACCUM_ORDERED, &rules, &t), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_REDUCTION_ORDERED, &rules, &t), TSR_EINVAL);
     rules = (tsr_gemm_tile_rules_t){ { -1, 0, 0 }, { 0, 0, 0 } };
-    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_ACCUM_ORDERED, &rules, &t), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_REDUCTION_ORDERED, &rules, &t), TSR_EINVAL);
     rules = (tsr_gemm_tile_rules_t){ { 0, 0, 100 }, { 0, 0, 0 } }; /* multiples of 100 within k 512 */
-    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_ACCUM_ORDERED, &rules, &t), TSR_SUCCESS);
+    CHECK_RC(tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, 512, 512, 512, TSR_REDUCTION_ORDERED, &rules, &t), TSR_SUCCESS);
     CHECK(t.kb % 100 == 0 && t.kb <= 512);
 
     /* bad arguments */
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 0, 10, 10, TSR_ACCUM_ORDERED, &t), TSR_EINVAL);
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 10, 10, 10, (tsr_accum_t)7, &t), TSR_EINVAL);
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 10, 10, 10, TSR_ACCUM_ORDERED, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 0, 10, 10, TSR_REDUCTION_ORDERED, &t), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 10, 10, 10, (tsr_reduction_t)7, &t), TSR_EINVAL);
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 10, 10, 10, TSR_REDUCTION_ORDERED, NULL), TSR_EINVAL);
     double s;
     CHECK_RC(tsr_gemm_task_seconds(TSR_FLOAT32, 0, 1, 1, &s), TSR_EINVAL);
     /* a whole ordered product: 2 x 2 C tiles, chains of 3 k tiles (the last
@@ -271,7 +271,7 @@ int main(int argc, char **argv)
     for (int backward = 0; backward <= 1; backward++) {
         int qb = 0, kb = 0;
         double pred = 0;
-        CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, backward, TSR_ACCUM_REDUX, &qb, &kb, &pred), TSR_SUCCESS);
+        CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, backward, TSR_REDUCTION_REDUX, &qb, &kb, &pred), TSR_SUCCESS);
         CHECK(qb >= 64 && qb <= 512 && 512 % qb == 0 && kb >= 64 && kb <= 512 && 512 % kb == 0);
         CHECK(pred > 0 && isfinite(pred));
         /* a small pass: its best candidates were tried, the pick among them */
@@ -297,12 +297,12 @@ int main(int argc, char **argv)
         }
     }
     int qb = 0, kb = 0;
-    CHECK_RC(tsr_attention_auto_tiles(96, 32, 2, 1, 0, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(96, 32, 2, 1, 0, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
     CHECK(qb == 96 && kb == 96); /* no candidate divides 96: one tile */
-    CHECK_RC(tsr_attention_auto_tiles(0, 64, 4, 1, 0, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
-    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 2, TSR_ACCUM_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
-    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 1, (tsr_accum_t)7, &qb, &kb, NULL), TSR_EINVAL);
-    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 0, TSR_ACCUM_ORDERED, NULL, &kb, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(0, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 2, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 1, (tsr_reduction_t)7, &qb, &kb, NULL), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, NULL, &kb, NULL), TSR_EINVAL);
     check_trial_plan();
     check_cache(&cfg, argv[1]);
     tsr_finalize();

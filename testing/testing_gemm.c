@@ -37,7 +37,7 @@ typedef struct {
     int m, n, k, mb, nb, kb, b, bb, P, Q;
     tsr_dtype_t dtype;
     tsr_trans_t ta, tb;
-    tsr_accum_t accum;
+    tsr_reduction_t accum;
     double alpha, beta;
     long seed;
 } gemm_case_t;
@@ -66,7 +66,7 @@ static int parse_case(const int *idx, int size, gemm_case_t *c)
     c->dtype = strcmp(W(P_DTYPE), "d") == 0 ? TSR_FLOAT64 : TSR_FLOAT32;
     c->ta = strcmp(W(P_TA), "T") == 0 ? TSR_TRANS : TSR_NOTRANS;
     c->tb = strcmp(W(P_TB), "T") == 0 ? TSR_TRANS : TSR_NOTRANS;
-    c->accum = strcmp(W(P_ACCUM), "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+    c->accum = strcmp(W(P_ACCUM), "redux") == 0 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
     c->alpha = tsr_param_real(&params[P_ALPHA], idx[P_ALPHA]);
     c->beta = tsr_param_real(&params[P_BETA], idx[P_BETA]);
     if (size % c->P) {
@@ -183,7 +183,7 @@ static int run_case(const gemm_case_t *c, int check, int *passed)
         double gflops = 2.0 * c->b * c->m * c->n * c->k / seconds * 1e-9;
         printf("%s,%c,%c,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.6f,%.2f,%.3e,%s\n", tsr_dtype_name(c->dtype),
                c->ta == TSR_TRANS ? 'T' : 'N', c->tb == TSR_TRANS ? 'T' : 'N',
-               c->accum == TSR_ACCUM_REDUX ? "redux" : "ordered", c->b, c->m, c->n, c->k, c->bb, c->mb, c->nb, c->kb,
+               c->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", c->b, c->m, c->n, c->k, c->bb, c->mb, c->nb, c->kb,
                c->P, c->Q, tsr_ncpu_workers(), seconds, gflops, res,
                rc ? tsr_strerror(rc) : !check ? "-" : ok ? "PASS" : "FAIL");
         fflush(stdout);

@@ -67,7 +67,7 @@ typedef struct {
     int T, hd, heads, bb, qb, kb, bwd;
     int auto_tiles;           /* qb, kb from tsr_attention_auto_tiles */
     double predicted_seconds; /* its model's time (auto), else nan */
-    tsr_accum_t mode;
+    tsr_reduction_t mode;
     int niter, warmup;
 } attn_case_t;
 
@@ -156,7 +156,7 @@ static void make_case(const int *idx, attn_case_t *c)
     c->bwd = strcmp(W(P_PASS), "bwd") == 0;
     c->auto_tiles = strcmp(W(P_TILES), "auto") == 0;
     c->predicted_seconds = NAN;
-    c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+    c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
     c->niter = (int)params[P_NITER].values[0];
     c->warmup = (int)params[P_WARMUP].values[0];
 #undef V
@@ -400,7 +400,7 @@ static void print_row(const attn_case_t *c, int workers, double s, double extra,
     double flops = case_flops(c), txt = 4.0 * c->T * (double)c->T;
     printf("%d,%d,%d,%d,%d,%d,%d,%s,%s,%.6f,%.2f,%.0f,%.3f,%.6f,%.2f,%.0f,%.3f,%s,%.6f\n", c->T, c->hd, c->heads,
            c->bb, c->qb, c->kb, workers, c->bwd ? "bwd" : "fwd",
-           c->bwd ? (c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered") : "online", s, flops / s * 1e-9, extra,
+           c->bwd ? (c->mode == TSR_REDUCTION_REDUX ? "redux" : "ordered") : "online", s, flops / s * 1e-9, extra,
            100.0 * extra / txt, ns, flops / ns * 1e-9, nextra, ns / s, c->auto_tiles ? "auto" : "manual",
            c->predicted_seconds);
     fflush(stdout);

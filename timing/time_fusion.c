@@ -56,7 +56,7 @@ static const char *about =
 typedef struct {
     int qkv;
     int C, OC, BT, T, B, NH, hd, kb, ob, nb;
-    tsr_accum_t accum;
+    tsr_reduction_t accum;
     int auto_tiles;           /* ob, nb, kb from the GEMM tile model */
     double predicted_seconds; /* that model's GEMM time (auto), else nan */
 } fusion_case_t;
@@ -89,7 +89,7 @@ static int make_case(const int *idx, fusion_case_t *c)
 {
 #define V(p) (int)params[p].values[idx[p]]
     c->qkv = strcmp(params[P_OP].words[idx[P_OP]], "qkv") == 0;
-    c->accum = strcmp(params[P_ACCUM].words[idx[P_ACCUM]], "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+    c->accum = strcmp(params[P_ACCUM].words[idx[P_ACCUM]], "redux") == 0 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
     c->C = V(P_C);
     c->OC = c->qkv ? 3 * c->C : V(P_MULT) * c->C;
     c->BT = V(P_BT);
@@ -188,7 +188,7 @@ static void print_row(const fusion_case_t *c, const fusion_descs_t *d, int fused
     int path = !c->qkv || tsr_linear_qkv_fusable(d->inp, d->W, d->h[0]);
     double gflops = 2.0 * c->C * c->OC * c->BT / s * 1e-9;
     printf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%llu,%.6f,%.2f,%.3f,%s,%.6f\n", c->qkv ? "qkv" : "gelu", c->C, c->OC,
-           c->BT, c->T, c->kb, c->ob, c->nb, tsr_ncpu_workers(), c->accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
+           c->BT, c->T, c->kb, c->ob, c->nb, tsr_ncpu_workers(), c->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered",
            fused ? "fused" : "unfused", fused ? path : 0, (unsigned long long)tasks, s, gflops, ratio,
            c->auto_tiles ? "auto" : "manual", c->predicted_seconds);
     fflush(stdout);

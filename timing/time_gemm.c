@@ -56,7 +56,7 @@ static const char *about =
 typedef struct {
     int m, n, k, mb, nb, kb, P, Q;
     tsr_dtype_t dtype;
-    tsr_accum_t mode;
+    tsr_reduction_t mode;
     int niter, warmup;
     int auto_tiles;           /* mb, nb, kb from tsr_gemm_auto_tiles */
     double predicted_seconds; /* its prediction (auto), else NAN */
@@ -91,7 +91,7 @@ static void make_case(const int *idx, int nranks, gemm_case_t *c)
     c->P = V(P_P);
     c->Q = nranks / c->P;
     c->dtype = strcmp(W(P_DTYPE), "d") == 0 ? TSR_FLOAT64 : TSR_FLOAT32;
-    c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_ACCUM_REDUX : TSR_ACCUM_ORDERED;
+    c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
     c->niter = (int)params[P_NITER].values[0];
     c->warmup = (int)params[P_WARMUP].values[0];
     c->auto_tiles = strcmp(W(P_TILES), "auto") == 0;
@@ -256,7 +256,7 @@ static void print_row(const gemm_case_t *c, int workers, double seconds, double 
 {
     double gflops = 2.0 * c->m * c->n * c->k / seconds * 1e-9;
     printf("%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%.6f,%.2f,%.3f,%s,%s,%.6f\n", c->m, c->n, c->k, c->mb, c->nb, c->kb, c->P,
-           c->Q, workers, c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered", seconds, gflops, blas / seconds,
+           c->Q, workers, c->mode == TSR_REDUCTION_REDUX ? "redux" : "ordered", seconds, gflops, blas / seconds,
            c->dtype == TSR_FLOAT64 ? "d" : "s", c->auto_tiles ? "auto" : "manual", c->predicted_seconds);
     fflush(stdout);
 }
@@ -275,7 +275,7 @@ static int run_case(gemm_case_t *c, int baseline)
         c->mb = t.mb, c->nb = t.nb, c->kb = t.kb, c->predicted_seconds = t.predicted_seconds;
         if (tsr_rank() == 0)
             fprintf(stderr, "time_gemm: --tiles auto for %dx%dx%d %s: mb %d nb %d kb %d, predicted %.4f s\n", c->m,
-                    c->n, c->k, c->mode == TSR_ACCUM_REDUX ? "redux" : "ordered", c->mb, c->nb, c->kb,
+                    c->n, c->k, c->mode == TSR_REDUCTION_REDUX ? "redux" : "ordered", c->mb, c->nb, c->kb,
                     c->predicted_seconds);
     }
     if (baseline && tsr_rank() == 0) {

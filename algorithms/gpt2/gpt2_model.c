@@ -77,7 +77,7 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
     tiles->tok = seqs * T;
     tiles->q = 0;
     tiles->k = 0;
-    tiles->accum = TSR_ACCUM_ORDERED;
+    tiles->accum = TSR_REDUCTION_ORDERED;
     if (gpus > 0) {
         /* GPU tasks few and large: a launch and a transfer cost more than a
          * CPU task's overhead, and cuBLAS needs big GEMMs to fill the GPU */
@@ -624,7 +624,7 @@ static int attention_block_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int
 {
     tsr_desc_t **p = m->params;
     tsr_gpt2_layer_acts_t *a = &b->acts[l];
-    tsr_accum_t acc = m->tiles.accum;
+    tsr_reduction_t acc = m->tiles.accum;
     int rc;
     if (m->fused)
         rc = tsr_linear_qkv_forward(a->ln1, p[slot(l, QKVW)], p[slot(l, QKVB)], a->q, a->k, a->v, acc);
@@ -645,7 +645,7 @@ static int block_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_de
 {
     tsr_desc_t **p = m->params;
     tsr_gpt2_layer_acts_t *a = &b->acts[l];
-    tsr_accum_t acc = m->tiles.accum;
+    tsr_reduction_t acc = m->tiles.accum;
     int rc = tsr_layernorm_forward(x, p[slot(l, LN1W)], p[slot(l, LN1B)], a->ln1, a->ln1_mean, a->ln1_rstd, acc);
     if (!rc)
         rc = attention_block_forward(m, b, l);
@@ -669,7 +669,7 @@ static tsr_desc_t *block_input(tsr_gpt2_batch_t *b, int l) { return l == 0 ? b->
 static int batch_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss)
 {
     tsr_desc_t **p = m->params;
-    tsr_accum_t acc = m->tiles.accum;
+    tsr_reduction_t acc = m->tiles.accum;
     int rc = tsr_encoder_forward(b->encoded, p[WTE], p[WPE], b->inputs, b->B, m->T);
     for (int l = 0; l < m->cfg.L && !rc; l++)
         rc = block_forward(m, b, l, block_input(b, l));
@@ -734,7 +734,7 @@ static int attention_block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, in
 {
     tsr_desc_t **p = m->params, **g = b->grads;
     tsr_gpt2_layer_acts_t *a = &b->acts[l];
-    tsr_accum_t acc = m->tiles.accum;
+    tsr_reduction_t acc = m->tiles.accum;
     const tsr_write_t set = TSR_OVERWRITE;
     int rc;
     if (m->fused) {
@@ -767,7 +767,7 @@ static int block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_d
 {
     tsr_desc_t **p = m->params, **g = b->grads;
     tsr_gpt2_layer_acts_t *a = &b->acts[l];
-    tsr_accum_t acc = m->tiles.accum;
+    tsr_reduction_t acc = m->tiles.accum;
     const tsr_write_t set = TSR_OVERWRITE;
     int rc = tsr_linear_backward(a->fch_gelu, p[slot(l, FCPROJW)], b->dres, b->dfch, g[slot(l, FCPROJW)],
                                  g[slot(l, FCPROJB)], set, set, acc);
@@ -804,7 +804,7 @@ static void invalidate_layer(tsr_gpt2_batch_t *b, int l)
 static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
     tsr_desc_t **p = m->params, **g = b->grads;
-    tsr_accum_t acc = m->tiles.accum;
+    tsr_reduction_t acc = m->tiles.accum;
     float dloss = 1.0f / ((float)m->B * m->T); /* the whole batch's mean loss */
     int rc = tsr_crossentropy_backward(b->logits, b->ce_stats, b->targets, m->cfg.V, dloss); /* in place */
     if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */

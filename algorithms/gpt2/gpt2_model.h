@@ -25,7 +25,7 @@ typedef struct {
                 * token tile that divides T the QKV and attention-output
                 * projections read/write the head tensors directly, otherwise
                 * through 2D scratch and head split/merge tasks */
-    tsr_accum_t accum; /* accumulation of the sums over tiles */
+    tsr_reduction_t accum; /* accumulation of the sums over tiles */
 } tsr_gpt2_tiles_t;
 
 /* Defaults for a model and batch (call after tsr_init: they depend on the

@@ -109,7 +109,7 @@ static int calibrate_loss(void *unused, double *seconds)
     double best = INFINITY;
     for (int it = 0; !rc && it <= TSR_CALIBRATION_RUNS; it++) {
         double t0 = tsr_wtime();
-        rc = tsr_crossentropy_forward(logits, stats, NULL, targets, rows, TSR_ACCUM_ORDERED);
+        rc = tsr_crossentropy_forward(logits, stats, NULL, targets, rows, TSR_REDUCTION_ORDERED);
         if (!rc)
             rc = tsr_wait();
         if (it > 0)
@@ -140,11 +140,11 @@ static int loss_seconds_per_logit(double *per_logit)
 
 /* The loss phases: softmax statistics (a chain over the vocabulary tiles
  * when ordered) and the gradient (independent tasks, about as long). */
-static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double per_logit, tsr_accum_t accum)
+static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double per_logit, tsr_reduction_t accum)
 {
     double nv = ceil((double)Vp / voc), nt = ceil((double)N / tok), task = per_logit * voc * tok;
     double tasks = nv * nt, work = tasks * task;
-    double chain = accum == TSR_ACCUM_ORDERED ? nv * task : task;
+    double chain = accum == TSR_REDUCTION_ORDERED ? nv * task : task;
     s->work += 2 * work;
     s->phases += tsr_tile_phase_seconds(work, tasks, work, chain, s->p);
     s->phases += tsr_tile_phase_seconds(work, tasks, work, task, s->p);
@@ -154,7 +154,7 @@ static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double pe
 typedef struct {
     const tsr_gpt2_config_t *cfg;
     int B, N, T, sub_b, nsub, p;
-    tsr_accum_t accum;
+    tsr_reduction_t accum;
     double task_cost, per_logit;
 } step_ctx_t;
 
@@ -330,7 +330,7 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
                               .predict = predict, .default_tile = default_tile, .trial = trial };
     snprintf(pb.trials_name, sizeof pb.trials_name, "gpt2 step, L %d C %d NH %d Vp %d, B %d T %d, %d sub-batches, "
              "%s, %d ranks", cfg->L, cfg->C, cfg->NH, cfg->Vp, B, T, nsub,
-             tiles->accum == TSR_ACCUM_REDUX ? "redux" : "ordered", tsr_size());
+             tiles->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", tsr_size());
     candidate_sizes(&x, &pb);
     tsr_tile_choice_t c;
     double best;

@@ -244,7 +244,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_THEADS: bad = parse_int(optarg, "tile-heads", 1, &o->tiles.heads); break;
         case O_TQ: bad = parse_int(optarg, "tile-q", 1, &o->tiles.q); break;
         case O_TK: bad = parse_int(optarg, "tile-k", 1, &o->tiles.k); break;
-        case O_REDUX: o->tiles.accum = TSR_ACCUM_REDUX; break;
+        case O_REDUX: o->tiles.accum = TSR_REDUCTION_REDUX; break;
         case O_TILES:
             o->auto_tiles = strcmp(optarg, "auto") == 0;
             if (!o->auto_tiles) {

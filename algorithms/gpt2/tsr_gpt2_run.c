@@ -161,7 +161,7 @@ int gpt2_setup(trainer_t *t)
                "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
                tsr_gpt2_num_params(&t->cfg), o->B, o->T, o->tiles.tok, o->tiles.ch, o->tiles.hid, o->tiles.voc,
                o->tiles.heads, t->model.tiles.q, t->model.tiles.k,
-               o->tiles.accum == TSR_ACCUM_REDUX ? "redux" : "ordered",
+               o->tiles.accum == TSR_REDUCTION_REDUX ? "redux" : "ordered",
                t->model.fused ? "" : ", split/merge",
                o->nsub);
     if (!rc && tsr_rank() == 0 && o->precision == TSR_BFLOAT16)

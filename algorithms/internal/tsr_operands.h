@@ -73,6 +73,6 @@ int tsr_check_operands(const char *fn, const tsr_operand_t *ops, int n);
 /* Scalar arguments (TSR_EINVAL): an enum or a set of flags whose values
  * are 0 .. count - 1; the accumulation mode. */
 int tsr_check_choice(const char *fn, const char *what, int value, int count);
-int tsr_check_accum(const char *fn, tsr_accum_t accum);
+int tsr_check_accum(const char *fn, tsr_reduction_t accum);
 
 #endif

@@ -170,7 +170,7 @@ static double pair_seconds(const pair_times_t *t, tsr_attn_pos_t pos)
  * measured pair times (times[a * n + b]: query tile cand[a], key tile cand[b]). */
 typedef struct {
     int T, hd, heads, bb, backward;
-    tsr_accum_t accum;
+    tsr_reduction_t accum;
     int n, cand[NCAND + 1], p;
     pair_times_t times[(NCAND + 1) * (NCAND + 1)];
 } pass_t;
@@ -206,7 +206,7 @@ static double predict(void *ctx, const int *tile, int measured, double *ntasks)
     double pair_work = work, chain; /* the pair tasks' own, without REDUX's additions */
     if (!pass->backward) {
         chain = last_chain;
-    } else if (pass->accum == TSR_ACCUM_ORDERED) {
+    } else if (pass->accum == TSR_REDUCTION_ORDERED) {
         chain = (nq + nk - 1) * t;
     } else {
         /* every worker may hold a copy of each dQ, dK, dV tile: (p - 1) additions each */
@@ -277,11 +277,11 @@ static int trial_pass(void *ctx, const int *tile, double *seconds)
  * small. */
 static const tsr_tile_policy_t ATTENTION_POLICY = { TSR_TRIAL_PLANNED, 0, 0, TSR_TRIALS_BUDGETED, 0 };
 
-int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_accum_t accum, int *qb, int *kb,
+int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum, int *qb, int *kb,
                              double *predicted_seconds)
 {
     if (!qb || !kb || T < 1 || hd < 1 || heads < 1 || bb < 1 || (backward != 0 && backward != 1) ||
-        (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX)) {
+        (accum != TSR_REDUCTION_ORDERED && accum != TSR_REDUCTION_REDUX)) {
         tsr_log(TSR_LOG_ERROR, "tsr_attention_auto_tiles: bad arguments (T %d, hd %d, heads %d, bb %d, backward %d, "
                 "accumulation %d)", T, hd, heads, bb, backward, (int)accum);
         return TSR_EINVAL;

@@ -108,7 +108,7 @@ static void write_model(const gemm_model_t *m)
 /* The fastest of `runs` products C (M x N) = A B in tiles mb x nb x kb
  * after an untimed one; under MPI on a 1 x 1 grid (rank 0 runs them), every
  * rank gets the time. */
-static int time_product(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, tsr_accum_t accum, int runs,
+static int time_product(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, int kb, tsr_reduction_t accum, int runs,
                         double *seconds)
 {
     tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
@@ -140,7 +140,7 @@ static int time_product(tsr_dtype_t dtype, int M, int N, int K, int mb, int nb, 
  * the best of TSR_CALIBRATION_RUNS after a warm-up. */
 static int calibrate_shape(tsr_dtype_t dtype, int mb, int nb, int kb, int p, double *seconds)
 {
-    return time_product(dtype, mb, p * nb, kb, mb, nb, kb, TSR_ACCUM_ORDERED, TSR_CALIBRATION_RUNS, seconds);
+    return time_product(dtype, mb, p * nb, kb, mb, nb, kb, TSR_REDUCTION_ORDERED, TSR_CALIBRATION_RUNS, seconds);
 }
 
 static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
@@ -303,7 +303,7 @@ typedef struct {
     gemm_model_t *model;
     tsr_dtype_t dtype;
     int m, n, k;
-    tsr_accum_t accum;
+    tsr_reduction_t accum;
     int workers;
     size_t esize;
 } product_t;
@@ -317,7 +317,7 @@ static double predict(void *ctx, const int *tile, int measured, double *tasks)
     int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb, kt = (K + kb - 1) / kb;
     *tasks = (double)mt * nt * kt;
     gemm_phase_t ph = ordered_phase(pr->model, pr->esize, M, N, K, mb, nb, kb, measured);
-    if (pr->accum == TSR_ACCUM_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
+    if (pr->accum == TSR_REDUCTION_REDUX) { /* the k tasks run in parallel; each C tile's copies are added up */
         int buffers = kt < p ? kt : p; /* per-worker copies of a C tile to add up */
         double add = streaming_seconds((double)mb * nb * pr->esize * 3) + pr->model->seconds[0];
         ph.chain = ph.full + ceil(log2(buffers + 1.0)) * add;
@@ -459,12 +459,12 @@ static int trial_product(void *ctx, const int *tile, double *seconds)
  * TSR_TILE_TIE; trials when the product is small. */
 static const tsr_tile_policy_t GEMM_POLICY = { TSR_TILE_SHORTLIST, 1, TSR_TILE_TIE, TSR_TRIALS_BUDGETED, 0 };
 
-int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum, tsr_gemm_tiles_t *out)
+int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_gemm_tiles_t *out)
 {
     return tsr_gemm_auto_tiles_ruled(dtype, m, n, k, accum, NULL, out);
 }
 
-int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_t accum,
+int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum,
                               const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *out)
 {
     int negative_rule = bad_rule(rules);
@@ -472,7 +472,7 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
         tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: the output (tsr_gemm_tiles_t *) is NULL");
         return TSR_EINVAL;
     }
-    if (m < 1 || n < 1 || k < 1 || (accum != TSR_ACCUM_ORDERED && accum != TSR_ACCUM_REDUX) ||
+    if (m < 1 || n < 1 || k < 1 || (accum != TSR_REDUCTION_ORDERED && accum != TSR_REDUCTION_REDUX) ||
         (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64) || negative_rule) {
         tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: bad arguments (m %d, n %d, k %d, accumulation %d%s)", m, n, k,
                 accum, negative_rule ? ", a negative tile rule" : "");
@@ -503,7 +503,7 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_accum_
                               .ctx = &pr, .predict = predict, .measure = measure_products,
                               .trial = trial_product };
     pb.bytes = ((double)m * k + (double)k * n + (double)m * n) * pr.esize;
-    snprintf(pb.name, sizeof pb.name, "gemm tiles %dx%dx%d %s", m, n, k, accum == TSR_ACCUM_REDUX ? "redux" : "ordered");
+    snprintf(pb.name, sizeof pb.name, "gemm tiles %dx%dx%d %s", m, n, k, accum == TSR_REDUCTION_REDUX ? "redux" : "ordered");
     snprintf(pb.trials_name, sizeof pb.trials_name, "gemm trials %s", tsr_dtype_name(dtype));
     memcpy(pb.sizes[0], cm, nm * sizeof *cm);
     memcpy(pb.sizes[1], cn, nn * sizeof *cn);

@@ -5,7 +5,7 @@
  * (no fused multiply-adds). */
 #include <math.h>
 #include "simd_math.h" /* TSR_SIMD_CLONES */
-#include "tsr_compute_misc.h"
+#include "tsr_compute_adamw.h"
 #include "tsr_compute_elem.h"
 
 TSR_SIMD_CLONES

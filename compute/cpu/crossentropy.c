@@ -2,7 +2,7 @@
  * (max, sum exp(x - max)) over the vocabulary rows, reduced across vocabulary
  * tiles with merge(); a sum of 0 marks an empty statistic. */
 #include <math.h>
-#include "tsr_compute_misc.h"
+#include "tsr_compute_crossentropy.h"
 #include "simd_math.h"
 #include "tsr_compute_elem.h" /* after simd_math.h: its pragma applies to these too */
 

@@ -2,7 +2,7 @@
  * destination tile (token + position embeddings forward, scatter-add of
  * their gradients backward). */
 #include <string.h>
-#include "tsr_compute_misc.h"
+#include "tsr_compute_encoder.h"
 
 void tsr_cpu_gather_add_columns(int rows, int cols, float *dst, int ldd, tsr_write_t mode,
                                 const float *const *src, const int *lds,

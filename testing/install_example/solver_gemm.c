@@ -19,7 +19,7 @@ int main(int argc, char **argv)
         }
     /* C = A B with 64 x 64 tiles, k contributions accumulated with REDUX */
     rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, n, n, n, 1.0, A, n, B, n, 0.0, C, n, 64,
-                        TSR_ACCUM_REDUX);
+                        TSR_REDUCTION_REDUX);
     double err = 0;
     for (int k = 0; k < n * n; k++)
         err = fmax(err, fabs(C[k] - 2.0 * B[k]));

@@ -1,5 +1,5 @@
 /* Float32 GEMM on BLIS's micro-kernel with Tessera's packing (BLIS builds
- * only; see blis_packed_gemm.c for why). Internal to compute/cpu. */
+ * only; see gemm_blis_packed.c for why). Internal to compute/cpu. */
 #ifndef TSR_BLIS_PACKED_GEMM_H
 #define TSR_BLIS_PACKED_GEMM_H
 #include <blis.h>

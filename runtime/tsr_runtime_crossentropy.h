@@ -1,16 +1,9 @@
-/* Tessera runtime layer (internal): codelets and insert helpers of the
- * encoder, the softmax cross-entropy and AdamW (float32 tiles). */
-#ifndef TSR_RUNTIME_MISC_H
-#define TSR_RUNTIME_MISC_H
+/* Tessera runtime layer (internal): codelets and insert helpers of
+ * the softmax cross-entropy. */
+#ifndef TSR_RUNTIME_CROSSENTROPY_H
+#define TSR_RUNTIME_CROSSENTROPY_H
 #include "tsr_runtime.h"
-#include "tsr_compute_misc.h"
-
-/* dst (mode STARPU_W, STARPU_RW or STARPU_REDUX) gets, for each map entry in
- * order, dst[:, dst_col] += src[map.src][:, src_col]; STARPU_W clears dst
- * first. At most TSR_MAX_TASK_TILES - 1
- * sources, all with dst's row count. exec_rank as in tsr_submit. */
-int tsr_insert_gather_columns(tsr_tile_t dst, enum starpu_data_access_mode dmode, const tsr_tile_t *src, int nsrc,
-                              const tsr_colmap_t *map, int nmap, int exec_rank);
+#include "tsr_compute_crossentropy.h"
 
 /* Softmax statistics (2 x cols tile) of the first `rows` rows of a logits
  * tile: smode STARPU_W sets them, STARPU_RW / STARPU_REDUX merge them in
@@ -33,11 +26,4 @@ int tsr_insert_crossentropy_loss(tsr_tile_t loss, enum starpu_data_access_mode l
  * column c's target row inside the tile or -1 (one entry per tile column). */
 int tsr_insert_crossentropy_backward(tsr_tile_t logits, tsr_tile_t stats, int row0, int V,
                                      const int *target_row, float dloss);
-
-/* One AdamW step on a parameter tile (p, m, v read-write, g read). */
-int tsr_insert_adamw(tsr_tile_t p, tsr_tile_t g, tsr_tile_t m, tsr_tile_t v, const tsr_adamw_step_t *step);
-/* AdamW on float32 master tile p (and m, v), then out = p rounded to out's
- * type (bf16): g and out may be bf16. */
-int tsr_insert_adamw_master(tsr_tile_t p, tsr_tile_t g, tsr_tile_t m, tsr_tile_t v, tsr_tile_t out,
-                            const tsr_adamw_step_t *step);
 #endif

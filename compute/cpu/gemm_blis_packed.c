@@ -20,7 +20,7 @@
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 #endif
-#include "blis_packed_gemm.h"
+#include "gemm_blis_packed.h"
 
 typedef struct {
     sgemm_ukr_ft ukr;
