@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # timing/lib/args.sh: the argument checks of Tessera's scripts (POSIX sh, so
 # that sh and bash scripts both source it). A value is checked against what it
 # must be before any use and is never evaluated: a bad one ends the script
