@@ -13,10 +13,17 @@ set -euo pipefail
 build=$1 out=$2
 [ -f "$build/CMakeCache.txt" ] || { echo "error: $build is not a CMake build directory" >&2; exit 1; }
 starpu=$(sed -n 's/^TSR_STARPU_PREFIX:INTERNAL=//p' "$build/CMakeCache.txt")
-rm -rf "$out"
+# OUT_DIR is replaced: only an empty directory or one this script made
+# (its .tessera-bundle mark, or the bin/ and lib/ of an older one) is removed
+if [ -e "$out" ] && [ -n "$(ls -A -- "$out" 2>/dev/null)" ] && [ ! -e "$out/.tessera-bundle" ] &&
+   ! { [ -d "$out/bin" ] && [ -d "$out/lib" ]; }; then
+    echo "error: OUT_DIR '$out' exists and is not a bundle: name a new directory" >&2; exit 2
+fi
+rm -rf -- "$out"
 mkdir -p "$out/bin" "$out/lib"
-programs=$(find "$build" -maxdepth 3 -type f -perm -u+x \( -name 'tsr_*' -o -name 'test_*' -o -name 'testing_*' -o -name 'time_*' \) ! -name '*.sh' ! -name '*.bin')
-cp $programs "$out/bin/"
+: > "$out/.tessera-bundle"
+find "$build" -maxdepth 3 -type f -perm -u+x \( -name 'tsr_*' -o -name 'test_*' -o -name 'testing_*' -o -name 'time_*' \) \
+    ! -name '*.sh' ! -name '*.bin' -exec cp -t "$out/bin/" -- {} +
 cp "$starpu"/bin/starpu_fxt_tool "$starpu"/bin/starpu_machine_display "$out/bin/"
 cp -P "$build"/libtessera.so* "$out/lib/"
 src=$(sed -n 's/^Tessera_SOURCE_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")

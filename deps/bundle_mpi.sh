@@ -25,9 +25,16 @@ ompi() { ompi_info --path "$1" --parsable | sed -n "s/^path:$1://p"; }
 mca=$(ompi pkglibdir) help=$(ompi pkgdatadir)
 pmix=$(ldd "$mca/mca_pmix_ext3x.so" | awk '$1 == "libpmix.so.2" { print $3 }')
 pmix=$(dirname "$(dirname "$(readlink -f "$pmix")")")    # Debian: /usr/lib/<arch>/pmix2
-rm -rf "$out"
+# OUT_DIR is replaced: only an empty directory or one this script made
+# (its .tessera-bundle mark, or the bin/ and lib/ of an older one) is removed
+if [ -e "$out" ] && [ -n "$(ls -A -- "$out" 2>/dev/null)" ] && [ ! -e "$out/.tessera-bundle" ] &&
+   ! { [ -d "$out/bin" ] && [ -d "$out/lib" ]; }; then
+    echo "error: OUT_DIR '$out' exists and is not a bundle: name a new directory" >&2; exit 2
+fi
+rm -rf -- "$out"
 mkdir -p "$out"/{bin,lib/openmpi,share/openmpi,etc,pmix/lib/pmix,pmix/share/pmix}
 cp "$build/algorithms/gpt2/tsr_gpt2" "$(ompi bindir)"/{orterun,orted} "$out/bin/"
+: > "$out/.tessera-bundle"
 cp -P "$build"/libtessera.so* "$out/lib/"
 mkdir -p "$out/share/tessera/gpt2"   # tsr_gpt2's default data, found from bin/../share
 data=$(sed -n 's/^Tessera_SOURCE_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")/algorithms/gpt2/data

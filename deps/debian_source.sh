@@ -1,6 +1,27 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # apt_opts is the caller's; it sets prefix and log
 # Sourced by deps/*/build.sh: a Debian source package fetched through a
 # private apt configuration, checked, unpacked and patched, with a build log.
 # The caller defines say() and die(), and sets prefix and log before fail().
+
+# tessera_cache_dir: the cache root, $TSR_CACHE_DIR, else
+# $XDG_CACHE_HOME/tessera (when absolute), else $HOME/.cache/tessera; a
+# relative TSR_CACHE_DIR or no absolute HOME stops the run (a relative cache
+# would move with the current directory; no home: no cache in a shared place)
+tessera_cache_dir() {
+    local c
+    if [ -n "${TSR_CACHE_DIR:-}" ]; then
+        c=$TSR_CACHE_DIR
+        [[ $c == /* ]] || die "TSR_CACHE_DIR '$c' is a relative path: give an absolute one"
+    elif [[ ${XDG_CACHE_HOME:-} == /* ]]; then
+        c=$XDG_CACHE_HOME/tessera
+    elif [[ ${HOME:-} == /* ]]; then
+        c=$HOME/.cache/tessera
+    else
+        die "no cache directory: HOME is unset or not an absolute path (set TSR_CACHE_DIR to an absolute path)"
+    fi
+    [[ $c != *$'\n'* ]] || die "the cache directory's name has a newline (TSR_CACHE_DIR, XDG_CACHE_HOME or HOME)"
+    echo "$c"
+}
 
 # debian_apt_init DIR SUITE: apt_opts for deb-src lines of SUITE on the
 # system's Debian mirror (its sources are not edited), with apt's state and

@@ -63,7 +63,7 @@ grep "^summary" "$work/gpus0.log" | grep -q "[1-9][0-9]* tasks a step.* CPU + 0 
 # what the terminal shows of each line (after its last carriage return) never
 # holds the bar and a step, validation or sample line together
 if command -v script > /dev/null && [ ${#launch[@]} -eq 0 ]; then
-    script -qec "$exe --steps 6 --val-every 3 --sample-every 5 --sample-len 4" /dev/null > "$work/tty.log" 2>&1
+    script -qec "$(printf %q "$exe") --steps 6 --val-every 3 --sample-every 5 --sample-len 4" /dev/null > "$work/tty.log" 2>&1
     shown=$(tr -d '\033' < "$work/tty.log" | sed 's/\r$//; s/.*\r//; s/\[K//g')
     if grep -q "^step 5: " <<< "$shown" && ! grep -q '\[#.*\(step\|val loss\|generating\)' <<< "$shown"; then ok
     else bad "progress bar glued to a line: $(grep '\[#' <<< "$shown" | head -2)"; fi

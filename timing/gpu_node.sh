@@ -14,7 +14,7 @@
 #     --llmc-src DIR an llm.c checkout (train_gpt2.c, llmc/) and a cblas.h, for the
 #                    cpu16 stage's llm.c + BLIS (default bundle-llmc/src)
 #     --out DIR      results (default gpu_node_out)
-#     --steps N      steps of the timed runs (default 20)
+#     --steps N      steps of the timed runs, 3-10000 (default 20)
 #     --sizes LIST   the speed and bf16 stages' B,T pairs (default "4,64 8,1024 16,1024")
 #   stages:
 #     tests      ctest -L gpu (every test's CUDA workers must run tasks)
@@ -37,20 +37,34 @@ set -uo pipefail
 bundle=bundle mpi_bundle=bundle-mpi build=build-device llmc=bundle-llmc/run llmc_src=bundle-llmc/src out=gpu_node_out steps=20
 sizes="4,64 8,1024 16,1024"
 stages=()
+here=$(cd "$(dirname "$0")" && pwd)
+PROG=gpu_node.sh
+# shellcheck source=lib/args.sh
+. "$here/lib/args.sh"
+all_stages=(tests correct residency profile speed bf16 tsr_bf16 tiles workers cpu16 mpi2)
 while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle|--build|--llmc|--llmc-src|--mpi-bundle|--out|--steps|--sizes)
+      need_value "$1" $#
+      case $1 in
+        --steps) check_count --steps "$2" 3 10000 ;;
+        --sizes) ;;   # checked below
+        *) check_path "$1" "$2" ;;
+      esac ;;
+  esac
   case $1 in
     --bundle) bundle=$2; shift 2 ;; --build) build=$2; shift 2 ;; --llmc) llmc=$2; shift 2 ;;
     --llmc-src) llmc_src=$2; shift 2 ;; --mpi-bundle) mpi_bundle=$2; shift 2 ;;
     --out) out=$2; shift 2 ;; --steps) steps=$2; shift 2 ;; --sizes) sizes=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | grep '^#'; exit 0 ;;
-    -*) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
-    *) stages+=("$1"); shift ;;
+    -*) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
+    *) check_word stage "$1" "${all_stages[@]}"; stages+=("$1"); shift ;;
   esac
 done
-[ ${#stages[@]} -gt 0 ] || { echo "error: name at least one stage (see --help)" >&2; exit 2; }
-[[ $sizes =~ ^[0-9]+,[0-9]+( [0-9]+,[0-9]+)*$ ]] || { echo "error: --sizes '$sizes': B,T pairs separated by spaces" >&2; exit 2; }
-[ -x "$bundle/bin/tsr_gpt2" ] || { echo "error: no $bundle/bin/tsr_gpt2 (run deps/bundle.sh)" >&2; exit 2; }
-here=$(cd "$(dirname "$0")" && pwd)
+[ ${#stages[@]} -gt 0 ] || arg_error "name at least one stage (see --help)"
+n='[1-9][0-9]{0,5}'
+[[ $sizes =~ ^$n,$n( $n,$n)*$ ]] || arg_error "--sizes '$(shown "$sizes")': B,T pairs of whole numbers separated by spaces"
+[ -x "$bundle/bin/tsr_gpt2" ] || arg_error "no $(shown "$bundle")/bin/tsr_gpt2 (run deps/bundle.sh)"
 bundle=$(cd "$bundle" && pwd)
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 [ -d "$llmc" ] && llmc=$(cd "$llmc" && pwd)
@@ -82,6 +96,7 @@ stage_tests() {
   say "ctest -L gpu in $build"
   local dir; dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
   # the tests name the source and build trees by their paths on the build machine
+  [[ $dir == /* && $dir != *$'\n'* ]] || { echo "no source directory in $build/CMakeCache.txt"; return; }
   if [ ! -e "$dir" ]; then mkdir -p "$(dirname "$dir")" && ln -s "$PWD" "$dir"; fi
   (cd "$build" && LD_LIBRARY_PATH=$PWD:$LD_LIBRARY_PATH timeout 300 ctest -L gpu --timeout 60 --output-on-failure) \
     > "$out/tests.log" 2>&1
@@ -110,8 +125,8 @@ stage_correct() {
 
 stage_residency() {
   checkpoint
-  for bt in "4 64" "8 1024"; do
-    set -- $bt
+  for bt in "4,64" "8,1024"; do
+    IFS=, read -r -a bt <<<"$bt"; set -- "${bt[@]}"
     say "B$1 T$2: host <-> GPU copies a steady step (--profile)"
     timeout 180 "${gpu[@]}" --model 124M -B "$1" -T "$2" --steps 12 "${quiet_args[@]}" --profile \
       > "$out/residency_B$1_T$2.log" 2>&1
@@ -145,14 +160,14 @@ versus() { # versus NAME B T REFERENCE-COMMAND [TESSERA-ARGS]
 stage_speed() {
   checkpoint
   for bt in $sizes; do
-    set -- ${bt/,/ }
+    IFS=, read -r -a bt <<<"$bt"; set -- "${bt[@]}"   # B,T: checked numbers
     versus vs_llmc_fp32 "$1" "$2" "./train_gpt2fp32cu -b $1 -t $2 -l 0.0001 -v 100000 -s 100000"
   done
 }
 
 stage_bf16() {
   for bt in $sizes; do
-    set -- ${bt/,/ }
+    IFS=, read -r -a bt <<<"$bt"; set -- "${bt[@]}"   # B,T: checked numbers
     say "llm.c bf16 (train_gpt2.cu -e d12): B$1 T$2"
     (cd "$llmc" && timeout 120 ./train_gpt2cu -e d12 -b "$1" -t "$2" -l 0.0001 -v 100000 -s 100000 -x $((steps + 1))) \
       > "$out/llmc_bf16_B$1_T$2.log" 2>&1

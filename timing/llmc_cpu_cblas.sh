@@ -24,19 +24,27 @@ blas_lib=/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4
 cblas_h=/usr/include/x86_64-linux-gnu/blis-openmp/cblas.h
 checkpoint=""
 args=()
+here=$(cd "$(dirname "$0")" && pwd)
+PROG=llmc_cpu_cblas.sh
+# shellcheck source=lib/args.sh
+. "$here/lib/args.sh"
 while [ $# -gt 0 ]; do
+  case $1 in
+    --blas-lib|--cblas-h|--checkpoint) need_value "$1" $#; check_path "$1" "$2" ;;
+  esac
   case $1 in
     --blas-lib) blas_lib=$2; shift 2 ;;
     --cblas-h) cblas_h=$2; shift 2 ;;
     --checkpoint) checkpoint=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
-    -*) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    -*) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
     *) args+=("$1"); shift ;;
   esac
 done
-[ ${#args[@]} -eq 2 ] || { echo "error: give LLMC_DIR and OUT_DIR (see --help)" >&2; exit 2; }
+[ ${#args[@]} -eq 2 ] || arg_error "give LLMC_DIR and OUT_DIR (see --help)"
 src=${args[0]} out=${args[1]}
-here=$(cd "$(dirname "$0")" && pwd)
+check_path LLMC_DIR "$src"
+check_path OUT_DIR "$out"
 data=$here/../algorithms/gpt2/data
 if [ ! -f "$src/train_gpt2.c" ] || [ ! -d "$src/llmc" ]; then
   echo "error: $src is not an llm.c checkout (no train_gpt2.c or llmc/)" >&2; exit 1

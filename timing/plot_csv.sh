@@ -6,7 +6,13 @@
 # that column is missing or all nan), group = mode. When every x is a power
 # of two spanning a factor 4 or more (tile sweeps), the x axis is log2. Lines
 # differ in dash and point type and size, so identical lines stay visible.
+# Names and the file's content are data: gnuplot gets them as its script's
+# arguments (ARG1 ...) and in its data files, never in its code; it draws into
+# a temporary that is then copied to OUT.png.
 set -eu
+PROG=plot_csv.sh
+# shellcheck source=lib/args.sh
+. "$(dirname "$0")/lib/args.sh"
 
 usage() {
     echo "usage: $0 FILE.csv OUT.png [xcol (mb)] [ycol (ratio_to_blas or gflops)] [groupcol (mode)]" >&2
@@ -14,53 +20,64 @@ usage() {
 }
 
 die() {
-    echo "error: $*" >&2
+    printf 'error: %s\n' "$*" >&2
     exit 1
 }
 
 # Index (1-based) of column $1 in the header, or nothing.
 col_index() {
-    printf '%s\n' "$header" | tr ',' '\n' | grep -n -x -F -- "$1" | head -n 1 | cut -d: -f1
+    printf '%s\n' "$header" | tr ',' '\n' | grep -n -x -F -e "$1" | head -n 1 | cut -d: -f1
 }
 
 need_col() {
     i=$(col_index "$1")
-    [ -n "$i" ] || die "no column '$1' in $csv (columns: $header)"
+    [ -n "$i" ] || die "no column '$(shown "$1")' in $(shown "$csv") (columns: $(shown "$header"))"
     echo "$i"
 }
 
 # ratio_to_blas when it holds a number, else gflops.
 default_y() {
     i=$(col_index ratio_to_blas)
-    if [ -n "$i" ] && awk -F, -v c="$i" 'NR > 1 && $c != "nan" && $c != "" { found = 1 } END { exit !found }' "$csv"; then
+    if [ -n "$i" ] && COL=$i awk -F, 'NR > 1 && $ENVIRON["COL"] != "nan" && $ENVIRON["COL"] != "" { found = 1 }
+                                      END { exit !found }' <"$csv"; then
         echo ratio_to_blas
     else
         echo gflops
     fi
 }
 
-# One data file per group in $tmp (g1.dat, g2.dat ...) and its title in
-# $tmp/titles, in order of first appearance. Rows that are repeated headers or
-# have another field count are skipped.
+# One data file per group in $tmp (g1.tsv, g2.tsv ...: its title, then x and
+# y, tab-separated), in order of first appearance; their count in $tmp/count.
+# Rows that are repeated headers or have another field count are skipped.
 split_groups() {
-    awk -F, -v x="$ix" -v y="$iy" -v gl="$igs" -v dir="$tmp" -v hdr="$header" '
-        BEGIN { ng = split(gl, g, " ") }
+    X=$ix Y=$iy GROUPS_COLS=$igs DIR=$tmp HDR=$header awk -F, '
+        BEGIN { ng = split(ENVIRON["GROUPS_COLS"], g, " "); x = ENVIRON["X"]; y = ENVIRON["Y"]; dir = ENVIRON["DIR"] }
+        { sub(/\r$/, "") }
         NR == 1 { nf = NF; next }
-        $0 == hdr || NF != nf { next }
+        $0 == ENVIRON["HDR"] || NF != nf { next }
         {
-            if ($x !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) { print "error: x value \"" $x "\" is not a number" > "/dev/stderr"; bad = 1; exit 1 }
+            if ($x !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) { print "error: an x value is not a number: " $x > "/dev/stderr"; bad = 1; exit 1 }
             key = $g[1]
             for (i = 2; i <= ng; i++) key = key "/" $g[i]
-            if (!(key in id)) { id[key] = ++n; print key > (dir "/titles") }
-            print $x, $y > (dir "/g" id[key] ".dat")
+            if (!(key in id)) {
+                id[key] = ++n
+                title = key; gsub(/[\t"]/, "\047", title)   # a quoted string in gnuplot data
+                printf "\"%s\"\t\n", title > (dir "/t" n)
+            }
+            printf "%s\t%s\n", $x, $y > (dir "/g" id[key] ".dat")
         }
-        END { if (!bad && n == 0) { print "error: no data rows" > "/dev/stderr"; exit 1 } }' "$csv"
-    for f in "$tmp"/g*.dat; do
-        sort -g -k1,1 "$f" -o "$f"
-        if [ -n "$(cut -d' ' -f1 "$f" | uniq -d)" ]; then
-            echo "warning: several rows share an x value within a group: add columns to the group (e.g. $gcol,workers)" >&2
-            break
+        END { if (!bad && n == 0) { print "error: no data rows" > "/dev/stderr"; exit 1 }
+              print n > (dir "/count") }' <"$csv"
+    n=$(cat "$tmp/count")
+    i=1
+    while [ "$i" -le "$n" ]; do
+        sort -g -k1,1 "$tmp/g$i.dat" -o "$tmp/g$i.dat"
+        if [ -z "${warned:-}" ] && [ -n "$(cut -f1 "$tmp/g$i.dat" | uniq -d)" ]; then
+            echo "warning: several rows share an x value within a group: add columns to the group (e.g. $(shown "$gcol"),workers)" >&2
+            warned=1
         fi
+        cat "$tmp/t$i" "$tmp/g$i.dat" >"$tmp/g$i.tsv"
+        i=$((i + 1))
     done
 }
 
@@ -70,56 +87,56 @@ x_is_powers_of_two() {
         if (!n++ || x < lo) lo = x; if (x > hi) hi = x } END { exit bad || !(n && hi >= 4 * lo) }'
 }
 
-gnuplot_script() {
-    if x_is_powers_of_two; then
-        echo "set logscale x 2"
-        xaxis="; log2 x axis"
-    fi
-    cat <<EOF
-set terminal pngcairo size 900,600 enhanced font 'sans,11'
-set output '$png'
+# ARG1 output, ARG2 title, ARG3 x label, ARG4 y label, ARG5 key title,
+# ARG6 number of groups, ARG7 1 for a log2 x axis, ARG8 the data directory
+write_gnuplot_script() {
+    cat <<'EOF'
+set terminal pngcairo size 900,600 noenhanced font 'sans,11'
+set output ARG1
 set datafile missing 'nan'
-set title "$(basename "$csv"): $ycol vs $xcol" noenhanced
-set xlabel '$xcol' noenhanced
-set ylabel '$ycol' noenhanced
-set key outside right title '$gcol' noenhanced
+set datafile separator "\t"
+set title ARG2
+set xlabel ARG3
+set ylabel ARG4
+set key outside right title ARG5
 set grid
+if (ARG7 eq "1") { set logscale x 2 }
+n = ARG6 + 0
+# later lines: other dashes and point shapes, smaller points, so a line
+# hidden by an identical one still shows its points
+plot for [i=1:n] sprintf("%s/g%d.tsv", ARG8, i) using 1:2 with linespoints dashtype i \
+     pointtype (word("7 5 9 11 13 3", (i - 1) % 6 + 1) + 0) \
+     pointsize (2.4 - 0.6 * (i - 1) < 0.6 ? 0.6 : 2.4 - 0.6 * (i - 1)) title columnheader(1)
 EOF
-    printf 'plot '
-    n=0
-    while IFS= read -r title; do
-        n=$((n + 1))
-        [ "$n" -gt 1 ] && printf ', \\\n     '
-        # later lines: other dashes and point shapes, smaller points, so a line
-        # hidden by an identical one still shows its points
-        ps=$(awk -v n="$n" 'BEGIN { s = 2.4 - 0.6 * (n - 1); printf "%.2f", s < 0.6 ? 0.6 : s }')
-        pt=$(( (n - 1) % 6 ))
-        printf "'%s/g%d.dat' using 1:2 with linespoints dashtype %d pointtype %d pointsize %s title '%s' noenhanced" \
-            "$tmp" "$n" "$n" "$(echo 7 5 9 11 13 3 | cut -d' ' -f$((pt + 1)))" "$ps" "$title"
-    done <"$tmp/titles"
-    printf '\n'
 }
 
 [ $# -ge 2 ] && [ $# -le 5 ] || usage
 csv=$1 png=$2 xcol=${3:-mb} ycol=${4:-} gcol=${5:-mode}
-[ -f "$csv" ] && [ -r "$csv" ] || die "cannot read '$csv'"
-[ -s "$csv" ] || die "'$csv' is empty"
+check_path FILE.csv "$csv"
+check_path OUT.png "$png"
+[ -f "$csv" ] && [ -r "$csv" ] || die "cannot read '$(shown "$csv")'"
+[ -s "$csv" ] || die "'$(shown "$csv")' is empty"
 command -v gnuplot >/dev/null 2>&1 || die "gnuplot not found (Debian package gnuplot-nox)"
-header=$(head -n 1 "$csv" | tr -d '\r')
+header=$(head -n 1 <"$csv" | tr -d '\r')
 [ -n "$ycol" ] || ycol=$(default_y)
 ix=$(need_col "$xcol")
 iy=$(need_col "$ycol")
+case $gcol in '' | ,* | *, | *,,*) die "group columns '$(shown "$gcol")': a comma-separated list of column names" ;; esac
 igs=""
-for name in $(printf '%s\n' "$gcol" | tr ',' ' '); do
-    igs="$igs $(need_col "$name")"
+rest=$gcol,
+while [ -n "$rest" ]; do
+    igs="$igs $(need_col "${rest%%,*}")"
+    rest=${rest#*,}
 done
-[ -n "$igs" ] || die "empty group column"
 
 tmp=$(mktemp -d)
+tmp=$(cd "$tmp" && pwd)   # absolute: gnuplot takes a name starting with '|' for a pipe
 trap 'rm -rf "$tmp"' EXIT
 split_groups
-xaxis=""
-gnuplot_script >"$tmp/plot.gp"
-x_is_powers_of_two && xaxis="; log2 x axis"
-gnuplot "$tmp/plot.gp" || die "gnuplot failed"
-echo "wrote $png ($ycol vs $xcol, one line per $gcol$xaxis)" >&2
+xaxis="" log2=0
+if x_is_powers_of_two; then xaxis="; log2 x axis" log2=1; fi
+write_gnuplot_script >"$tmp/plot.gp"
+gnuplot -c "$tmp/plot.gp" "$tmp/plot.png" "$(basename -- "$csv"): $ycol vs $xcol" "$xcol" "$ycol" "$gcol" \
+    "$n" "$log2" "$tmp" || die "gnuplot failed"
+cat "$tmp/plot.png" >"$png" || die "cannot write '$(shown "$png")'"
+echo "wrote $(shown "$png") ($(shown "$ycol") vs $(shown "$xcol"), one line per $(shown "$gcol")$xaxis)" >&2

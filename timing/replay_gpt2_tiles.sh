@@ -8,22 +8,32 @@
 #   timing/replay_gpt2_tiles.sh [options]
 #     --exe PATH      tsr_gpt2 (default build/algorithms/gpt2/tsr_gpt2)
 #     --model NAME    preset (default 124M)     -B N, -T N (default 4, 64)
-#     --steps N       steps a run (default 12; the replay covers steps 2..N-2)
+#     --steps N       steps a run, at least 5 (default 12; the replay covers steps 2..N-2)
 #     --tiles "tok:ch:hid:voc:heads ..."  tile sets (default: the CPU defaults
 #                     for 2, 4, 8 and 16 workers of 124M B4 T64, and three more)
 set -euo pipefail
 exe=build/algorithms/gpt2/tsr_gpt2; model=124M; B=4; T=64; steps=12
 tiles="256:384:1536:6288:6 128:384:1536:6288:6 128:192:768:3144:3 64:192:768:3144:3 256:128:512:2096:2 64:384:1536:6288:6"
+PROG=replay_gpt2_tiles.sh
+# shellcheck source=lib/args.sh
+. "$(dirname "$0")/lib/args.sh"
 while [ $# -gt 0 ]; do
   case $1 in
-    --exe) exe=$2 ;; --model) model=$2 ;; -B) B=$2 ;; -T) T=$2 ;; --steps) steps=$2 ;; --tiles) tiles=$2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
-    *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    --exe|--model|-B|-T|--steps|--tiles) need_value "$1" $# ;;
+    *) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
+  esac
+  case $1 in
+    --exe) check_path "$1" "$2"; exe=$2 ;; --model) check_name "$1" "$2"; model=$2 ;;
+    -B) check_count -B "$2" 1 65536; B=$2 ;; -T) check_count -T "$2" 1 65536; T=$2 ;;
+    --steps) check_count --steps "$2" 5 100000; steps=$2 ;;
+    --tiles) n='[1-9][0-9]{0,6}' t="$n:$n:$n:$n:$n"
+             [[ $2 =~ ^$t( $t)*$ ]] || arg_error "--tiles '$(shown "$2")': tok:ch:hid:voc:heads sets of whole numbers, separated by spaces"
+             tiles=$2 ;;
   esac
   shift 2
 done
-[ -x "$exe" ] || { echo "error: $exe not found (build first)" >&2; exit 1; }
-[ "$steps" -ge 5 ] || { echo "error: --steps must be at least 5 (the replay needs steady steps)" >&2; exit 2; }
+[ -x "$exe" ] || { echo "error: $(shown "$exe") not found (build first)" >&2; exit 1; }
 echo "model,B,T,tok,ch,hid,voc,heads,workers,median_ms,task_cost_us,replay_1x,replay_2x,replay_4x,replay_8x,replay_16x,measured_ms_per_step"
 for t in $tiles; do
   IFS=: read -r tok ch hid voc heads <<< "$t"

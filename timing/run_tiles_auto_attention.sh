@@ -10,50 +10,35 @@
 #   each (default 3; 0: none; rows in OUT_rerun.csv): the best of 25 noisy
 #   points is biased low, the medians of these reruns compare them fairly.
 #   timing/run_tiles_auto_attention.sh [--threads N] [--niter N] [--rounds N] [--T N] [--build DIR] [--out OUT.csv]
+# (relative paths from the repository's root; the skeleton: timing/lib/tiles_auto.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=2 niter=3 rounds=3 T=4096 build=build out=timing/results/tiles_auto_attention.csv
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --threads) threads=$2; shift 2 ;;
-    --niter) niter=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --T) T=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--threads N] [--niter N] [--rounds N] [--T N] [--build DIR] [--out OUT.csv]" >&2; exit 2 ;;
-  esac
-done
-exe=$build/timing/time_attention
-[ -x "$exe" ] || { echo "missing $exe (build it first)" >&2; exit 1; }
+# shellcheck disable=SC2034
+PROG=run_tiles_auto_attention.sh
+# shellcheck source=lib/tiles_auto.sh
+. timing/lib/tiles_auto.sh
+exe_name=timing/time_attention out=timing/results/tiles_auto_attention.csv T=4096
+usage="usage: $0 [--threads N] [--niter N] [--rounds N] [--T N] [--build DIR] [--out OUT.csv]"
+extra_option() { [ "$1" = --T ] && check_count --T "$2" 1 1048576 && T=$2; }
 run() { "$exe" --threads "$threads" --T "$T" --niter "$niter" --warmup 1 --no-naive "$@"; }
 all() { run --pass fwd,bwd --mode ordered,redux "$@"; }
-{
+sweep() {
   all --tiles auto
   all --tiles manual --qb 64,128 --kb 64,128,256,512,1024 | tail -n +2
   all --tiles auto | tail -n +2
   all --tiles manual --qb 256,512,1024 --kb 64,128,256,512,1024 | tail -n +2
   all --tiles auto | tail -n +2
-} > "$out"
-# per pass and mode: the best manual point, the auto point (the median of
-# its runs), their ratio
+}
+# per pass and mode
 cases() { awk -F, 'NR > 1 { print "T " $1 " " $8 " " $9 "," $5 "x" $6 "," $18 "," $10 "," $19 }' "$1"; }
-cases "$out" | awk -F, -f timing/auto_vs_best.awk
-[ "$rounds" -gt 0 ] || exit 0
-# the alternating reruns: each pass's best sweep point against auto (the
-# forward's mode is "online": it runs with --mode ordered)
-rerun=${out%.csv}_rerun.csv
-best=$(awk -F, 'NR > 1 && $18 == "manual" { c = $8 " " ($9 == "online" ? "ordered" : $9)
-                  if (!(c in s) || $10 < s[c]) { s[c] = $10; t[c] = $5 " " $6 } }
-                END { for (c in t) print c, t[c] }' "$out" | sort)
-{
-  head -1 "$out"
-  for _ in $(seq "$rounds"); do
-    while read -r pass mode qb kb; do
-      run --pass "$pass" --mode "$mode" --tiles manual --qb "$qb" --kb "$kb" | tail -n +2
-      run --pass "$pass" --mode "$mode" --tiles auto | tail -n +2
-    done <<< "$best"
-  done
-} > "$rerun"
-echo "alternating reruns, $rounds each (medians):"
-cases "$rerun" | awk -F, -v rerun=1 -f timing/auto_vs_best.awk
+# (the forward's mode is "online": it runs with --mode ordered)
+best_points() {
+  awk -F, 'NR > 1 && $18 == "manual" { c = $8 " " ($9 == "online" ? "ordered" : $9)
+             if (!(c in s) || $10 < s[c]) { s[c] = $10; t[c] = $5 " " $6 } }
+           END { for (c in t) print c, t[c] }' "$1" | sort
+}
+rerun_point() { # pass mode qb kb
+  run --pass "$1" --mode "$2" --tiles manual --qb "$3" --kb "$4" | tail -n +2
+  run --pass "$1" --mode "$2" --tiles auto | tail -n +2
+}
+tiles_auto_main "$@"

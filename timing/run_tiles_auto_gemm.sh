@@ -11,23 +11,17 @@
 # 3; 0: none): the best of many noisy points is biased low, the medians of
 # these reruns (OUT_rerun.csv) compare the two fairly.
 #   timing/run_tiles_auto_gemm.sh [--threads N] [--niter N] [--rounds N] [--build DIR] [--out OUT.csv]
+# (relative paths from the repository's root; the skeleton: timing/lib/tiles_auto.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=2 niter=3 rounds=3 build=build out=timing/results/tiles_auto_gemm.csv
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --threads) threads=$2; shift 2 ;;
-    --niter) niter=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--threads N] [--niter N] [--rounds N] [--build DIR] [--out OUT.csv]" >&2; exit 2 ;;
-  esac
-done
-exe=$build/timing/time_gemm
-[ -x "$exe" ] || { echo "missing $exe (build it first)" >&2; exit 1; }
+# shellcheck disable=SC2034
+PROG=run_tiles_auto_gemm.sh
+# shellcheck source=lib/tiles_auto.sh
+. timing/lib/tiles_auto.sh
+exe_name=timing/time_gemm out=timing/results/tiles_auto_gemm.csv
+usage="usage: $0 [--threads N] [--niter N] [--rounds N] [--build DIR] [--out OUT.csv]"
 run() { "$exe" --threads "$threads" --niter "$niter" --warmup 1 --no-baseline "$@"; }
-{
+sweep() {
   run --m 4096 --n 4096 --k 4096 --mode ordered,redux --tiles auto
   for t in 128 256 512 1024 2048 4096; do
     run --m 4096 --n 4096 --k 4096 --mode ordered,redux --mb $t --nb $t --kb 128,256,512,1024,2048,4096 |
@@ -42,25 +36,16 @@ run() { "$exe" --threads "$threads" --niter "$niter" --warmup 1 --no-baseline "$
         --kb 256,512,1024,2048,4096,8192,16384,32768,65536 | tail -n +2
     run --m 512 --n 512 --k 65536 --mode ordered,redux --tiles auto | tail -n +2
   done
-} > "$out"
-# per shape and mode: the best manual point, the auto point (the median of
-# its runs), their ratio
+}
+# per shape and mode
 cases() { awk -F, 'NR > 1 { print $1 "x" $2 "x" $3 " " $10 "," $4 "x" $5 "x" $6 "," $15 "," $11 "," $16 }' "$1"; }
-cases "$out" | awk -F, -f timing/auto_vs_best.awk
-[ "$rounds" -gt 0 ] || exit 0
-# the alternating reruns: each case's best sweep point against auto
-rerun=${out%.csv}_rerun.csv
-best=$(awk -F, 'NR > 1 && $15 == "manual" { c = $1 " " $2 " " $3 " " $10
-                  if (!(c in s) || $11 < s[c]) { s[c] = $11; t[c] = $4 " " $5 " " $6 } }
-                END { for (c in t) print c, t[c] }' "$out" | sort)
-{
-  head -1 "$out"
-  for _ in $(seq "$rounds"); do
-    while read -r m n k mode mb nb kb; do
-      run --m "$m" --n "$n" --k "$k" --mode "$mode" --mb "$mb" --nb "$nb" --kb "$kb" | tail -n +2
-      run --m "$m" --n "$n" --k "$k" --mode "$mode" --tiles auto | tail -n +2
-    done <<< "$best"
-  done
-} > "$rerun"
-echo "alternating reruns, $rounds each (medians):"
-cases "$rerun" | awk -F, -v rerun=1 -f timing/auto_vs_best.awk
+best_points() {
+  awk -F, 'NR > 1 && $15 == "manual" { c = $1 " " $2 " " $3 " " $10
+             if (!(c in s) || $11 < s[c]) { s[c] = $11; t[c] = $4 " " $5 " " $6 } }
+           END { for (c in t) print c, t[c] }' "$1" | sort
+}
+rerun_point() { # m n k mode mb nb kb
+  run --m "$1" --n "$2" --k "$3" --mode "$4" --mb "$5" --nb "$6" --kb "$7" | tail -n +2
+  run --m "$1" --n "$2" --k "$3" --mode "$4" --tiles auto | tail -n +2
+}
+tiles_auto_main "$@"

@@ -13,19 +13,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=d2 B=4 T=64 threads=2 gpu=0 rounds=3 build=build out=timing/results/tiles_auto_gpt2.csv
+PROG=run_tiles_auto_gpt2.sh
+# shellcheck source=lib/args.sh
+. timing/lib/args.sh
+usage="usage: $0 [--model d2|124M] [-B N] [-T N] [--threads N | --gpu] [--rounds N] [--build DIR] [--out OUT.csv]"
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --model) model=$2; shift 2 ;; -B) B=$2; shift 2 ;; -T) T=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;; --gpu) gpu=1; shift ;; --rounds) rounds=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;; --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--model NAME] [-B N] [-T N] [--threads N | --gpu] [--rounds N] [--build DIR] [--out OUT.csv]" >&2
-       exit 2 ;;
+  case $1 in
+    --gpu) gpu=1; shift; continue ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    --model|-B|-T|--threads|--rounds|--build|--out) need_value "$1" $# ;;
+    *) arg_error "unknown option '$(shown "$1")' ($usage)" ;;
   esac
+  case $1 in
+    --model) check_word --model "$2" d2 124M; model=$2 ;;
+    -B) check_count -B "$2" 1 4096; B=$2 ;; -T) check_count -T "$2" 1 1024; T=$2 ;;
+    --threads) check_count --threads "$2" 1 4096; threads=$2 ;; --rounds) check_count --rounds "$2" 0 1000; rounds=$2 ;;
+    --build) check_path --build "$2"; build=$2 ;; --out) check_path --out "$2"; out=$2 ;;
+  esac
+  shift 2
 done
 exe=$build/algorithms/gpt2/tsr_gpt2
-[ -x "$exe" ] || { echo "missing $exe (build it first)" >&2; exit 1; }
+[ -x "$exe" ] || { echo "missing $(shown "$exe") (build it first)" >&2; exit 1; }
 case $model in
-  d2) C=128 NH=4 ;; 124M) C=768 NH=12 ;; *) echo "model d2 or 124M" >&2; exit 2 ;;
+  d2) C=128 NH=4 ;; 124M) C=768 NH=12 ;;
 esac
 Vp=50304
 workers=(--threads "$threads")

@@ -20,16 +20,37 @@
 set -euo pipefail
 exe=build/algorithms/gpt2/tsr_gpt2; model=d2; bts="4:64 8:64 16:64 32:64 64:64"
 toks=""; vocs=""; chs=""; hids=""; headss=""; qks=""; splits="1:2:1:1 1:2:1:2 1:2:2:1 2:1:1:0"; accums="ordered"; steps=6
+PROG=time_gpt2.sh
+# shellcheck source=lib/args.sh
+. "$(dirname "$0")/lib/args.sh"
+# check_words OPTION VALUE PATTERN WHAT: VALUE is words separated by single
+# spaces, each matching the extended regular expression PATTERN
+check_words() {
+  [[ $2 =~ ^$3( $3)*$ ]] || arg_error "$1 '$(shown "$2")': $4, separated by spaces"
+}
+n='(0|[1-9][0-9]{0,6})'
 while [ $# -gt 0 ]; do
   case $1 in
-    --exe) exe=$2 ;; --model) model=$2 ;; --bt) bts=$2 ;; --tok) toks=$2 ;; --voc) vocs=$2 ;;
-    --ch) chs=$2 ;; --hid) hids=$2 ;; --heads) headss=$2 ;; --qk) qks=$2 ;; --split) splits=$2 ;; --accum) accums=$2 ;; --steps) steps=$2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
-    *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    --exe|--model|--bt|--tok|--voc|--ch|--hid|--heads|--qk|--split|--accum|--steps) need_value "$1" $# ;;
+    *) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
+  esac
+  case $1 in
+    --exe) check_path "$1" "$2"; exe=$2 ;; --model) check_name "$1" "$2"; model=$2 ;;
+    --bt) check_words "$1" "$2" "$n:$n" "B:T pairs of whole numbers"; bts=$2 ;;
+    --tok) check_words "$1" "$2" "$n" "whole numbers"; toks=$2 ;;
+    --voc) check_words "$1" "$2" "$n" "whole numbers"; vocs=$2 ;;
+    --ch) check_words "$1" "$2" "$n" "whole numbers"; chs=$2 ;;
+    --hid) check_words "$1" "$2" "$n" "whole numbers"; hids=$2 ;;
+    --heads) check_words "$1" "$2" "$n" "whole numbers"; headss=$2 ;;
+    --qk) check_words "$1" "$2" "$n:$n" "Q:K pairs of whole numbers"; qks=$2 ;;
+    --split) check_words "$1" "$2" "$n:$n:$n(:$n)?" "R:W:P[:S] whole numbers"; splits=$2 ;;
+    --accum) check_words "$1" "$2" "(ordered|redux)" "ordered or redux"; accums=$2 ;;
+    --steps) check_count "$1" "$2" 1 100000; steps=$2 ;;
   esac
   shift 2
 done
-[ -x "$exe" ] || { echo "error: $exe not found (build first)" >&2; exit 1; }
+[ -x "$exe" ] || { echo "error: $(shown "$exe") not found (build first)" >&2; exit 1; }
 echo "model,B,T,B_T,tok,ch,hid,voc,heads,q,k,accum,split,ranks,workers,pws,subbatches,median_ms,tokens_per_ms,mean_tokens_per_ms,peak_rss_mb"
 for bt in $bts; do
   B=${bt%%:*}; T=${bt##*:}

@@ -14,19 +14,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 model=124M bts="4:64" threads=0 rounds=3 steps=12 build=build
 usage="usage: $0 [--model NAME] [--bt \"B:T ...\"] [--threads N] [--rounds N] [--steps N] [--build DIR]"
+PROG=time_gpt2_gemm_limit.sh
+# shellcheck source=lib/args.sh
+. timing/lib/args.sh
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
   case "$1" in
-    --model) model=$2 ;; --bt) bts=$2 ;; --threads) threads=$2 ;; --rounds) rounds=$2 ;;
-    --steps) steps=$2 ;; --build) build=$2 ;;
-    *) echo "$usage" >&2; exit 2 ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    --model|--bt|--threads|--rounds|--steps|--build) need_value "$1" $# ;;
+    *) arg_error "unknown option '$(shown "$1")' ($usage)" ;;
+  esac
+  case "$1" in
+    --model) check_name "$1" "$2"; model=$2 ;;
+    --bt) [[ $2 =~ ^[1-9][0-9]{0,5}:[1-9][0-9]{0,5}( [1-9][0-9]{0,5}:[1-9][0-9]{0,5})*$ ]] ||
+            arg_error "--bt '$(shown "$2")': B:T pairs of whole numbers, separated by spaces"
+          bts=$2 ;;
+    --threads) check_count "$1" "$2" 0 4096; threads=$2 ;;
+    --rounds) check_count "$1" "$2" 1 1000; rounds=$2 ;;
+    --steps) check_count "$1" "$2" 4 100000; steps=$2 ;;
+    --build) check_path "$1" "$2"; build=$2 ;;
   esac
   shift 2
 done
-for n in "$rounds" "$steps" "$threads"; do
-  [[ $n =~ ^[0-9]+$ ]] || { echo "error: '$n' is not a number" >&2; exit 2; }
-done
-[ "$steps" -ge 4 ] || { echo "error: --steps must be >= 4 (the median is over the steady steps)" >&2; exit 2; }
 gpt2=$build/algorithms/gpt2/tsr_gpt2 gemms=$build/timing/time_gpt2_gemms
 for exe in "$gpt2" "$gemms"; do [ -x "$exe" ] || { echo "missing $exe (build it first)" >&2; exit 1; }; done
 thr=() gthr=(--threads -1)

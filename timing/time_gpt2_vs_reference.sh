@@ -6,7 +6,8 @@
 # speed as a ratio to the reference's measured in the same run.
 #
 #   timing/time_gpt2_vs_reference.sh --reference "CMD ARGS" --ref-dir DIR [options]
-#     --reference CMD   the reference trainer's command line, run in --ref-dir; its
+#     --reference CMD   the reference trainer's command line, run in --ref-dir (split
+#                       into words at blanks; no quotes, globs or other shell syntax); its
 #                       step lines are llm.c's: "step N[/M]: train loss X (took Y ms)"
 #                       or "(Y ms, Z tok/s)". It is stopped after --steps steps (llm.c's
 #                       CUDA trainer runs a whole epoch). For llm.c: build it, put
@@ -16,7 +17,8 @@
 #                       same B and T (-b 8 -t 1024 -v 100000 -s 100000)
 #     --ref-dir DIR     the reference's working directory (default .)
 #     --exe PATH        tsr_gpt2 (default build/algorithms/gpt2/tsr_gpt2)
-#     --model NAME -B N -T N --steps N   Tessera's run (defaults 124M 8 1024 20)
+#     --model NAME -B N -T N --steps N   Tessera's run (defaults 124M 8 1024 20; B and
+#                       T 1-65536, steps 3-100000)
 #     --tessera-args "..."  more tsr_gpt2 options (e.g. "--gpus 1 --strict-fp32")
 #     --out PREFIX      writes PREFIX.csv and PREFIX.png (default gpt2_vs_reference)
 # The medians skip each trainer's first step (warm-up) and, for Tessera, the
@@ -24,21 +26,28 @@
 # nvidia-smi's used memory during the run less what was used before it (nan
 # without nvidia-smi).
 set -euo pipefail
+PROG=time_gpt2_vs_reference.sh
+# shellcheck source=lib/args.sh
+. "$(dirname "$0")/lib/args.sh"
 exe=build/algorithms/gpt2/tsr_gpt2; model=124M; B=8; T=1024; steps=20; targs=""
 ref=""; refdir=.; out=gpt2_vs_reference
 while [ $# -gt 0 ]; do
   case $1 in
-    --reference) ref=$2 ;; --ref-dir) refdir=$2 ;; --exe) exe=$2 ;; --model) model=$2 ;;
-    -B) B=$2 ;; -T) T=$2 ;; --steps) steps=$2 ;; --tessera-args) targs=$2 ;; --out) out=$2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
-    *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    --reference|--ref-dir|--exe|--model|-B|-T|--steps|--tessera-args|--out) need_value "$1" $# ;;
+    *) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
+  esac
+  case $1 in
+    --reference) ref=$2 ;; --ref-dir) check_path "$1" "$2"; refdir=$2 ;; --exe) check_path "$1" "$2"; exe=$2 ;;
+    --model) check_name "$1" "$2"; model=$2 ;; -B) check_count -B "$2" 1 65536; B=$2 ;;
+    -T) check_count -T "$2" 1 65536; T=$2 ;; --steps) check_count --steps "$2" 3 100000; steps=$2 ;;
+    --tessera-args) targs=$2 ;; --out) check_path "$1" "$2"; out=$2 ;;
   esac
   shift 2
 done
-[ -n "$ref" ] || { echo "error: --reference CMD is required (see --help)" >&2; exit 2; }
-[ -x "$exe" ] || { echo "error: no tsr_gpt2 at $exe (build first, or --exe)" >&2; exit 2; }
-[ -d "$refdir" ] || { echo "error: --ref-dir $refdir is not a directory" >&2; exit 2; }
-[[ "$steps" =~ ^[0-9]+$ ]] && [ "$steps" -ge 3 ] || { echo "error: --steps must be >= 3" >&2; exit 2; }
+[ -n "$ref" ] || arg_error "--reference CMD is required (see --help)"
+[ -x "$exe" ] || arg_error "no tsr_gpt2 at $(shown "$exe") (build first, or --exe)"
+[ -d "$refdir" ] || arg_error "--ref-dir '$(shown "$refdir")' is not a directory"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -72,7 +81,8 @@ read -r t_first t_step0 < <(awk -F, 'NR == 2 { print $2, $3 }' "$work/tessera.cs
 t_last=$(awk -F, 'END { print $2 }' "$work/tessera.csv")
 
 # ---- the reference: its step lines, until --steps of them
-( cd "$refdir" && exec $ref ) > "$work/ref.log" 2>&1 &
+read -r -a ref_cmd <<< "$ref"   # words, no glob or other expansion
+( cd "$refdir" && exec "${ref_cmd[@]}" ) > "$work/ref.log" 2>&1 &
 pid=$!
 watch_gpu $pid "$work/ref.mem" &
 # step lines so far (0 also before the reference's output file exists)
@@ -105,19 +115,27 @@ ratio=$(awk -v a="$t_tpm" -v b="$r_tpm" 'BEGIN { print (a == "nan" || b == "nan"
 awk -F, '{ line = ""; for (i = 1; i <= NF; i++) line = line sprintf("%-15s", $i); print line }' "$out.csv"
 echo "tessera / reference: ${ratio}x the tokens/ms (B $B, T $T; $(grep '^runtime:' "$work/tessera.log" | cut -c1-120))"
 if command -v gnuplot > /dev/null; then
-  gnuplot <<EOF
-set terminal pngcairo size 640,420
-set output "$out.png"
+  # the script is a constant: the CSV, the PNG and the title are its
+  # arguments (ARG1 ...), and gnuplot draws into a temporary of ours
+  cat > "$work/plot.gp" <<'EOF'
+set terminal pngcairo size 640,420 noenhanced
+set output ARG2
 set datafile separator ","
 set style data histograms
 set style fill solid 0.7 border -1
 set boxwidth 0.6
 set yrange [0:*]
 set ylabel "tokens/ms (higher is better)"
-set title "GPT-2 $model training, B $B T $T: tessera / reference = ${ratio}x"
-plot "$out.csv" every ::1 using 7:xtic(1) notitle
+set title ARG3
+plot ARG1 every ::1 using 7:xtic(1) notitle
 EOF
-  echo "wrote $out.csv and $out.png"
+  cp "$out.csv" "$work/plot.csv"
+  if gnuplot -c "$work/plot.gp" "$work/plot.csv" "$work/plot.png" \
+       "GPT-2 $model training, B $B T $T: tessera / reference = ${ratio}x" && cat "$work/plot.png" > "$out.png"; then
+    echo "wrote $out.csv and $out.png"
+  else
+    echo "error: gnuplot could not draw $out.png" >&2; exit 1
+  fi
 else
   echo "wrote $out.csv (no gnuplot: no PNG)"
 fi

@@ -11,20 +11,27 @@
 #   deps/simgrid/build.sh            build (or reuse) and print the prefix
 #   deps/simgrid/build.sh --prefix   print the prefix it would use, build nothing
 #
-# Environment: TSR_CACHE_DIR (cache root, default ${XDG_CACHE_HOME:-~/.cache}/tessera),
+# Environment: TSR_CACHE_DIR (cache root, an absolute path; default
+# $XDG_CACHE_HOME/tessera, else ~/.cache/tessera; without either HOME or it: an error),
 # TSR_JOBS (make -j, default nproc). About 12 minutes on one core.
 set -euo pipefail
 
 WANTED_VERSION=3.32-2
 WANTED_SHA256=4b413d8e9d9b29b8e086b2f3edaec5b1149d7eb52b2e134f1ed13d30891ece7b   # simgrid_3.32.orig.tar.xz
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${TSR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera}
-jobs=${TSR_JOBS:-$(nproc)}
 
 say() { echo "build-simgrid: $*" >&2; }
 die() { echo "build-simgrid: error: $*" >&2; exit 1; }
+case "$*" in
+    "" | --prefix) ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
+    *) echo "build-simgrid: error: unknown arguments '$(printf '%s' "$*" | tr -c '[:print:]' '?')' (usage: $0 [--prefix])" >&2
+       exit 2 ;;
+esac
 # shellcheck source=../debian_source.sh
 . "$here/../debian_source.sh"
+cache=$(tessera_cache_dir)
+jobs=${TSR_JOBS:-$(nproc)}
 [[ $jobs =~ ^[1-9][0-9]{0,3}$ ]] || die "TSR_JOBS must be a number of jobs from 1 to 9999 (got '$jobs')"
 
 # Debian's own configuration (debian/rules: no build type, optimised by
@@ -41,7 +48,6 @@ if [ "${1:-}" = "--prefix" ]; then
     echo "$prefix"
     exit 0
 fi
-[ $# -eq 0 ] || die "unknown argument '$1' (usage: $0 [--prefix])"
 if [ -f "$prefix/.tessera-complete" ] && [ -f "$library" ]; then
     say "reusing $prefix"
     echo "$prefix"

@@ -10,9 +10,12 @@
 #                                   the same for the simulation runtime: StarPU
 #                                   on SimGrid (Debian's libsimgrid-dev, SMPI),
 #                                   static, without CUDA and FxT (docs/simulation.md)
+# (the options in any order). A build prints a line a phase on stderr:
+# fetching, unpacking, configuring, compiling (by tenths), installing.
 #
 # Environment:
-#   TSR_CACHE_DIR     cache root (default ${XDG_CACHE_HOME:-~/.cache}/tessera)
+#   TSR_CACHE_DIR     cache root, an absolute path (default $XDG_CACHE_HOME/tessera,
+#                     else ~/.cache/tessera; without either HOME or it: an error)
 #   TSR_STARPU_CUDA   auto (default: CUDA when nvcc is found), on, off
 #   CUDA_HOME         CUDA toolkit (default: the directory of nvcc, else /usr/local/cuda)
 #   TSR_JOBS          make -j (default: nproc)
@@ -24,13 +27,23 @@ set -euo pipefail
 WANTED_VERSION=1.4.10+dfsg-2
 WANTED_SHA256=6b3bb9ec0d79f937882148b2da09ae6cb0ad4d1e83a104be45723dd70eba99c3   # its orig tarball
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${TSR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera}
-jobs=${TSR_JOBS:-$(nproc)}
 
 say() { echo "build-starpu: $*" >&2; }
 die() { echo "build-starpu: error: $*" >&2; exit 1; }
+usage() { echo "build-starpu: error: $1 (usage: $0 [--simgrid] [--prefix])" >&2; exit 2; }
+simgrid=0 print_prefix=0
+for arg in "$@"; do
+    case $arg in
+        --simgrid) simgrid=1 ;;
+        --prefix) print_prefix=1 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
+        *) usage "unknown argument '$(printf '%s' "$arg" | tr -c '[:print:]' '?')'" ;;
+    esac
+done
 # shellcheck source=../debian_source.sh
 . "$here/../debian_source.sh"
+cache=$(tessera_cache_dir)
+jobs=${TSR_JOBS:-$(nproc)}
 [[ $jobs =~ ^[1-9][0-9]{0,3}$ ]] || die "TSR_JOBS must be a number of jobs from 1 to 9999 (got '$jobs')"
 
 find_nvcc() {
@@ -40,12 +53,6 @@ find_nvcc() {
     [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
     echo "$nvcc"
 }
-
-simgrid=0
-if [ "${1:-}" = "--simgrid" ]; then
-    simgrid=1
-    shift
-fi
 
 # ---- configure options (part of the cache key) ------------------------------
 options=(--enable-mpi --with-fxt --enable-maxcpus=256 --enable-maxcudadev=16
@@ -89,11 +96,10 @@ key_of() {   # $1 = source version
 upstream_of() { local v=${1%%+*}; echo "${v%%-*}"; }   # 1.4.10+dfsg-2 -> 1.4.10
 prefix_for() { echo "$cache/starpu-$(upstream_of "$1")$([ $simgrid = 1 ] && echo -simgrid)-$(key_of "$1")"; }
 
-if [ "${1:-}" = "--prefix" ]; then
+if [ $print_prefix = 1 ]; then
     prefix_for "$WANTED_VERSION"
     exit 0
 fi
-[ $# -eq 0 ] || die "unknown argument '$1' (usage: $0 [--simgrid] [--prefix])"
 
 prefix=$(prefix_for "$WANTED_VERSION")
 if [ -f "$prefix/.tessera-complete" ]; then
@@ -131,8 +137,8 @@ if [ ! -f "$orig" ]; then
     [ -n "$served" ] || die "Debian unstable serves no 'starpu' source package"
     if ! grep -qx "$WANTED_VERSION" <<<"$served"; then
         version=$(grep '^1\.4\.' <<<"$served" | tail -n1 || true)
-        [ -n "$version" ] || die "Debian no longer serves StarPU $WANTED_VERSION nor any 1.4.x (it serves: $(echo $served))"
-        say "WARNING: Debian no longer serves StarPU $WANTED_VERSION; it serves: $(echo $served)"
+        [ -n "$version" ] || die "Debian no longer serves StarPU $WANTED_VERSION nor any 1.4.x (it serves: $(tr "\n" " " <<<"$served"))"
+        say "WARNING: Debian no longer serves StarPU $WANTED_VERSION; it serves: $(tr "\n" " " <<<"$served")"
         say "WARNING: falling back to the newest 1.4.x, $version, with the same patches"
         prefix=$(prefix_for "$version")
         orig=$cache/downloads/starpu_$(upstream_of "$version")+dfsg.orig.tar.gz
@@ -153,12 +159,37 @@ build=$cache/build-$(basename "$prefix")
 log=$cache/$(basename "$prefix").log
 rm -rf "$prefix"
 : >"$log"
-debian_unpack_patched "$orig" "$build" "$here/patches"
-
 say "building StarPU $version (CUDA: $cuda_version) into $prefix; log: $log"
 start=$(date +%s)
+say "unpacking and patching the source"
+debian_unpack_patched "$orig" "$build" "$here/patches"
+
+# make_with_progress: make in $build, a line on stderr at every tenth of its
+# compile and link steps (automake's "  CC  file" lines in the log, against
+# the count of a whole build of this kind: an estimate, shown up to 99 %)
+make_with_progress() {
+    local total=240 from pid n pct shown=-1
+    [ $simgrid = 1 ] && total=200
+    from=$(($(wc -l <"$log") + 1))
+    (cd "$build" && make -j"$jobs") >>"$log" 2>&1 &
+    pid=$!
+    say "compiling with $jobs jobs"
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 2
+        n=$(tail -n "+$from" "$log" | grep -cE '^  (CC|CXX|NVCC|CCLD|CXXLD) ' || true)
+        pct=$((n * 100 / total))
+        [ $pct -le 99 ] || pct=99
+        if [ $((pct / 10)) -gt "$shown" ]; then
+            shown=$((pct / 10))
+            say "compiling: $pct % ($n steps done, about $total in all)"
+        fi
+    done
+    wait "$pid"
+}
+
 # libcuda.so is linked from the toolkit's stubs so that a GPU-less build machine works
 export LIBRARY_PATH=${cuda_home:+$cuda_home/lib64/stubs:}${LIBRARY_PATH:-}
+say "configuring (about a minute)"
 (cd "$build" && ./configure --prefix="$prefix" "${options[@]}") >>"$log" 2>&1 || fail "configure"
 if [ -n "$nvcc" ]; then
     grep -q '^#define STARPU_USE_CUDA 1' "$build/include/starpu_config.h" || fail "configure did not enable CUDA"
@@ -168,7 +199,8 @@ if [ $simgrid = 1 ]; then
 else
     grep -q '^#define STARPU_USE_FXT 1' "$build/include/starpu_config.h" || fail "configure did not enable FxT"
 fi
-(cd "$build" && make -j"$jobs") >>"$log" 2>&1 || fail "make"
+make_with_progress || fail "make"
+say "installing"
 (cd "$build" && make install) >>"$log" 2>&1 || fail "make install"
 rm -rf "$build"
 echo "$version" >"$prefix/.tessera-complete"

@@ -9,6 +9,9 @@
 #
 #   timing/simulation/run_scaling.sh [--models NAME] [--nodes LIST] [--only SCENARIO]
 #                                    [--placements LIST] [--steps N] OUT.csv
+#   --nodes: node counts 1-64, comma-separated (default 1,2,4,8,16,32,64);
+#   --placements: sharded,rank0 (the default) or either; --steps 1-99;
+#   --only: one of the scenarios below, by its exact name
 #
 # Scenarios (tokens a step on N nodes):
 #   weak-T256    B 16N, T 256  (16 sequences per node)
@@ -28,23 +31,34 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+PROG=run_scaling
+# shellcheck source=../lib/args.sh
+. "$root/timing/lib/args.sh"
 die() { echo "run_scaling: error: $*" >&2; exit 2; }
+usage="usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] [--steps N] OUT.csv"
+scenarios=(weak-T256 weak-T1024 strong-T256 strong-T1024)
 
-models=epyc-avx512-2c nodes_list="1 2 4 8 16 32 64" only="" placements="sharded rank0" workers=16 steps=4
-while [ $# -gt 1 ]; do
+models=epyc-avx512-2c nodes_list="1,2,4,8,16,32,64" only="" placements="sharded,rank0" workers=16 steps=4
+while [ $# -gt 0 ]; do
     case $1 in
-        --models) models=$2; shift 2 ;;
-        --nodes) nodes_list=${2//,/ }; shift 2 ;;
-        --only) only=$2; shift 2 ;;
-        --placements) placements=${2//,/ }; shift 2 ;;
-        --steps) steps=$2; shift 2 ;;
-        *) die "unknown option '$1'" ;;
+        --models | --nodes | --only | --placements | --steps) need_value "$1" $# ;;
+        -h | --help) echo "$usage"; exit 0 ;;
+        -*) die "unknown option '$(shown "$1")' ($usage)" ;;
+        *) break ;;
     esac
+    case $1 in
+        --models) check_name --models "$2"; models=$2 ;;
+        --nodes) check_list --nodes "$2" check_count 1 64; nodes_list=$2 ;;
+        --only) check_word --only "$2" "${scenarios[@]}"; only=$2 ;;
+        --placements) check_list --placements "$2" check_word sharded rank0; placements=$2 ;;
+        --steps) check_count --steps "$2" 1 99; steps=$2 ;;
+    esac
+    shift 2
 done
-[ $# -eq 1 ] || die "usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] [--steps N] OUT.csv"
-[[ $steps =~ ^[1-9][0-9]?$ ]] || die "--steps '$steps' is not a step count from 1 to 99"
+[ $# -eq 1 ] || die "$usage"
 csv=$1
-[ -e "$csv" ] && die "$csv exists: name a new file"
+check_path OUT.csv "$csv"
+[ -e "$csv" ] && die "$(shown "$csv") exists: name a new file"
 # the validation file holds 32768 tokens, less than one batch of 128 x 256: the
 # training file stands in for it (no validation runs)
 train=$root/algorithms/gpt2/data/tiny_shakespeare_train.bin
@@ -79,15 +93,17 @@ run_point() {     # scenario placement nodes B T
         tee -a "$csv"
 }
 
-for scenario in weak-T256 weak-T1024 strong-T256 strong-T1024; do
+IFS=, read -r -a placements <<<"$placements"
+IFS=, read -r -a nodes_list <<<"$nodes_list"
+for scenario in "${scenarios[@]}"; do
     [ -z "$only" ] || [ "$only" = "$scenario" ] || continue
-    for placement in $placements; do
-        for n in $nodes_list; do
+    for placement in "${placements[@]}"; do
+        for n in "${nodes_list[@]}"; do
             case $scenario in
                 weak-T256) run_point "$scenario" "$placement" "$n" $((16 * n)) 256 ;;
                 weak-T1024) run_point "$scenario" "$placement" "$n" $((4 * n)) 1024 ;;
-                strong-T256) [ "$n" -le 64 ] && run_point "$scenario" "$placement" "$n" 64 256 ;;
-                strong-T1024) [ "$n" -le 16 ] && run_point "$scenario" "$placement" "$n" 16 1024 ;;
+                strong-T256) [ "$n" -gt 64 ] || run_point "$scenario" "$placement" "$n" 64 256 ;;
+                strong-T1024) [ "$n" -gt 16 ] || run_point "$scenario" "$placement" "$n" 16 1024 ;;
             esac
         done
     done

@@ -24,21 +24,28 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+PROG=simulate
+# shellcheck source=../lib/args.sh
+. "$root/timing/lib/args.sh"
 die() { echo "simulate: error: $*" >&2; exit 2; }
 
 nodes=1 workers=16 gpus=0 models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
 while [ $# -gt 0 ]; do
     case $1 in
-        --nodes) nodes=${2:-}; shift 2 ;;
-        --workers) workers=${2:-}; shift 2 ;;
-        --gpus) gpus=${2:-}; shift 2 ;;
-        --models) models=${2:-}; shift 2 ;;
-        --platform) platform=${2:-}; shift 2 ;;
-        --build) build=${2:-}; shift 2 ;;
+        --nodes | --workers | --gpus | --models | --platform | --build) need_value "$1" $# ;;
         -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        --*) die "unknown option '$1' (see --help)" ;;
+        -*) die "unknown option '$(shown "$1")' (see --help)" ;;
         *) break ;;
     esac
+    case $1 in
+        --nodes) check_count --nodes "$2" 1 64; nodes=$2 ;;
+        --workers) check_count --workers "$2" 0 64; workers=$2 ;;
+        --gpus) check_count --gpus "$2" 0 4; gpus=$2 ;;
+        --models) check_name --models "$2"; models=$2 ;;
+        --platform) check_path --platform "$2"; platform=$2 ;;
+        --build) check_path --build "$2"; build=$2 ;;
+    esac
+    shift 2
 done
 [ $# -ge 1 ] || die "no program given (tsr_gpt2 or time_gemm; see --help)"
 program=$1
@@ -46,19 +53,17 @@ shift
 case $program in
     tsr_gpt2) target=tsr_gpt2 path=algorithms/gpt2/tsr_gpt2 ;;
     time_gemm) target=time_gemm path=timing/time_gemm ;;
-    *) die "program '$program': only tsr_gpt2 and time_gemm run in simulation" ;;
+    *) die "program '$(shown "$program")': only tsr_gpt2 and time_gemm run in simulation" ;;
 esac
-[[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die "--nodes '$nodes': a number from 1 to 64"
-[[ $gpus =~ ^[0-4]$ ]] || die "--gpus '$gpus': a number from 0 to 4"
-[[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -le 64 ] && [ "$workers" -ge $((gpus > 0 ? 0 : 1)) ] ||
-    die "--workers '$workers': a number from 1 to 64 (0 with --gpus)"
-[ -f "$platform" ] && [ -r "$platform" ] || die "--platform '$platform' is not a readable file"
+[ "$workers" -ge $((gpus > 0 ? 0 : 1)) ] || die "--workers 0: only with --gpus (the GPU alone)"
+[ -f "$platform" ] && [ -r "$platform" ] || die "--platform '$(shown "$platform")' is not a readable file"
 if [ -z "$models" ]; then
-    found=$(cd "$here/perfmodels" 2>/dev/null && ls -d -- */ 2>/dev/null | tr -d /)
-    [ "$(echo "$found" | grep -c .)" = 1 ] || die "name the performance models with --models (there are: $(echo $found))"
+    found=$(cd "$here/perfmodels" 2>/dev/null && for d in */; do [ -d "$d" ] && echo "${d%/}"; done)
+    [ "$(echo "$found" | grep -c .)" = 1 ] ||
+        die "name the performance models with --models (there are: $(shown "$(echo "$found" | tr '\n' ' ')"))"
     models=$found
+    check_name "the performance models' name" "$models"
 fi
-[[ $models =~ ^[A-Za-z0-9._-]+$ ]] || die "--models '$models': a name of letters, digits, '.', '_' and '-'"
 model_dir=$here/perfmodels/$models
 [ -f "$model_dir/bus/$models.platform.v4.xml" ] || die "no performance models at $model_dir (calibrate.sh makes them)"
 have_gpus=$(sed -n 's/^\([0-9]*\) # Number of CUDA nodes.*/\1/p' "$model_dir/bus/$models.config")
@@ -79,7 +84,7 @@ prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
 # a build this script made (its marker file) follows the runtime when the
 # runtime's options change; any other is left alone
 marker=$build/.made-by-simulate.sh
-if [ -f "$build/CMakeCache.txt" ] && ! grep -q "^TSR_STARPU_PREFIX:INTERNAL=$prefix\$" "$build/CMakeCache.txt"; then
+if [ -f "$build/CMakeCache.txt" ] && ! grep -q -x -F -e "TSR_STARPU_PREFIX:INTERNAL=$prefix" "$build/CMakeCache.txt"; then
     [ -f "$marker" ] || die "$build was configured against another StarPU; remove it or name another --build"
     echo "simulate: $build was made for another simulation runtime: making it again" >&2
     rm -rf -- "$build"

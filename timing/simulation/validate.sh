@@ -15,6 +15,11 @@ root=$(cd "$here/../.." && pwd)
 die() { echo "validate: error: $*" >&2; exit 2; }
 [ $# -ge 2 ] && [ $# -le 3 ] || die "usage: $0 MODELS OUT.csv [BUILD_DIR]"
 models=$1 csv=$2 build=${3:-$root/build}
+# shellcheck source=../lib/args.sh
+PROG=validate . "$root/timing/lib/args.sh"
+check_name MODELS "$models"
+check_path OUT.csv "$csv"
+check_path BUILD_DIR "$build"
 [ -e "$csv" ] && die "$csv exists: name a new file"
 [ -x "$build/algorithms/gpt2/tsr_gpt2" ] || die "no tsr_gpt2 in $build"
 mpirun=(mpirun --oversubscribe)
