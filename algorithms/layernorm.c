@@ -171,7 +171,7 @@ int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, ts
     for (int j = 0; j < inp->nt && !rc; j++) {
         const tsr_tile_t tiles[4] = { tsr_tile(inp, 0, 0, j), tsr_tile(weight, 0, 0, 0), tsr_tile(out, 0, 0, j),
                                       tsr_tile(rstd, 0, 0, j) };
-        rc = tsr_insert_row(TSR_ROW_rmsnorm_fwd, tiles, eps);
+        rc = tsr_insert_row(TSR_ROW_rmsnorm_fwd, tiles, NULL, eps, -1);
     }
     tsr_desc_flush(inp);
     tsr_desc_flush(weight);
