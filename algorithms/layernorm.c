@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include "tsr_layernorm.h"
 #include "tsr_runtime_layernorm.h"
-#include "tsr_runtime_rows.h"
 #include "internal/tsr_operands.h"
+#include "internal/tsr_rows.h"
 
 #define LN_EPS 1e-5f
 
@@ -160,22 +160,12 @@ int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, ts
     int rc = tsr_check_operands(fn, ops, 4);
     if (rc)
         return rc;
-    if (inp->mt != 1) {
-        tsr_log(TSR_LOG_ERROR, "%s: the %d features must be in one tile (tiles of %d)", fn, inp->m, inp->mb);
-        return TSR_ETILE;
-    }
     if (!(eps > 0.0f)) {
         tsr_log(TSR_LOG_ERROR, "%s: eps is %g, expected > 0", fn, (double)eps);
         return TSR_EINVAL;
     }
-    for (int j = 0; j < inp->nt && !rc; j++) {
-        const tsr_tile_t tiles[4] = { tsr_tile(inp, 0, 0, j), tsr_tile(weight, 0, 0, 0), tsr_tile(out, 0, 0, j),
-                                      tsr_tile(rstd, 0, 0, j) };
-        rc = tsr_insert_row(TSR_ROW_rmsnorm_fwd, tiles, NULL, eps, -1);
-    }
-    tsr_desc_flush(inp);
-    tsr_desc_flush(weight);
-    return rc;
+    tsr_desc_t *operands[] = { inp, weight, out, rstd };
+    return tsr_rows_apply(fn, TSR_ROW_rmsnorm_fwd, operands, NULL, TSR_REDUCTION_ORDERED, eps);
 }
 
 /* ---- backward ----------------------------------------------------------- */
