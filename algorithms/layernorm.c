@@ -148,7 +148,7 @@ int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias,
     return rc;
 }
 
-/* ---- RMSNorm forward: a row op, the features of a token in one tile ------ */
+/* ---- RMSNorm: row ops, the features of a token in one tile ------------- */
 
 int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, tsr_desc_t *rstd, float eps)
 {
@@ -166,6 +166,28 @@ int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, ts
     }
     tsr_desc_t *operands[] = { inp, weight, out, rstd };
     return tsr_rows_apply(fn, TSR_ROW_rmsnorm_fwd, operands, NULL, TSR_REDUCTION_ORDERED, eps);
+}
+
+/* RMSNorm backward: the same row op kit, dweight summed over the token tiles. */
+int tsr_rmsnorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *rstd, tsr_desc_t *dinp,
+                         tsr_desc_t *dweight, tsr_write_t dinp_mode, tsr_write_t dweight_mode,
+                         tsr_reduction_t reduction)
+{
+    const char *fn = "tsr_rmsnorm_backward";
+    const tsr_operand_t ops[] = {
+        activation("dout", dout, TSR_OP_IN, inp),    activation("inp", inp, TSR_OP_IN, inp),
+        parameter("weight", weight, TSR_OP_IN, inp), statistic("rstd", rstd, TSR_OP_IN, 1, inp),
+        activation("dinp", dinp, TSR_OP_OUT, inp),   parameter("dweight", dweight, TSR_OP_OUT, inp),
+    };
+    int rc = tsr_check_operands(fn, ops, 6);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dweight_mode", dweight_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, reduction);
+    if (rc)
+        return rc;
+    tsr_desc_t *operands[] = { dout, inp, weight, rstd, dinp, dweight };
+    const tsr_write_t writes[] = { dinp_mode, dweight_mode };
+    return tsr_rows_apply(fn, TSR_ROW_rmsnorm_bwd, operands, writes, reduction, 0.0f);
 }
 
 /* ---- backward ----------------------------------------------------------- */

@@ -59,9 +59,28 @@ static inline TSR_HD void tsr_row_rmsnorm_fwd(const tsr_rows_t *r, int t)
     r->out[1][(size_t)t * r->ldout[1]] = s;
 }
 
+/* RMSNorm backward of token t, with xhat = x * rstd:
+ *   dx = rstd * (w dy - xhat * mean(w dy xhat)), token t's term of dw: dy xhat.
+ * in: dy (m x n), x (m x n), w (m x 1), rstd (1 x n); out: dx (m x n), dw (m x 1, summed). */
+static inline TSR_HD void tsr_row_rmsnorm_bwd(const tsr_rows_t *r, int t)
+{
+    const float *dy = r->in[0] + (size_t)t * r->ldin[0], *x = r->in[1] + (size_t)t * r->ldin[1], *w = r->in[2];
+    float s = r->in[3][(size_t)t * r->ldin[3]];
+    float *dx = r->out[0] + (size_t)t * r->ldout[0], *dw = r->out[1] + (size_t)t * r->ldout[1];
+    float dot = 0.0f;
+    for (int i = 0; i < r->m; i++)
+        dot += w[i] * dy[i] * x[i] * s;
+    float mean = dot / (float)r->m;
+    for (int i = 0; i < r->m; i++) {
+        float xhat = x[i] * s;
+        dx[i] = s * (w[i] * dy[i] - xhat * mean);
+        dw[i] = dy[i] * xhat;
+    }
+}
+
 /* The row ops: X(name, inputs, outputs, summed, flops per element) for each
  * tsr_row_<name>; the last `summed` outputs are summed over the tokens. */
-#define TSR_ROW_OPS(X) X(rmsnorm_fwd, 2, 2, 0, 4)
+#define TSR_ROW_OPS(X) X(rmsnorm_fwd, 2, 2, 0, 4) X(rmsnorm_bwd, 4, 2, 1, 10)
 
 typedef enum {
 #define TSR_ROW_ENUM(name, nin, nout, nsum, flops) TSR_ROW_##name,
