@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include "tsr_layernorm.h"
 #include "tsr_runtime_layernorm.h"
-#include "tsr_runtime_rows.h"
 #include "internal/tsr_operands.h"
+#include "internal/tsr_rows.h"
 
 #define LN_EPS 1e-5f
 
@@ -148,7 +148,7 @@ int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias,
     return rc;
 }
 
-/* ---- RMSNorm forward: a row op, the features of a token in one tile ------ */
+/* ---- RMSNorm: row ops, the features of a token in one tile ------------- */
 
 int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, tsr_desc_t *rstd, float eps)
 {
@@ -160,22 +160,34 @@ int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, ts
     int rc = tsr_check_operands(fn, ops, 4);
     if (rc)
         return rc;
-    if (inp->mt != 1) {
-        tsr_log(TSR_LOG_ERROR, "%s: the %d features must be in one tile (tiles of %d)", fn, inp->m, inp->mb);
-        return TSR_ETILE;
-    }
     if (!(eps > 0.0f)) {
         tsr_log(TSR_LOG_ERROR, "%s: eps is %g, expected > 0", fn, (double)eps);
         return TSR_EINVAL;
     }
-    for (int j = 0; j < inp->nt && !rc; j++) {
-        const tsr_tile_t tiles[4] = { tsr_tile(inp, 0, 0, j), tsr_tile(weight, 0, 0, 0), tsr_tile(out, 0, 0, j),
-                                      tsr_tile(rstd, 0, 0, j) };
-        rc = tsr_insert_row(TSR_ROW_rmsnorm_fwd, tiles, eps);
-    }
-    tsr_desc_flush(inp);
-    tsr_desc_flush(weight);
-    return rc;
+    tsr_desc_t *operands[] = { inp, weight, out, rstd };
+    return tsr_rows_apply(fn, TSR_ROW_rmsnorm_fwd, operands, NULL, TSR_REDUCTION_ORDERED, eps);
+}
+
+/* RMSNorm backward: the same row op kit, dweight summed over the token tiles. */
+int tsr_rmsnorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *rstd, tsr_desc_t *dinp,
+                         tsr_desc_t *dweight, tsr_write_t dinp_mode, tsr_write_t dweight_mode,
+                         tsr_reduction_t reduction)
+{
+    const char *fn = "tsr_rmsnorm_backward";
+    const tsr_operand_t ops[] = {
+        activation("dout", dout, TSR_OP_IN, inp),    activation("inp", inp, TSR_OP_IN, inp),
+        parameter("weight", weight, TSR_OP_IN, inp), statistic("rstd", rstd, TSR_OP_IN, 1, inp),
+        activation("dinp", dinp, TSR_OP_OUT, inp),   parameter("dweight", dweight, TSR_OP_OUT, inp),
+    };
+    int rc = tsr_check_operands(fn, ops, 6);
+    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dweight_mode", dweight_mode, 2);
+    rc = rc ? rc : tsr_check_accum(fn, reduction);
+    if (rc)
+        return rc;
+    tsr_desc_t *operands[] = { dout, inp, weight, rstd, dinp, dweight };
+    const tsr_write_t writes[] = { dinp_mode, dweight_mode };
+    return tsr_rows_apply(fn, TSR_ROW_rmsnorm_bwd, operands, writes, reduction, 0.0f);
 }
 
 /* ---- backward ----------------------------------------------------------- */

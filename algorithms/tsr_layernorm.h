@@ -30,6 +30,21 @@ int tsr_layernorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *bias,
  * out distinct from inp; eps > 0 (TSR_EINVAL). */
 int tsr_rmsnorm_forward(tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *out, tsr_desc_t *rstd, float eps);
 
+/* RMSNorm backward, with xhat = inp * rstd (rstd: what the forward wrote):
+ *   dinp    (+)= rstd * (weight * dout - xhat * mean_C(weight * dout * xhat)),
+ *   dweight (+)= sum over tokens of dout * xhat,
+ * where dinp_mode (dinp) and dweight_mode (dweight) say TSR_OVERWRITE (=) or
+ * TSR_ACCUMULATE (+=, as llm.c does). `reduction` chooses how the token
+ * tiles' contributions to dweight are added: an ordered chain or
+ * STARPU_REDUX (which, under MPI, makes the call wait for its tasks).
+ * dout, inp, dinp: C x BT like inp of the forward, every feature in one tile
+ * (TSR_ETILE); weight, dweight: C x 1; rstd: 1 x BT. float32 (or bf16
+ * throughout), 2D, on one process grid; dinp and dweight distinct from the
+ * inputs and each other (TSR_EINVAL). */
+int tsr_rmsnorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight, tsr_desc_t *rstd, tsr_desc_t *dinp,
+                         tsr_desc_t *dweight, tsr_write_t dinp_mode, tsr_write_t dweight_mode,
+                         tsr_reduction_t reduction);
+
 /* LayerNorm backward (llm.c layernorm_backward), with norm = (x - mean) * rstd,
  * dnorm = weight * dout:
  *   dinp    (+)= rstd * (dnorm - mean_C(dnorm) - norm * mean_C(dnorm * norm)),

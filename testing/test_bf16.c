@@ -1,8 +1,9 @@
 /* bf16 tiles on CPU workers: each op run on bf16 descriptors against the same
  * op in float32 on the same (bf16-representable) inputs: GEMM (ordered and
  * REDUX accumulation over k tiles that do not divide), the linear layer, the
- * LayerNorm forward, causal attention forward and backward, AdamW on float32
- * master weights with bf16 gradients and a bf16 parameter copy; and the
+ * LayerNorm forward, the RMSNorm forward (a row op), causal attention forward
+ * and backward, AdamW on float32 master weights with bf16 gradients and a
+ * bf16 parameter copy; and the
  * refusals: mixtures an op does not take, an op without a CPU kernel on a
  * machine without a CUDA worker. Then the ops
  * with bf16 CUDA kernels of their own against the conversion path (see
@@ -190,6 +191,33 @@ static void check_layernorm(void)
     free(x);
     free(w);
     free(bias);
+    free(res[0]);
+    free(res[1]);
+}
+
+/* RMSNorm forward, a row op (the row-op kit: its float32 function on
+ * float32 copies of the bf16 tiles), over token tiles that do not divide BT. */
+static void check_rmsnorm(void)
+{
+    int C = 40, BT = 19;
+    float *x = random_bf16_values((size_t)C * BT, 9, 3.0f), *w = random_bf16_values(C, 10, 1.0f);
+    float *res[2];
+    for (int t = 0; t < 2; t++) {
+        tsr_dtype_t ty = both_types[t];
+        tsr_desc_t *X = make(ty, C, BT, C, 8), *W = make(ty, C, 1, C, 1), *Y = make(ty, C, BT, C, 8),
+                   *rstd = make(ty, 1, BT, 1, 8);
+        put(X, x);
+        put(W, w);
+        CHECK_RC(tsr_rmsnorm_forward(X, W, Y, rstd, 1e-5f), TSR_SUCCESS);
+        res[t] = get(Y);
+        tsr_desc_t *all[] = { X, W, Y, rstd };
+        for (int k = 0; k < 4; k++)
+            tsr_desc_destroy(all[k]);
+    }
+    /* out is rounded once to bf16; normalised values are O(1) */
+    check_close("rmsnorm forward (row op)", res[1], res[0], (size_t)C * BT, 1.0, 1.0);
+    free(x);
+    free(w);
     free(res[0]);
     free(res[1]);
 }
@@ -629,6 +657,7 @@ int main(int argc, char **argv)
     check_gemm(TSR_REDUCTION_REDUX);
     check_linear();
     check_layernorm();
+    check_rmsnorm();
     check_attention(2, 8, 24, 8);
     check_attention(3, 64, 200, 72);
     check_adamw_master();

@@ -1,9 +1,10 @@
-/* LayerNorm forward/backward and residual add against plain-loop references
- * written here after llm.c (float32), a double-precision finite-difference
- * check of the backward, and bad arguments. C = 67 features, BT = 45 tokens:
- * no tile size below divides them. With one rank the descriptors live on
- * rank 0; under mpirun they are block-cyclic on a P x (size / P) grid, P
- * given as the first argument (parameters also on a single rank). */
+/* LayerNorm forward/backward, RMSNorm forward/backward and residual add
+ * against plain-loop references written here after llm.c (float32) or in
+ * double, double-precision finite-difference checks of the backwards, and
+ * bad arguments. C = 67 features, BT = 45 tokens: no tile size below
+ * divides them. With one rank the descriptors live on rank 0; under mpirun
+ * they are block-cyclic on a P x (size / P) grid, P given as the first
+ * argument (parameters also on a single rank). */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -698,6 +699,243 @@ static void check_rmsnorm(const tsr_dist_t *grid)
         tsr_desc_destroy(all[k]);
 }
 
+/* ---- RMSNorm backward ---- */
+
+/* The backward's inputs and the outputs' initial values, as the tiles hold
+ * them (rounded to bf16 for a bf16 case). */
+typedef struct {
+    float x[C * BT], dy[C * BT], w[C], rstd[BT], g_act[C * BT], g_par[C];
+} rms_in_t;
+
+static float stored(tsr_dtype_t t, float v) { return t == TSR_BFLOAT16 ? tsr_bf16_to_float(tsr_float_to_bf16(v)) : v; }
+
+/* rstd of token t in double, as the forward defines it (eps 1e-5). */
+static double rms_rstd(const double *xt)
+{
+    double ss = 0;
+    for (int i = 0; i < C; i++)
+        ss += xt[i] * xt[i];
+    return 1.0 / sqrt(ss / C + 1e-5);
+}
+
+static void rms_inputs(tsr_dtype_t t, rms_in_t *in)
+{
+    for (int k = 0; k < C * BT; k++) {
+        in->x[k] = stored(t, D.x[k]);
+        in->dy[k] = stored(t, D.dout[k]);
+        in->g_act[k] = stored(t, D.g_act[k]);
+    }
+    for (int i = 0; i < C; i++) {
+        in->w[i] = stored(t, D.w[i]);
+        in->g_par[i] = stored(t, D.g_par[i]);
+    }
+    for (int tok = 0; tok < BT; tok++) {
+        double xt[C];
+        for (int i = 0; i < C; i++)
+            xt[i] = in->x[tok * C + i];
+        in->rstd[tok] = stored(t, (float)rms_rstd(xt));
+    }
+}
+
+/* The gradients in double from the stored inputs, and each one's scale: the
+ * sum of the magnitudes of what makes it (what float rounding is relative to). */
+static void ref_rmsnorm_backward(const rms_in_t *in, double *dx, double *dx_scale, double *dw, double *dw_scale)
+{
+    for (int i = 0; i < C; i++)
+        dw[i] = dw_scale[i] = 0;
+    for (int t = 0; t < BT; t++) {
+        const float *x = in->x + t * C, *dy = in->dy + t * C;
+        double s = in->rstd[t], dot = 0, dot_abs = 0;
+        for (int i = 0; i < C; i++) {
+            dot += (double)in->w[i] * dy[i] * x[i] * s;
+            dot_abs += fabs((double)in->w[i] * dy[i] * x[i] * s);
+        }
+        for (int i = 0; i < C; i++) {
+            double xhat = x[i] * s;
+            dx[t * C + i] = s * (in->w[i] * dy[i] - xhat * dot / C);
+            dx_scale[t * C + i] = s * (fabs((double)in->w[i] * dy[i]) + fabs(xhat) * dot_abs / C);
+            dw[i] += dy[i] * xhat;
+            dw_scale[i] += fabs(dy[i] * xhat);
+        }
+    }
+}
+
+/* L = sum(out * dout) of the RMSNorm forward, in double. */
+static double rms_loss(const double *x, const double *w)
+{
+    double loss = 0;
+    for (int t = 0; t < BT; t++) {
+        double s = rms_rstd(x + t * C);
+        for (int i = 0; i < C; i++)
+            loss += x[t * C + i] * s * w[i] * D.dout[t * C + i];
+    }
+    return loss;
+}
+
+/* The reference's formulas against central differences of rms_loss (h =
+ * 1e-4: truncation and rounding far below the tolerance), at two elements of
+ * dx and two of dw. */
+static void check_rmsnorm_fd(void)
+{
+    static rms_in_t in;
+    static double x[C * BT], dx[C * BT], dx_scale[C * BT];
+    double w[C], dw[C], dw_scale[C], h = 1e-4;
+    rms_inputs(TSR_FLOAT32, &in);
+    ref_rmsnorm_backward(&in, dx, dx_scale, dw, dw_scale);
+    for (int k = 0; k < C * BT; k++)
+        x[k] = D.x[k];
+    for (int i = 0; i < C; i++)
+        w[i] = D.w[i];
+    const int dx_at[2] = { 3 * C + 5, (BT - 1) * C + C - 1 }, dw_at[2] = { 0, C / 2 };
+    for (int q = 0; q < 4; q++) {
+        double *p = q < 2 ? &x[dx_at[q]] : &w[dw_at[q - 2]], keep = *p;
+        *p = keep + h;
+        double up = rms_loss(x, w);
+        *p = keep - h;
+        double fd = (up - rms_loss(x, w)) / (2 * h);
+        *p = keep;
+        /* rstd was stored in float: a relative 2^-24 on the reference */
+        double ref = q < 2 ? dx[dx_at[q]] : dw[dw_at[q - 2]], scale = q < 2 ? dx_scale[dx_at[q]] : dw_scale[dw_at[q - 2]];
+        if (!(fabs(ref - fd) <= 1e-6 * (scale + 1)))
+            fprintf(stderr, "  rmsnorm backward reference vs finite differences: %s %.9g vs %.9g\n",
+                    q < 2 ? "dx" : "dw", ref, fd);
+        CHECK(fabs(ref - fd) <= 1e-6 * (scale + 1));
+    }
+}
+
+/* A float array into a descriptor of float32 or bf16, and back. */
+static void scatter_as(tsr_desc_t *d, const float *v)
+{
+    if (d->dtype == TSR_FLOAT32) {
+        scatter(d, v);
+        return;
+    }
+    size_t n = (size_t)d->m * d->n;
+    tsr_bf16_t *h = malloc(n * sizeof *h);
+    for (size_t k = 0; k < n; k++)
+        h[k] = tsr_float_to_bf16(v[k]);
+    CHECK_RC(tsr_desc_scatter(d, h, d->m, 0), TSR_SUCCESS);
+    free(h);
+}
+
+static float *gather_as(tsr_desc_t *d)
+{
+    if (d->dtype == TSR_FLOAT32)
+        return tsr_test_gather_f32(d);
+    size_t n = (size_t)d->m * d->n;
+    tsr_bf16_t *h = tsr_rank() == 0 ? malloc(n * sizeof *h) : NULL;
+    float *v = tsr_rank() == 0 ? malloc(n * sizeof *v) : NULL;
+    CHECK_RC(tsr_desc_gather(d, h, d->m, 0), TSR_SUCCESS);
+    for (size_t k = 0; v && k < n; k++)
+        v[k] = tsr_bf16_to_float(h[k]);
+    free(h);
+    return v;
+}
+
+/* |got - want| <= rel * scale everywhere; prints the worst. */
+static void expect_near(const char *what, const char *config, const float *got, const double *want,
+                        const double *scale, int n, double rel)
+{
+    double worst = 0;
+    for (int k = 0; k < n; k++)
+        worst = fmax(worst, isnan(got[k]) ? INFINITY : fabs(got[k] - want[k]) / (rel * scale[k] + DBL_MIN));
+    if (!(worst <= 1.0))
+        fprintf(stderr, "  %s [%s]: error %.3g times the tolerance\n", what, config, worst);
+    CHECK(worst <= 1.0);
+}
+
+typedef struct {
+    tsr_dtype_t dtype;
+    int nb;
+    tsr_reduction_t reduction;
+    tsr_write_t dx_mode, dw_mode;
+} rms_case_t;
+
+/* One case, outputs pre-filled with garbage (kept when added into).
+ * Tolerance, relative to each gradient's scale (ref_rmsnorm_backward), plus
+ * the garbage: float sums of C terms behind dx and of BT behind dw, a few
+ * roundings more; bf16 (8 significant bits: a relative 2^-8 per rounding)
+ * rounds dx once and dw once per token tile, and its REDUX combination. */
+static void check_rmsnorm_backward_case(const rms_case_t *c, const tsr_dist_t *grid)
+{
+    static rms_in_t in;
+    static double dx_want[C * BT], dx_scale[C * BT];
+    double dw_want[C], dw_scale[C];
+    rms_inputs(c->dtype, &in);
+    tsr_desc_t *x = make_t(c->dtype, 1, C, BT, C, c->nb, grid), *dy = make_t(c->dtype, 1, C, BT, C, c->nb, grid);
+    tsr_desc_t *w = make_t(c->dtype, 1, C, 1, C, 1, grid), *r = make_t(c->dtype, 1, 1, BT, 1, c->nb, grid);
+    tsr_desc_t *dx = make_t(c->dtype, 1, C, BT, C, c->nb, grid), *dw = make_t(c->dtype, 1, C, 1, C, 1, grid);
+    scatter_as(x, in.x);
+    scatter_as(dy, in.dy);
+    scatter_as(w, in.w);
+    scatter_as(r, in.rstd);
+    scatter_as(dx, in.g_act);
+    scatter_as(dw, in.g_par);
+    CHECK_RC(tsr_rmsnorm_backward(dy, x, w, r, dx, dw, c->dx_mode, c->dw_mode, c->reduction), TSR_SUCCESS);
+    float *dx_got = gather_as(dx), *dw_got = gather_as(dw);
+    if (tsr_rank() == 0) {
+        ref_rmsnorm_backward(&in, dx_want, dx_scale, dw_want, dw_scale);
+        for (int k = 0; k < C * BT && c->dx_mode == TSR_ACCUMULATE; k++) {
+            dx_want[k] += in.g_act[k];
+            dx_scale[k] += fabs(in.g_act[k]);
+        }
+        for (int i = 0; i < C && c->dw_mode == TSR_ACCUMULATE; i++) {
+            dw_want[i] += in.g_par[i];
+            dw_scale[i] += fabs(in.g_par[i]);
+        }
+        int bf16 = c->dtype == TSR_BFLOAT16, tiles = (BT + c->nb - 1) / c->nb;
+        char name[96];
+        snprintf(name, sizeof name, "rmsnorm backward %s nb %d %s dx %s dw %s", tsr_dtype_name(c->dtype), c->nb,
+                 c->reduction == TSR_REDUCTION_REDUX ? "redux" : "ordered", c->dx_mode ? "+=" : "=",
+                 c->dw_mode ? "+=" : "=");
+        expect_near("dinp", name, dx_got, dx_want, dx_scale, C * BT, (C + 8) * EPS32 + bf16 * 0x1p-8);
+        expect_near("dweight", name, dw_got, dw_want, dw_scale, C, (BT + 8) * EPS32 + bf16 * (tiles + 1) * 0x1p-8);
+    }
+    free(dx_got);
+    free(dw_got);
+    tsr_desc_t *all[] = { x, dy, w, r, dx, dw };
+    for (int k = 0; k < 6; k++)
+        tsr_desc_destroy(all[k]);
+}
+
+/* Each reduction with each write mode of dw, dx in both modes, on token
+ * tiles that do not divide BT (and one token per tile), two of them on bf16
+ * tiles; then argument errors (nothing submitted). */
+static void check_rmsnorm_backward(const tsr_dist_t *grid)
+{
+    const tsr_reduction_t O = TSR_REDUCTION_ORDERED, R = TSR_REDUCTION_REDUX;
+    const tsr_write_t W = TSR_OVERWRITE, A = TSR_ACCUMULATE;
+    const rms_case_t cases[] = {
+        { TSR_FLOAT32, 1, O, W, W },   { TSR_FLOAT32, 7, O, A, A },  { TSR_FLOAT32, 16, O, W, A },
+        { TSR_FLOAT32, 45, O, A, W },  { TSR_FLOAT32, 7, R, W, W },  { TSR_FLOAT32, 16, R, A, A },
+        { TSR_FLOAT32, 45, R, W, A },  { TSR_FLOAT32, 1, R, A, W },  { TSR_BFLOAT16, 16, O, W, W },
+        { TSR_BFLOAT16, 7, R, A, A },
+    };
+    if (tsr_rank() == 0)
+        check_rmsnorm_fd();
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        check_rmsnorm_backward_case(&cases[k], grid);
+
+    tsr_desc_t *x = make_t(TSR_FLOAT32, 1, C, BT, C, 16, grid), *dy = make_t(TSR_FLOAT32, 1, C, BT, C, 16, grid);
+    tsr_desc_t *w = make_t(TSR_FLOAT32, 1, C, 1, C, 1, grid), *r = make_t(TSR_FLOAT32, 1, 1, BT, 1, 16, grid);
+    tsr_desc_t *dx = make_t(TSR_FLOAT32, 1, C, BT, C, 16, grid), *dw = make_t(TSR_FLOAT32, 1, C, 1, C, 1, grid);
+    tsr_desc_t *x2 = make_t(TSR_FLOAT32, 1, C, BT, 32, 16, grid), *dy2 = make_t(TSR_FLOAT32, 1, C, BT, 32, 16, grid);
+    tsr_desc_t *w2 = make_t(TSR_FLOAT32, 1, C, 1, 32, 1, grid), *dx2 = make_t(TSR_FLOAT32, 1, C, BT, 32, 16, grid);
+    tsr_desc_t *dw2 = make_t(TSR_FLOAT32, 1, C, 1, 32, 1, grid);
+    uint64_t t0 = tsr_tasks_submitted();
+    expect(tsr_rmsnorm_backward(dy2, x2, w2, r, dx2, dw2, W, W, O), TSR_ETILE, "rmsnorm bwd features over two tiles",
+           t0);
+    expect(tsr_rmsnorm_backward(dy, x, w, r, x, dw, W, W, O), TSR_EINVAL, "rmsnorm bwd dinp == inp", t0);
+    expect(tsr_rmsnorm_backward(dy, x, w, r, dx, NULL, W, W, O), TSR_EINVAL, "rmsnorm bwd NULL dweight", t0);
+    expect(tsr_rmsnorm_backward(dy, x, w, r, dx, dw, (tsr_write_t)2, W, O), TSR_EINVAL, "rmsnorm bwd bad dinp_mode",
+           t0);
+    expect(tsr_rmsnorm_backward(dy, x, w, r, dx, dw, W, W, (tsr_reduction_t)5), TSR_EINVAL,
+           "rmsnorm bwd bad reduction", t0);
+    tsr_desc_t *all[] = { x, dy, w, r, dx, dw, x2, dy2, w2, dx2, dw2 };
+    for (int k = 0; k < 11; k++)
+        tsr_desc_destroy(all[k]);
+}
+
 /* ---- sum of parts by a tree ---- */
 
 /* n parts, part r on rank r % ranks (the sum's tiles on the grid): the tree's
@@ -787,6 +1025,7 @@ int main(int argc, char **argv)
     check_residual(&grid);
     check_sum_tree(&grid);
     check_rmsnorm(&grid);
+    check_rmsnorm_backward(&grid);
     int rc = tsr_rank() == 0 ? tsr_check_report("test_layernorm") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();
     return rc;
