@@ -38,12 +38,47 @@ typedef enum {
 int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
              double beta, tsr_desc_t *C, tsr_reduction_t accum);
 
-/* The same on plain column-major arrays held by rank 0 (other ranks pass
- * NULL): the arrays are cut in tiles of tile x tile, distributed over the
- * ranks, multiplied and gathered back into C. Synchronous. */
+/* The same on the caller's column-major arrays, cut in tiles of tile x tile.
+ * One process: in place, without a copy (descriptors over the arrays,
+ * tsr_desc_create_user). Copied, as before, only where needed: under MPI
+ * with several ranks (the arrays held by rank 0, NULL on the others, are
+ * scattered over the ranks and C gathered back) and when C overlaps A or B.
+ * Synchronous: C holds the result on return. */
 int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                    double alpha, const void *A, int lda, const void *B, int ldb,
                    double beta, void *C, int ldc, int tile, tsr_reduction_t accum);
+
+/* ---- asynchronous calls on the caller's arrays: submit several, wait once ---- */
+/* A sequence chains calls on the caller's arrays without a wait between
+ * them; tsr_sequence_wait waits for them all and returns the first error.
+ * Thin over StarPU, whose tasks are asynchronous already and ordered by the
+ * data they access, so a sequence only:
+ * - keeps the descriptors it makes over the caller's arrays (one per view:
+ *   memory, shape, leading dimension, tile sizes) until it waits, so that a
+ *   later call on the same array gets the same StarPU handles and its tasks
+ *   follow the earlier ones on their own. An array a later call sees through
+ *   another view (other tiles, a part of it) is another handle, which StarPU
+ *   would not order: there the submitting call first waits for the earlier
+ *   view's tasks (when either writes), then goes on;
+ * - records the first error: later calls submit nothing and return it;
+ * - waits by unregistering its descriptors: each waits for its own tasks
+ *   and leaves the values in the caller's arrays, without waiting for other
+ *   work (no starpu_task_wait_for_all).
+ * The arrays must stay allocated and untouched by the caller until the wait.
+ * One process only (TSR_EINVAL under MPI with several ranks). A sequence is
+ * used by one thread at a time and may be reused after a wait. */
+typedef struct tsr_sequence tsr_sequence_t;
+int tsr_sequence_create(tsr_sequence_t **seq);
+/* Wait for every call of seq; their first error, or TSR_ERUNTIME when a
+ * task's kernel failed meanwhile. seq starts again empty and error-free. */
+int tsr_sequence_wait(tsr_sequence_t *seq);
+/* tsr_sequence_wait, then free seq (NULL: a no-op). */
+int tsr_sequence_destroy(tsr_sequence_t *seq);
+/* tsr_gemm_array in seq: submitted, not waited for. C may not overlap A or B
+ * (TSR_EINVAL). */
+int tsr_gemm_array_async(tsr_sequence_t *seq, tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                         double alpha, const void *A, int lda, const void *B, int ldb, double beta, void *C, int ldc,
+                         int tile, tsr_reduction_t accum);
 
 /* Tile sizes for tsr_gemm on the running workers, chosen from a model:
  * the GEMM kernel's time at 12 square tile sizes (32 .. 2048), measured
