@@ -80,6 +80,15 @@ int tsr_gemm_array_async(tsr_sequence_t *seq, tsr_dtype_t dtype, tsr_trans_t ta,
                          double alpha, const void *A, int lda, const void *B, int ldb, double beta, void *C, int ldc,
                          int tile, tsr_reduction_t accum);
 
+/* What the automatic tile calls (--tiles auto: tsr_gemm_auto_tiles,
+ * tsr_gemm_auto_tiles_ruled, tsr_attention_auto_tiles) return: the tiles of
+ * the operation asked for (the other fields 0) and the model's time. */
+typedef struct {
+    int mb, nb, kb;           /* GEMM: C in tiles of mb x nb, k in tiles of kb */
+    int qb, kvb;              /* attention: query tiles, key (and value) tiles, in tokens */
+    double predicted_seconds; /* the model's time for the operation in these tiles */
+} tsr_tiles_t;
+
 /* Tile sizes for tsr_gemm on the running workers, chosen from a model:
  * the GEMM kernel's time at 12 square tile sizes (32 .. 2048), measured
  * through StarPU with every worker busy on the first call for a given
@@ -94,12 +103,9 @@ int tsr_gemm_array_async(tsr_sequence_t *seq, tsr_dtype_t dtype, tsr_trans_t ta,
  * granularity, rounds of tasks on the workers, first) run as whole products
  * and the fastest wins; the trial times are cached like the calibration,
  * per product.
- * Collective under MPI. predicted_seconds: the model's time for C = A B. */
-typedef struct {
-    int mb, nb, kb;
-    double predicted_seconds;
-} tsr_gemm_tiles_t;
-int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_gemm_tiles_t *tiles);
+ * Collective under MPI. tiles: mb, nb, kb and predicted_seconds, the
+ * model's time for C = A B (qb, kvb 0). */
+int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_tiles_t *tiles);
 /* Rules the tile sizes must follow, per dimension (m, n, k; 0: no rule):
  * a multiple of multiple_of[d] that divides divisor_of[d]. For example a
  * fused QKV projection wants whole heads dividing C (multiple_of[0] = hd,
@@ -112,7 +118,7 @@ typedef struct {
  * with a rule, every conforming size up to 2048 is a candidate).
  * TSR_EINVAL when no size along a dimension follows its rule. */
 int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum,
-                              const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *tiles);
+                              const tsr_gemm_tile_rules_t *rules, tsr_tiles_t *tiles);
 /* The same model's time for one mb x nb x kb GEMM task (with every worker
  * busy); calibrates on first use like tsr_gemm_auto_tiles. */
 int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *seconds);

@@ -79,10 +79,12 @@ int tsr_attention_array_async(tsr_sequence_t *seq, int heads, int T, int hd, con
  * algorithms/tiles/attention.c); when the pass is small enough (tensors of
  * at most 1 GiB, one process), as many tile pairs as 2 s of trials afford
  * (2 to 8) run as whole passes and the fastest wins (cached per pass).
- * *predicted_seconds (may be NULL): the model's time for the chosen tiles. TSR_EINVAL, TSR_ENOTINIT, or an error of
- * the calibration. Collective under MPI (the calibration runs on rank 0). */
-int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum, int *qb, int *kb,
-                             double *predicted_seconds);
+ * tiles: qb, kvb (the query and key tiles) and predicted_seconds, the
+ * model's time for the chosen tiles (mb, nb, kb 0). TSR_EINVAL, TSR_ENOTINIT,
+ * or an error of the calibration. Collective under MPI (the calibration runs
+ * on rank 0). */
+int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum,
+                             tsr_tiles_t *tiles);
 
 #ifdef __cplusplus
 }
