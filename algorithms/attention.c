@@ -4,6 +4,7 @@
 #include "tsr_runtime.h"
 #include "tsr_runtime_attention.h"
 #include "internal/tsr_operands.h"
+#include "internal/tsr_sequence.h"
 
 /* An operand of heads x rows x tokens like Q (rows: Q's head size, or 2 for
  * the softmax statistics), all rows in one tile, Q's heads per tile and the
@@ -139,4 +140,89 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
     tsr_desc_flush(dout);
     tsr_desc_flush(stats);
     return TSR_SUCCESS;
+}
+
+/* ---- on the caller's arrays ------------------------------------------------------ */
+
+static int check_attention_array(const char *fn, int heads, int T, int hd, int tile)
+{
+    if (!tsr_initialized())
+        return TSR_ENOTINIT;
+    if (heads < 1 || T < 1 || hd < 1 || tile < 1) {
+        tsr_log(TSR_LOG_ERROR, "%s: heads %d, T %d, hd %d and tile %d must be positive", fn, heads, T, hd, tile);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
+/* An array of heads x T x hd as the descriptor [heads, hd, T]: one head per
+ * tile, tile tokens per tile, the head dimension whole. */
+static tsr_array_t head_array(const char *name, const float *p, int heads, int T, int hd, int tile, int written)
+{
+    return (tsr_array_t){ name, TSR_FLOAT32, heads, hd, T, 1, hd, tile, hd, p, written, NULL };
+}
+
+/* The softmax statistics of a pass: a temporary of Tessera's own. */
+static int create_stats(tsr_desc_t **stats, int heads, int T, int tile)
+{
+    return tsr_desc_create(stats, TSR_FLOAT32, heads, 2, T, 1, 2, tile, NULL);
+}
+
+int tsr_attention_array_async(tsr_sequence_t *seq, int heads, int T, int hd, const float *Q, const float *K,
+                              const float *V, float *out, int tile)
+{
+    const char *fn = "tsr_attention_array_async";
+    int rc = tsr_sequence_begin(seq, fn);
+    if (rc)
+        return rc;
+    tsr_array_t x[4] = { head_array("Q", Q, heads, T, hd, tile, 0), head_array("K", K, heads, T, hd, tile, 0),
+                         head_array("V", V, heads, T, hd, tile, 0), head_array("out", out, heads, T, hd, tile, 1) };
+    rc = check_attention_array(fn, heads, T, hd, tile);
+    rc = rc ? rc : tsr_check_arrays(fn, x, 4);
+    rc = rc ? rc : tsr_sequence_views(seq, x, 4);
+    tsr_desc_t *stats = NULL;
+    rc = rc ? rc : create_stats(&stats, heads, T, tile);
+    rc = rc ? rc : tsr_sequence_adopt(seq, stats);
+    if (rc)
+        tsr_desc_destroy(stats);
+    rc = rc ? rc : tsr_attention_forward(x[0].desc, x[1].desc, x[2].desc, x[3].desc, stats);
+    return tsr_sequence_record(seq, rc);
+}
+
+/* Under MPI with several ranks: the arrays (on rank 0) scattered over the
+ * ranks, out gathered back. */
+static int attention_array_copied(int heads, int T, int hd, const float *Q, const float *K, const float *V,
+                                  float *out, int tile)
+{
+    tsr_desc_t *d[5] = { NULL };
+    const float *in[3] = { Q, K, V };
+    int rc = TSR_SUCCESS;
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = tsr_desc_create(&d[i], TSR_FLOAT32, heads, hd, T, 1, hd, tile, NULL);
+    rc = rc ? rc : create_stats(&d[4], heads, T, tile);
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = tsr_desc_scatter(d[i], in[i], hd, 0);
+    rc = rc ? rc : tsr_attention_forward(d[0], d[1], d[2], d[3], d[4]);
+    rc = rc ? rc : tsr_desc_gather(d[3], out, hd, 0);
+    for (int i = 0; i < 5; i++)
+        tsr_desc_destroy(d[i]);
+    return rc;
+}
+
+int tsr_attention_array(int heads, int T, int hd, const float *Q, const float *K, const float *V, float *out,
+                        int tile)
+{
+    int rc = check_attention_array("tsr_attention_array", heads, T, hd, tile);
+    if (rc)
+        return rc;
+    if (tsr_size() > 1)
+        return attention_array_copied(heads, T, hd, Q, K, V, out, tile);
+    tsr_array_t x[4] = { head_array("Q", Q, heads, T, hd, tile, 0), head_array("K", K, heads, T, hd, tile, 0),
+                         head_array("V", V, heads, T, hd, tile, 0), head_array("out", out, heads, T, hd, tile, 1) };
+    rc = tsr_check_arrays("tsr_attention_array", x, 4);
+    tsr_sequence_t *seq = NULL;
+    rc = rc ? rc : tsr_sequence_create(&seq);
+    rc = rc ? rc : tsr_attention_array_async(seq, heads, T, hd, Q, K, V, out, tile);
+    int wait_rc = tsr_sequence_destroy(seq);
+    return rc ? rc : wait_rc;
 }

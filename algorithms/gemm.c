@@ -2,6 +2,7 @@
 #include "tsr_algorithms.h"
 #include "tsr_runtime.h"
 #include "internal/tsr_operands.h"
+#include "internal/tsr_sequence.h"
 
 /* Tile (bi, row, col) of X as op(X) sees it. */
 static tsr_tile_t op_tile(tsr_desc_t *X, tsr_trans_t t, int bi, int row, int col)
@@ -74,14 +75,61 @@ int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_de
     return TSR_SUCCESS;
 }
 
-int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
-                   double alpha, const void *A, int lda, const void *B, int ldb,
-                   double beta, void *C, int ldc, int tile, tsr_reduction_t accum)
+/* The scalar arguments of the array calls. */
+static int check_gemm_array(const char *fn, tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                            int tile, tsr_reduction_t accum)
 {
-    if (m < 1 || n < 1 || k < 1 || tile < 1)
-        return TSR_EINVAL;
     if (!tsr_initialized())
         return TSR_ENOTINIT;
+    if (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64 && dtype != TSR_BFLOAT16) {
+        tsr_log(TSR_LOG_ERROR, "%s: unknown element type %d", fn, (int)dtype);
+        return TSR_EINVAL;
+    }
+    if (m < 1 || n < 1 || k < 1 || tile < 1) {
+        tsr_log(TSR_LOG_ERROR, "%s: m %d, n %d, k %d and tile %d must be positive", fn, m, n, k, tile);
+        return TSR_EINVAL;
+    }
+    if ((ta != TSR_NOTRANS && ta != TSR_TRANS) || (tb != TSR_NOTRANS && tb != TSR_TRANS)) {
+        tsr_log(TSR_LOG_ERROR, "%s: bad transpose (%d, %d)", fn, ta, tb);
+        return TSR_EINVAL;
+    }
+    return tsr_check_accum(fn, accum);
+}
+
+/* A, B, C as arrays in tiles of tile x tile. */
+static void gemm_arrays(tsr_array_t x[3], tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                        const void *A, int lda, const void *B, int ldb, void *C, int ldc, int tile)
+{
+    int am = ta == TSR_TRANS ? k : m, an = ta == TSR_TRANS ? m : k;
+    int bm = tb == TSR_TRANS ? n : k, bn = tb == TSR_TRANS ? k : n;
+    x[0] = (tsr_array_t){ "A", dtype, 1, am, an, 1, tile, tile, lda, A, 0, NULL };
+    x[1] = (tsr_array_t){ "B", dtype, 1, bm, bn, 1, tile, tile, ldb, B, 0, NULL };
+    x[2] = (tsr_array_t){ "C", dtype, 1, m, n, 1, tile, tile, ldc, C, 1, NULL };
+}
+
+int tsr_gemm_array_async(tsr_sequence_t *seq, tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                         double alpha, const void *A, int lda, const void *B, int ldb, double beta, void *C, int ldc,
+                         int tile, tsr_reduction_t accum)
+{
+    const char *fn = "tsr_gemm_array_async";
+    int rc = tsr_sequence_begin(seq, fn);
+    if (rc)
+        return rc;
+    tsr_array_t x[3];
+    gemm_arrays(x, dtype, ta, tb, m, n, k, A, lda, B, ldb, C, ldc, tile);
+    rc = check_gemm_array(fn, dtype, ta, tb, m, n, k, tile, accum);
+    rc = rc ? rc : tsr_check_arrays(fn, x, 3);
+    rc = rc ? rc : tsr_sequence_views(seq, x, 3);
+    rc = rc ? rc : tsr_gemm(ta, tb, alpha, x[0].desc, x[1].desc, beta, x[2].desc, accum);
+    return tsr_sequence_record(seq, rc);
+}
+
+/* The copying form: the arrays (on rank 0) scattered into block-cyclic
+ * descriptors over every rank, multiplied, C gathered back. */
+static int gemm_array_copied(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                             double alpha, const void *A, int lda, const void *B, int ldb,
+                             double beta, void *C, int ldc, int tile, tsr_reduction_t accum)
+{
     int am = ta == TSR_TRANS ? k : m, an = ta == TSR_TRANS ? m : k;
     int bm = tb == TSR_TRANS ? n : k, bn = tb == TSR_TRANS ? k : n;
     tsr_desc_t *dA = NULL, *dB = NULL, *dC = NULL;
@@ -104,4 +152,27 @@ int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int
     tsr_desc_destroy(dB);
     tsr_desc_destroy(dC);
     return rc;
+}
+
+/* One process: in place, a sequence of one call. The arrays are copied
+ * only where they must be: under MPI with several ranks (the tiles go to
+ * other processes) and when C overlaps A or B (in place, tasks would
+ * overwrite tiles still to be read). */
+int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                   double alpha, const void *A, int lda, const void *B, int ldb,
+                   double beta, void *C, int ldc, int tile, tsr_reduction_t accum)
+{
+    int rc = check_gemm_array("tsr_gemm_array", dtype, ta, tb, m, n, k, tile, accum);
+    if (rc)
+        return rc;
+    tsr_array_t x[3];
+    gemm_arrays(x, dtype, ta, tb, m, n, k, A, lda, B, ldb, C, ldc, tile);
+    if (tsr_size() > 1 || (C && (tsr_arrays_overlap(&x[2], &x[0]) || tsr_arrays_overlap(&x[2], &x[1]))))
+        return gemm_array_copied(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tile, accum);
+    rc = tsr_check_arrays("tsr_gemm_array", x, 3);
+    tsr_sequence_t *seq = NULL;
+    rc = rc ? rc : tsr_sequence_create(&seq);
+    rc = rc ? rc : tsr_gemm_array_async(seq, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, tile, accum);
+    int wait_rc = tsr_sequence_destroy(seq);
+    return rc ? rc : wait_rc;
 }

@@ -38,12 +38,56 @@ typedef enum {
 int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_desc_t *B,
              double beta, tsr_desc_t *C, tsr_reduction_t accum);
 
-/* The same on plain column-major arrays held by rank 0 (other ranks pass
- * NULL): the arrays are cut in tiles of tile x tile, distributed over the
- * ranks, multiplied and gathered back into C. Synchronous. */
+/* The same on the caller's column-major arrays, cut in tiles of tile x tile.
+ * One process: in place, without a copy (descriptors over the arrays,
+ * tsr_desc_create_user). Copied, as before, only where needed: under MPI
+ * with several ranks (the arrays held by rank 0, NULL on the others, are
+ * scattered over the ranks and C gathered back) and when C overlaps A or B.
+ * Synchronous: C holds the result on return. */
 int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                    double alpha, const void *A, int lda, const void *B, int ldb,
                    double beta, void *C, int ldc, int tile, tsr_reduction_t accum);
+
+/* ---- asynchronous calls on the caller's arrays: submit several, wait once ---- */
+/* A sequence chains calls on the caller's arrays without a wait between
+ * them; tsr_sequence_wait waits for them all and returns the first error.
+ * Thin over StarPU, whose tasks are asynchronous already and ordered by the
+ * data they access, so a sequence only:
+ * - keeps the descriptors it makes over the caller's arrays (one per view:
+ *   memory, shape, leading dimension, tile sizes) until it waits, so that a
+ *   later call on the same array gets the same StarPU handles and its tasks
+ *   follow the earlier ones on their own. An array a later call sees through
+ *   another view (other tiles, a part of it) is another handle, which StarPU
+ *   would not order: there the submitting call first waits for the earlier
+ *   view's tasks (when either writes), then goes on;
+ * - records the first error: later calls submit nothing and return it;
+ * - waits by unregistering its descriptors: each waits for its own tasks
+ *   and leaves the values in the caller's arrays, without waiting for other
+ *   work (no starpu_task_wait_for_all).
+ * The arrays must stay allocated and untouched by the caller until the wait.
+ * One process only (TSR_EINVAL under MPI with several ranks). A sequence is
+ * used by one thread at a time and may be reused after a wait. */
+typedef struct tsr_sequence tsr_sequence_t;
+int tsr_sequence_create(tsr_sequence_t **seq);
+/* Wait for every call of seq; their first error, or TSR_ERUNTIME when a
+ * task's kernel failed meanwhile. seq starts again empty and error-free. */
+int tsr_sequence_wait(tsr_sequence_t *seq);
+/* tsr_sequence_wait, then free seq (NULL: a no-op). */
+int tsr_sequence_destroy(tsr_sequence_t *seq);
+/* tsr_gemm_array in seq: submitted, not waited for. C may not overlap A or B
+ * (TSR_EINVAL). */
+int tsr_gemm_array_async(tsr_sequence_t *seq, tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
+                         double alpha, const void *A, int lda, const void *B, int ldb, double beta, void *C, int ldc,
+                         int tile, tsr_reduction_t accum);
+
+/* What the automatic tile calls (--tiles auto: tsr_gemm_auto_tiles,
+ * tsr_gemm_auto_tiles_ruled, tsr_attention_auto_tiles) return: the tiles of
+ * the operation asked for (the other fields 0) and the model's time. */
+typedef struct {
+    int mb, nb, kb;           /* GEMM: C in tiles of mb x nb, k in tiles of kb */
+    int qb, kvb;              /* attention: query tiles, key (and value) tiles, in tokens */
+    double predicted_seconds; /* the model's time for the operation in these tiles */
+} tsr_tiles_t;
 
 /* Tile sizes for tsr_gemm on the running workers, chosen from a model:
  * the GEMM kernel's time at 12 square tile sizes (32 .. 2048), measured
@@ -59,12 +103,9 @@ int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int
  * granularity, rounds of tasks on the workers, first) run as whole products
  * and the fastest wins; the trial times are cached like the calibration,
  * per product.
- * Collective under MPI. predicted_seconds: the model's time for C = A B. */
-typedef struct {
-    int mb, nb, kb;
-    double predicted_seconds;
-} tsr_gemm_tiles_t;
-int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_gemm_tiles_t *tiles);
+ * Collective under MPI. tiles: mb, nb, kb and predicted_seconds, the
+ * model's time for C = A B (qb, kvb 0). */
+int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_tiles_t *tiles);
 /* Rules the tile sizes must follow, per dimension (m, n, k; 0: no rule):
  * a multiple of multiple_of[d] that divides divisor_of[d]. For example a
  * fused QKV projection wants whole heads dividing C (multiple_of[0] = hd,
@@ -77,7 +118,7 @@ typedef struct {
  * with a rule, every conforming size up to 2048 is a candidate).
  * TSR_EINVAL when no size along a dimension follows its rule. */
 int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum,
-                              const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *tiles);
+                              const tsr_gemm_tile_rules_t *rules, tsr_tiles_t *tiles);
 /* The same model's time for one mb x nb x kb GEMM task (with every worker
  * busy); calibrates on first use like tsr_gemm_auto_tiles. */
 int tsr_gemm_task_seconds(tsr_dtype_t dtype, int mb, int nb, int kb, double *seconds);

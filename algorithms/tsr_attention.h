@@ -52,6 +52,24 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
                            tsr_desc_t *stats, tsr_desc_t *dQ, tsr_desc_t *dK, tsr_desc_t *dV, tsr_write_t mode,
                            tsr_reduction_t accum);
 
+/* The forward on the caller's float32 arrays, in place (no copy; one
+ * process, see tsr_desc_create_user): Q, K, V and out hold heads
+ * independent heads (B * NH) of T tokens x hd, element (h, t, d) at
+ * [(h * T + t) * hd + d] (PyTorch's contiguous (B, NH, T, hd)), the
+ * descriptors [heads, hd, T] above with leading dimension hd. tile: the
+ * query and key tile (tokens); one head per task. out may not overlap Q, K
+ * or V (TSR_EINVAL). Synchronous: out holds the result on return. Under MPI
+ * with several ranks the arrays of rank 0 are scattered and out gathered
+ * (other ranks pass NULL). */
+int tsr_attention_array(int heads, int T, int hd, const float *Q, const float *K, const float *V, float *out,
+                        int tile);
+/* The same in a sequence (tsr_algorithms.h): submitted, not waited for. A
+ * GEMM of the sequence that wrote Q as an hd x (heads * T) matrix in tiles
+ * of hd (or more) rows and tile columns, with heads 1, is the same view:
+ * the attention follows it without a wait. */
+int tsr_attention_array_async(tsr_sequence_t *seq, int heads, int T, int hd, const float *Q, const float *K,
+                              const float *V, float *out, int tile);
+
 /* Tiles for one pass (backward 0: the forward; 1: the backward with accum)
  * over heads heads of hd x T with bb heads per tile: the query and key tiles
  * among 64..1024 dividing T whose predicted time is the smallest, from each
@@ -61,10 +79,12 @@ int tsr_attention_backward(tsr_desc_t *Q, tsr_desc_t *K, tsr_desc_t *V, tsr_desc
  * algorithms/tiles/attention.c); when the pass is small enough (tensors of
  * at most 1 GiB, one process), as many tile pairs as 2 s of trials afford
  * (2 to 8) run as whole passes and the fastest wins (cached per pass).
- * *predicted_seconds (may be NULL): the model's time for the chosen tiles. TSR_EINVAL, TSR_ENOTINIT, or an error of
- * the calibration. Collective under MPI (the calibration runs on rank 0). */
-int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum, int *qb, int *kb,
-                             double *predicted_seconds);
+ * tiles: qb, kvb (the query and key tiles) and predicted_seconds, the
+ * model's time for the chosen tiles (mb, nb, kb 0). TSR_EINVAL, TSR_ENOTINIT,
+ * or an error of the calibration. Collective under MPI (the calibration runs
+ * on rank 0). */
+int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum,
+                             tsr_tiles_t *tiles);
 
 #ifdef __cplusplus
 }

@@ -503,6 +503,7 @@ int64_t tsr_tag_alloc(int64_t n)
 
 void tsr_count_task(void) { atomic_fetch_add(&tasks_submitted, 1); }
 void tsr_count_failed_task(void) { atomic_fetch_add(&tasks_failed, 1); }
+uint64_t tsr_failed_tasks(void) { return atomic_load(&tasks_failed); }
 uint64_t tsr_tasks_submitted(void) { return atomic_load(&tasks_submitted); }
 
 /* Seconds on a monotonic clock; under StarPU-SimGrid, the simulated clock

@@ -54,4 +54,6 @@ int tsr_allreduce_doubles(double *v, int n, tsr_reduce_op_t op);
 void tsr_count_task(void);
 /* Count a task whose kernel failed (tsr_wait and tsr_finalize then fail). */
 void tsr_count_failed_task(void);
+/* Tasks whose kernel failed since tsr_init (a sequence compares it before and after). */
+uint64_t tsr_failed_tasks(void);
 #endif

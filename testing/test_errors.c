@@ -227,7 +227,11 @@ static void check_auto_tiles_null(void)
     capture_t c = capture_start();
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_REDUCTION_ORDERED, NULL), TSR_EINVAL);
     capture_end(c, log, sizeof log);
-    expect_message(log, "tsr_gemm_auto_tiles: the output (tsr_gemm_tiles_t *) is NULL", "auto tiles, NULL");
+    expect_message(log, "tsr_gemm_auto_tiles: the output (tsr_tiles_t *) is NULL", "auto tiles, NULL");
+    c = capture_start();
+    CHECK_RC(tsr_attention_auto_tiles(64, 16, 1, 1, 0, TSR_REDUCTION_ORDERED, NULL), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_attention_auto_tiles: the output (tsr_tiles_t *) is NULL", "attention auto tiles, NULL");
 }
 
 static void check_strerror(void)

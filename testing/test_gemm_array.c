@@ -1,11 +1,14 @@
 /* Solver-style use: tsr_gemm_array on plain column-major arrays (with a
- * padded leading dimension), against one BLAS call. */
+ * padded leading dimension), against one BLAS call: in place with one
+ * process, copied under MPI; C = A B with C over A (copied); bad arguments
+ * fail with a message and submit nothing. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include "tessera.h"
 #include "tsr_compute.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 
 static void run(tsr_trans_t ta, tsr_trans_t tb, tsr_reduction_t accum, int tile)
 {
@@ -38,6 +41,68 @@ static void run(tsr_trans_t ta, tsr_trans_t tb, tsr_reduction_t accum, int tile)
     free(A); free(B); free(C); free(Cref);
 }
 
+/* C = A B with C the same array as A: the copying path (in place, tasks
+ * would overwrite tiles of A still to be read). */
+static void c_over_a(void)
+{
+    enum { N = 40 };
+    double *A = malloc(sizeof(double) * N * N), *B = malloc(sizeof(double) * N * N), *ref = malloc(sizeof(double) * N * N);
+    for (int i = 0; i < N * N; i++)
+        A[i] = tsr_random_value(4, 0, i, 0), B[i] = tsr_random_value(5, 0, i, 0);
+    tsr_cpu_gemm(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, N, N, N, 1.0, A, N, B, N, 0.0, ref, N, 1);
+    CHECK_RC(tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, N, N, N, 1.0, A, N, B, N, 0.0, A, N, 16,
+                            TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+    double err = 0;
+    for (int i = 0; i < N * N; i++)
+        err = fmax(err, fabs(A[i] - ref[i]));
+    CHECK(err < 10 * N * DBL_EPSILON);
+    free(A); free(B); free(ref);
+}
+
+static void expect_gemm_array_error(int rc, const char *text, uint64_t before, const char *log)
+{
+    tsr_expect_error(rc, TSR_EINVAL, before, text);
+    tsr_expect_message(log, text, text);
+}
+
+static void bad_arguments(void)
+{
+    static double A[64], B[64], C[64];
+    char log[4096];
+    uint64_t before = tsr_tasks_submitted();
+    tsr_capture_t c = tsr_capture_start();
+    int rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, NULL, 8, B, 8, 0, C, 8, 4,
+                            TSR_REDUCTION_ORDERED);
+    tsr_capture_end(c, log, sizeof log);
+    expect_gemm_array_error(rc, "tsr_gemm_array: A is (nil)", before, log);
+    c = tsr_capture_start();
+    rc = tsr_gemm_array(TSR_FLOAT64, TSR_TRANS, TSR_NOTRANS, 8, 8, 4, 1, A, 3, B, 8, 0, C, 8, 4,
+                        TSR_REDUCTION_ORDERED);
+    tsr_capture_end(c, log, sizeof log);
+    expect_gemm_array_error(rc, "A is 0x", before, log);
+    tsr_expect_message(log, "with leading dimension 3, for 4 rows", "lda");
+    c = tsr_capture_start();
+    rc = tsr_gemm_array(TSR_FLOAT64, (tsr_trans_t)5, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 4,
+                        TSR_REDUCTION_ORDERED);
+    tsr_capture_end(c, log, sizeof log);
+    expect_gemm_array_error(rc, "tsr_gemm_array: bad transpose (5, 0)", before, log);
+    c = tsr_capture_start();
+    rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 0,
+                        TSR_REDUCTION_ORDERED);
+    tsr_capture_end(c, log, sizeof log);
+    expect_gemm_array_error(rc, "m 8, n 8, k 8 and tile 0 must be positive", before, log);
+    c = tsr_capture_start();
+    rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 4,
+                        (tsr_reduction_t)3);
+    tsr_capture_end(c, log, sizeof log);
+    expect_gemm_array_error(rc, "tsr_gemm_array: accum", before, log);
+    c = tsr_capture_start();
+    rc = tsr_gemm_array((tsr_dtype_t)9, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 4,
+                        TSR_REDUCTION_ORDERED);
+    tsr_capture_end(c, log, sizeof log);
+    expect_gemm_array_error(rc, "tsr_gemm_array: unknown element type 9", before, log);
+}
+
 int main(int argc, char **argv)
 {
     tsr_config_t cfg;
@@ -49,6 +114,10 @@ int main(int argc, char **argv)
         for (int tile = 7; tile <= 64; tile *= 3)
             run(t & 1 ? TSR_TRANS : TSR_NOTRANS, t & 2 ? TSR_TRANS : TSR_NOTRANS,
                 tile == 21 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED, tile);
+    if (tsr_size() == 1) {
+        c_over_a();
+        bad_arguments();
+    }
     int rc = tsr_rank() == 0 ? tsr_check_report("test_gemm_array") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();
     return rc;

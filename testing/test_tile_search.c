@@ -196,7 +196,7 @@ int main(int argc, char **argv)
                                                       0.45746535787910619 };
     for (int p = 0; p < NPRODUCTS; p++) {
         const product_t *pr = &PRODUCTS[p];
-        tsr_gemm_tiles_t t = { 0 };
+        tsr_tiles_t t = { 0 };
         CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, pr->m, pr->n, pr->k, pr->accum, &t), TSR_SUCCESS);
         printf("gemm %dx%dx%d %s: %d x %d x %d, predicted %.17g s\n", pr->m, pr->n, pr->k,
                pr->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", t.mb, t.nb, t.kb, t.predicted_seconds);
@@ -208,10 +208,11 @@ int main(int argc, char **argv)
                                                          0.029062338062436709, 29.457844287935188 };
     for (int p = 0; p < NPASSES; p++) {
         const pass_t *ps = &PASSES[p];
-        int qb = 0, kb = 0;
-        double predicted = 0;
-        CHECK_RC(tsr_attention_auto_tiles(ps->T, ps->hd, ps->heads, ps->bb, ps->backward, ps->accum, &qb, &kb,
-                                          &predicted), TSR_SUCCESS);
+        tsr_tiles_t t = { 0 };
+        CHECK_RC(tsr_attention_auto_tiles(ps->T, ps->hd, ps->heads, ps->bb, ps->backward, ps->accum, &t),
+                 TSR_SUCCESS);
+        int qb = t.qb, kb = t.kvb;
+        double predicted = t.predicted_seconds;
         printf("attention T %d heads %d %s %s: %d x %d, predicted %.17g s\n", ps->T, ps->heads,
                ps->backward ? "backward" : "forward", ps->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", qb, kb,
                predicted);

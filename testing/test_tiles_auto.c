@@ -78,10 +78,9 @@ static int restart(tsr_config_t *cfg, int ncpus)
  * two-worker models come from the cache files again. */
 static void via_one_worker(tsr_config_t *cfg)
 {
-    int qb, kb;
-    tsr_gemm_tiles_t t;
+    tsr_tiles_t t;
     CHECK_RC(restart(cfg, 1), TSR_SUCCESS);
-    CHECK_RC(tsr_attention_auto_tiles(128, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(128, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     CHECK_RC(restart(cfg, 2), TSR_SUCCESS);
 }
@@ -115,10 +114,8 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
 {
     char gemm2[4200], att[4200];
     static char text[65536];
-    int qb, kb, qb2, kb2;
-    double pred, pred2;
-    tsr_gemm_tiles_t t;
-    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &qb, &kb, &pred), TSR_SUCCESS);
+    tsr_tiles_t a, a2, t;
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &a), TSR_SUCCESS);
     CHECK(count_models(cache, "gemm_float32_", NULL, gemm2, sizeof gemm2) == 1);
     CHECK(count_models(cache, "attention_tasks_", NULL, att, sizeof att) == 1);
     CHECK(strstr(slurp(gemm2), ", 2 CPU workers, 0 CUDA workers, ") != NULL);
@@ -128,8 +125,9 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
     via_one_worker(cfg);
     CHECK(count_models(cache, "gemm_float32_", NULL, NULL, 0) == 2 &&
           count_models(cache, "attention_tasks_", NULL, NULL, 0) == 2);
-    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
-    CHECK(qb2 == qb && kb2 == kb && pred2 == pred);
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &a2), TSR_SUCCESS);
+    CHECK(a2.qb == a.qb && a2.kvb == a.kvb && a2.predicted_seconds == a.predicted_seconds);
+    CHECK(a.mb == 0 && a.nb == 0 && a.kb == 0); /* the attention's tiles alone */
     CHECK(strcmp(slurp(att), text) == 0);
 
     FILE *f = fopen(att, "w"); /* another key */
@@ -138,7 +136,7 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
         fclose(f);
     }
     via_one_worker(cfg);
-    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &qb2, &kb2, &pred2), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_auto_tiles(1024, 64, 4, 1, 1, TSR_REDUCTION_ORDERED, &a2), TSR_SUCCESS);
     CHECK(strncmp(slurp(att), text, strcspn(text, "\n")) == 0 && !strstr(slurp(att), "1e-09"));
 
     snprintf(text, sizeof text, "%s", slurp(gemm2));
@@ -174,17 +172,18 @@ int main(int argc, char **argv)
     tsr_config_t cfg;
     tsr_config_default(&cfg);
     cfg.ncpus = 2;
-    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_REDUCTION_ORDERED, &(tsr_gemm_tiles_t){ 0 }),
+    CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_REDUCTION_ORDERED, &(tsr_tiles_t){ 0 }),
              TSR_ENOTINIT);
     CHECK_RC(tsr_init(&cfg, NULL, NULL), TSR_SUCCESS);
 
-    tsr_gemm_tiles_t t, again;
+    tsr_tiles_t t, again;
     double t0 = tsr_wtime();
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_REDUCTION_ORDERED, &t), TSR_SUCCESS);
     double first = tsr_wtime() - t0;
     CHECK(count_models(argv[1], "gemm_", NULL, NULL, 0) >= 1);
     CHECK(t.mb >= 1 && t.mb <= 1000 && t.nb >= 1 && t.nb <= 700 && t.kb >= 1 && t.kb <= 2048);
     CHECK(t.predicted_seconds > 0 && isfinite(t.predicted_seconds));
+    CHECK(t.qb == 0 && t.kvb == 0); /* the GEMM's tiles alone */
     printf("1000x700x3000 ordered: tiles %d x %d x %d, predicted %.4f s (first call %.2f s)\n", t.mb, t.nb, t.kb,
            t.predicted_seconds, first);
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 1000, 700, 3000, TSR_REDUCTION_ORDERED, &again), TSR_SUCCESS);
@@ -269,9 +268,10 @@ int main(int argc, char **argv)
 
     /* attention: tiles that divide T, a valid tiling for the algorithm */
     for (int backward = 0; backward <= 1; backward++) {
-        int qb = 0, kb = 0;
-        double pred = 0;
-        CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, backward, TSR_REDUCTION_REDUX, &qb, &kb, &pred), TSR_SUCCESS);
+        tsr_tiles_t a = { 0 };
+        CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, backward, TSR_REDUCTION_REDUX, &a), TSR_SUCCESS);
+        int qb = a.qb, kb = a.kvb;
+        double pred = a.predicted_seconds;
         CHECK(qb >= 64 && qb <= 512 && 512 % qb == 0 && kb >= 64 && kb <= 512 && 512 % kb == 0);
         CHECK(pred > 0 && isfinite(pred));
         /* a small pass: its best candidates were tried, the pick among them */
@@ -296,13 +296,13 @@ int main(int argc, char **argv)
                 tsr_desc_destroy(all[i]);
         }
     }
-    int qb = 0, kb = 0;
-    CHECK_RC(tsr_attention_auto_tiles(96, 32, 2, 1, 0, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_SUCCESS);
-    CHECK(qb == 96 && kb == 96); /* no candidate divides 96: one tile */
-    CHECK_RC(tsr_attention_auto_tiles(0, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
-    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 2, TSR_REDUCTION_ORDERED, &qb, &kb, NULL), TSR_EINVAL);
-    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 1, (tsr_reduction_t)7, &qb, &kb, NULL), TSR_EINVAL);
-    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, NULL, &kb, NULL), TSR_EINVAL);
+    tsr_tiles_t a = { 0 };
+    CHECK_RC(tsr_attention_auto_tiles(96, 32, 2, 1, 0, TSR_REDUCTION_ORDERED, &a), TSR_SUCCESS);
+    CHECK(a.qb == 96 && a.kvb == 96); /* no candidate divides 96: one tile */
+    CHECK_RC(tsr_attention_auto_tiles(0, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, &a), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 2, TSR_REDUCTION_ORDERED, &a), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 1, (tsr_reduction_t)7, &a), TSR_EINVAL);
+    CHECK_RC(tsr_attention_auto_tiles(512, 64, 4, 1, 0, TSR_REDUCTION_ORDERED, NULL), TSR_EINVAL);
     check_trial_plan();
     check_cache(&cfg, argv[1]);
     tsr_finalize();

@@ -3,6 +3,9 @@
 #ifndef TSR_EXPECT_H
 #define TSR_EXPECT_H
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 #include "tessera.h"
 #include "tsr_check.h"
 
@@ -14,5 +17,37 @@ static inline void tsr_expect_error(int rc, int code, uint64_t before, const cha
         fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
                 (unsigned long long)submitted);
     CHECK(rc == code && submitted == 0);
+}
+
+/* stderr (where tsr_log writes) captured between start and end. */
+typedef struct { FILE *file; int saved; } tsr_capture_t;
+static inline tsr_capture_t tsr_capture_start(void)
+{
+    tsr_capture_t c = { tmpfile(), -1 };
+    fflush(stderr);
+    if (c.file) {
+        c.saved = dup(2);
+        dup2(fileno(c.file), 2);
+    }
+    return c;
+}
+static inline void tsr_capture_end(tsr_capture_t c, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (!c.file)
+        return;
+    fflush(stderr);
+    dup2(c.saved, 2);
+    close(c.saved);
+    rewind(c.file);
+    buf[fread(buf, 1, size - 1, c.file)] = '\0';
+    fclose(c.file);
+}
+/* The log holds text. */
+static inline void tsr_expect_message(const char *log, const char *text, const char *what)
+{
+    if (!strstr(log, text))
+        fprintf(stderr, "  case '%s': the message does not say '%s': %s\n", what, text, log);
+    CHECK(strstr(log, text) != NULL);
 }
 #endif

@@ -57,3 +57,31 @@ int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid)
     *grid = tsr_dist_block_cyclic(P, tsr_size() / P);
     return 0;
 }
+
+/* out = softmax(q k^T / sqrt(hd), causal) v, head by head, in double. */
+void tsr_test_attention_ref(int heads, int T, int hd, const float *Q, const float *K, const float *V, float *out)
+{
+    double *w = malloc(sizeof(double) * T);
+    for (int h = 0; h < heads; h++)
+        for (int t = 0; t < T; t++) {
+            const float *q = Q + ((size_t)h * T + t) * hd;
+            double max = -INFINITY, sum = 0;
+            for (int u = 0; u <= t; u++) {
+                const float *k = K + ((size_t)h * T + u) * hd;
+                double s = 0;
+                for (int d = 0; d < hd; d++)
+                    s += (double)q[d] * k[d];
+                w[u] = s / sqrt((double)hd);
+                max = fmax(max, w[u]);
+            }
+            for (int u = 0; u <= t; u++)
+                sum += w[u] = exp(w[u] - max);
+            for (int d = 0; d < hd; d++) {
+                double o = 0;
+                for (int u = 0; u <= t; u++)
+                    o += w[u] * V[((size_t)h * T + u) * hd + d];
+                out[((size_t)h * T + t) * hd + d] = (float)(o / sum);
+            }
+        }
+    free(w);
+}

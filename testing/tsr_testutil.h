@@ -14,6 +14,10 @@ int tsr_test_scatter_f32(tsr_desc_t *d, const float *full);
 double tsr_test_max_rel_err(const float *x, const float *ref, size_t n, double floor);
 /* max |x - ref| over n elements (NaN anywhere -> inf). */
 double tsr_test_max_abs_err(const float *x, const float *ref, size_t n);
+/* Causal attention of heads heads of T x hd (element (h, t, d) at
+ * (h * T + t) * hd + d, tsr_attention_array's layout), in double: out =
+ * softmax(q k^T / sqrt(hd), keys up to the query) v. */
+void tsr_test_attention_ref(int heads, int T, int hd, const float *Q, const float *K, const float *V, float *out);
 /* tsr_init for the op tests: quiet (the expected failures would print
  * errors), one CPU worker per rank under mpirun; *grid = P x (size/P) with
  * P from argv[1] (1 when absent or not dividing the ranks). 0 on success. */

@@ -52,8 +52,19 @@ void tsr_desc_invalidate(tsr_desc_t *d)
             starpu_data_invalidate_submit(d->handles[t]);
 }
 
+int tsr_desc_refuse_user(const tsr_desc_t *d)
+{
+    if (!d->user)
+        return TSR_SUCCESS;
+    tsr_log(TSR_LOG_ERROR, "descriptor %d is over the caller's array (tsr_desc_create_user): read or write the array "
+            "itself, after tsr_wait", d->id);
+    return TSR_EINVAL;
+}
+
 int tsr_foreach_local_tile(tsr_desc_t *d, enum starpu_data_access_mode mode, tsr_tile_visit_fn fn, void *arg)
 {
+    if (tsr_desc_refuse_user(d))
+        return TSR_EINVAL;
     for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++) {
@@ -102,6 +113,8 @@ static int check_user_buffer(const tsr_desc_t *d, const void *A, int lda, int ro
         return TSR_EINVAL;
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
+    if (tsr_desc_refuse_user(d))
+        return TSR_EINVAL;
     if (root < 0 || root >= tsr_ctx.size) {
         tsr_log(TSR_LOG_ERROR, "scatter/gather: root %d is not a rank in [0, %d)", root, tsr_ctx.size);
         return TSR_EINVAL;

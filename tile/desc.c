@@ -132,8 +132,8 @@ static int check_sizes(int b, int m, int n, int bb, int mb, int nb, size_t elsiz
     return TSR_SUCCESS;
 }
 
-int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
-                    int bb, int mb, int nb, const tsr_dist_t *dist)
+/* The checks every descriptor passes: *desc set to NULL first. */
+static int check_desc(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n, int bb, int mb, int nb)
 {
     if (!desc)
         return TSR_EINVAL;
@@ -149,15 +149,14 @@ int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
                 b, m, n, bb, mb, nb);
         return TSR_EINVAL;
     }
-    int rc = check_sizes(b, m, n, bb, mb, nb, tsr_dtype_size(dtype));
-    if (rc)
-        return rc;
-    tsr_dist_t dd = dist ? *dist : tsr_dist_block_cyclic(tsr_ctx.size, 1);
-    int bt = tile_count(b, bb), mt = tile_count(m, mb), nt = tile_count(n, nb);
-    rc = validate_dist(&dd, bt, mt, nt);
-    if (rc)
-        return rc;
+    return check_sizes(b, m, n, bb, mb, nb, tsr_dtype_size(dtype));
+}
 
+/* A descriptor of checked sizes and distribution, no tile registered yet. */
+static int desc_alloc(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n, int bb, int mb, int nb,
+                      const tsr_dist_t *dist)
+{
+    int bt = tile_count(b, bb), mt = tile_count(m, mb), nt = tile_count(n, nb);
     tsr_desc_t *d = calloc(1, sizeof *d);
     if (!d)
         return TSR_ENOMEM;
@@ -166,7 +165,7 @@ int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
     d->b = b; d->m = m; d->n = n;
     d->bb = bb; d->mb = mb; d->nb = nb;
     d->bt = bt; d->mt = mt; d->nt = nt;
-    d->dist = dd;
+    d->dist = *dist;
     d->storage = calloc((size_t)bt * mt * nt, sizeof *d->storage);
     d->handles = calloc((size_t)bt * mt * nt, sizeof *d->handles);
     if (!d->storage || !d->handles) {
@@ -179,6 +178,61 @@ int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
     d->id = next_desc_id++;
     *desc = d;
     return TSR_SUCCESS;
+}
+
+int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
+                    int bb, int mb, int nb, const tsr_dist_t *dist)
+{
+    int rc = check_desc(desc, dtype, b, m, n, bb, mb, nb);
+    if (rc)
+        return rc;
+    tsr_dist_t dd = dist ? *dist : tsr_dist_block_cyclic(tsr_ctx.size, 1);
+    rc = validate_dist(&dd, tile_count(b, bb), tile_count(m, mb), tile_count(n, nb));
+    return rc ? rc : desc_alloc(desc, dtype, b, m, n, bb, mb, nb, &dd);
+}
+
+/* The caller's array as StarPU's block interface sees a tile of it: rows
+ * ld apart, matrices ld * n apart, in 32-bit element strides. */
+static int check_user_array(int b, int m, int n, int bb, int nb, const void *ptr, int ld)
+{
+    if (tsr_ctx.size > 1) {
+        tsr_log(TSR_LOG_ERROR, "descriptor over the caller's array: one process only, not %d ranks (scatter the "
+                "array into a distributed descriptor instead)", tsr_ctx.size);
+        return TSR_EINVAL;
+    }
+    if (!ptr || ld < m) {
+        tsr_log(TSR_LOG_ERROR, "descriptor over the caller's array: array %p with leading dimension %d for %d rows",
+                ptr, ld, m);
+        return TSR_EINVAL;
+    }
+    double stride = (double)ld * (bb > 1 && b > 1 ? n : (nb < n ? nb : n));
+    if (stride > UINT32_MAX) {
+        tsr_log(TSR_LOG_ERROR, "descriptor over the caller's array: a tile spans %.0f elements (leading dimension "
+                "%d), more than StarPU's 4294967295", stride, ld);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
+int tsr_desc_create_user(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n, int bb, int mb, int nb,
+                         void *ptr, int ld)
+{
+    int rc = check_desc(desc, dtype, b, m, n, bb, mb, nb);
+    rc = rc ? rc : check_user_array(b, m, n, bb, nb, ptr, ld);
+    if (rc)
+        return rc;
+    tsr_dist_t single = tsr_dist_single(0);
+    rc = desc_alloc(desc, dtype, b, m, n, bb, mb, nb, &single);
+    if (!rc) {
+        (*desc)->user = ptr;
+        (*desc)->user_ld = ld;
+    }
+    return rc;
+}
+
+int tsr_desc_create_2d_user(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n, int mb, int nb, void *ptr, int ld)
+{
+    return tsr_desc_create_user(desc, dtype, 1, m, n, 1, mb, nb, ptr, ld);
 }
 
 int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
@@ -253,14 +307,15 @@ starpu_data_handle_t tsr_tile_registered_handle(const tsr_desc_t *d, int bi, int
     return d->handles[tsr_tile_index(d, bi, i, j)];
 }
 
-/* A tile as StarPU's block interface (rows x cols x depth, packed), registered
- * as starpu_block_data_register does but without its accessibility check: that
+/* A tile as StarPU's block interface (rows x cols x depth; columns ld
+ * elements apart, matrices zstride apart: packed, or a view of the caller's
+ * array), registered as starpu_block_data_register does but without its accessibility check: that
  * check reads the tile's first and last byte, so the submitting thread took
  * the first-touch page faults of every tile (zeroing 2 MiB huge pages) while
  * the workers waited for tasks: 8 % of a 3-step 124M run, most of step 1's
  * AdamW submission. Now the first task that writes a tile touches it. */
 static void register_block(starpu_data_handle_t *h, int home, uintptr_t ptr, int rows, int cols, int depth,
-                           size_t elsize)
+                           int ld, size_t zstride, size_t elsize)
 {
     struct starpu_block_interface block = {
         .id = STARPU_BLOCK_INTERFACE_ID,
@@ -270,11 +325,19 @@ static void register_block(starpu_data_handle_t *h, int home, uintptr_t ptr, int
         .nx = (uint32_t)rows,
         .ny = (uint32_t)cols,
         .nz = (uint32_t)depth,
-        .ldy = (uint32_t)rows,
-        .ldz = (uint32_t)rows * (uint32_t)cols,
+        .ldy = (uint32_t)ld,
+        .ldz = (uint32_t)zstride,
         .elemsize = elsize,
     };
     starpu_data_register(h, home, &block, &starpu_interface_block_ops);
+}
+
+/* Tile (bi, i, j) of a descriptor over the caller's array: a view in place. */
+static uintptr_t user_tile(const tsr_desc_t *d, int bi, int i, int j)
+{
+    size_t ld = (size_t)d->user_ld, matrix = (size_t)bi * d->bb;
+    size_t offset = (matrix * d->n + (size_t)j * d->nb) * ld + (size_t)i * d->mb;
+    return (uintptr_t)((char *)d->user + offset * d->elsize);
 }
 
 starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
@@ -284,9 +347,15 @@ starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
         return d->handles[idx];
     int depth = tsr_tile_depth(d, bi), rows = tsr_tile_rows(d, i), cols = tsr_tile_cols(d, j);
     int owner = tsr_tile_owner(d, bi, i, j);
-    int home = -1;
+    int home = -1, ld = rows;
+    size_t zstride = (size_t)rows * cols;
     uintptr_t ptr = 0;
-    if (owner == tsr_ctx.rank) {
+    if (d->user) { /* one process: every tile is this rank's */
+        home = STARPU_MAIN_RAM;
+        ptr = user_tile(d, bi, i, j);
+        ld = d->user_ld;
+        zstride = (size_t)ld * (depth > 1 ? d->n : cols); /* depth 1: never used, kept in 32 bits */
+    } else if (owner == tsr_ctx.rank) {
         size_t bytes = tile_bytes(d, bi, i, j);
         void *p = tile_alloc(d, bytes);
         if (!p) {
@@ -298,7 +367,7 @@ starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
         ptr = (uintptr_t)p;
     }
     starpu_data_handle_t h;
-    register_block(&h, home, ptr, rows, cols, depth, d->elsize);
+    register_block(&h, home, ptr, rows, cols, depth, ld, zstride, d->elsize);
 #if TSR_USE_MPI
     if (tsr_ctx.mpi_active)
         starpu_mpi_data_register(h, d->tag_base + idx, owner);

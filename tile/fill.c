@@ -116,6 +116,8 @@ int tsr_desc_sum(tsr_desc_t *d, double *sum)
         return TSR_EINVAL;
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
+    if (tsr_desc_refuse_user(d))
+        return TSR_EINVAL;
     int ntiles = tsr_desc_ntiles(d); /* at most 1e8: the descriptor's limit */
     double *sums = calloc((size_t)ntiles + 1, sizeof *sums); /* and, last, the ranks that failed */
     if (tsr_any(!sums)) {

@@ -54,6 +54,8 @@ typedef struct tsr_desc {
     starpu_data_handle_t *handles; /* registered lazily */
     int id;
     int keep_received;  /* tsr_desc_keep_received: flushes leave received copies */
+    void *user;         /* tsr_desc_create_user: the caller's array the tiles view, else NULL */
+    int user_ld;        /* its leading dimension */
 } tsr_desc_t;
 
 /* Create a descriptor; dist NULL = 1 x 1 grid (everything on rank 0 with one
@@ -66,6 +68,20 @@ int tsr_desc_create(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
 /* 2D: b = bb = 1 */
 int tsr_desc_create_2d(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n,
                        int mb, int nb, const tsr_dist_t *dist);
+/* A descriptor over the caller's own column-major array, no copy: tile
+ * (bi, i, j) is a view of ptr in place, with the caller's leading dimension
+ * ld >= m (the layout of tsr_desc_scatter: matrix bi starts ld * n elements
+ * after matrix bi - 1). Tasks read and write the array itself, so it must
+ * stay allocated, and be neither read nor written by the caller, until the
+ * tasks using it are done (tsr_wait, or tsr_desc_destroy). One process only:
+ * under MPI with several ranks TSR_EINVAL (scatter into a distributed
+ * descriptor instead). tsr_desc_destroy unregisters the tiles, which brings
+ * their latest values back into the array, and never frees it. Scatter,
+ * gather, fill, norm and sum refuse it (TSR_EINVAL): read the array. */
+int tsr_desc_create_user(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n, int bb, int mb, int nb,
+                         void *ptr, int ld);
+/* 2D: b = bb = 1 */
+int tsr_desc_create_2d_user(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n, int mb, int nb, void *ptr, int ld);
 /* Wait for the tasks using it, unregister every handle, free storage and
  * the descriptor itself: desc must not be used again, destroyed again
  * included (set your pointer to NULL). NULL is a no-op (TSR_SUCCESS). */

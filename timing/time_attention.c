@@ -421,8 +421,10 @@ static int choose_tiles(attn_case_t *c)
 {
     if (!c->auto_tiles)
         return TSR_SUCCESS;
-    int rc = tsr_attention_auto_tiles(c->T, c->hd, c->heads, c->bb, c->bwd, c->mode, &c->qb, &c->kb,
-                                      &c->predicted_seconds);
+    tsr_tiles_t t;
+    int rc = tsr_attention_auto_tiles(c->T, c->hd, c->heads, c->bb, c->bwd, c->mode, &t);
+    if (!rc)
+        c->qb = t.qb, c->kb = t.kvb, c->predicted_seconds = t.predicted_seconds;
     if (!rc && tsr_rank() == 0)
         fprintf(stderr, "time_attention: --tiles auto for T %d %s: qb %d kb %d, predicted %.4f s\n", c->T,
                 c->bwd ? "bwd" : "fwd", c->qb, c->kb, c->predicted_seconds);

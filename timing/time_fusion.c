@@ -207,7 +207,7 @@ static int choose_tiles(fusion_case_t *c)
         rules.divisor_of[0] = c->C;
         rules.divisor_of[1] = c->B > 1 ? c->T : 0;
     }
-    tsr_gemm_tiles_t t;
+    tsr_tiles_t t;
     int rc = tsr_gemm_auto_tiles_ruled(TSR_FLOAT32, c->OC, c->BT, c->C, c->accum, &rules, &t);
     if (rc)
         return rc;

@@ -268,7 +268,7 @@ static int run_case(gemm_case_t *c, int baseline)
     int workers = tsr_ncpu_workers();
     double blas = NAN, seconds;
     if (c->auto_tiles) {
-        tsr_gemm_tiles_t t;
+        tsr_tiles_t t;
         int rc = tsr_gemm_auto_tiles(c->dtype, c->m, c->n, c->k, c->mode, &t);
         if (rc)
             return rc;

@@ -277,10 +277,14 @@ static int trial_pass(void *ctx, const int *tile, double *seconds)
  * small. */
 static const tsr_tile_policy_t ATTENTION_POLICY = { TSR_TRIAL_PLANNED, 0, 0, TSR_TRIALS_BUDGETED, 0 };
 
-int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum, int *qb, int *kb,
-                             double *predicted_seconds)
+int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr_reduction_t accum,
+                             tsr_tiles_t *tiles)
 {
-    if (!qb || !kb || T < 1 || hd < 1 || heads < 1 || bb < 1 || (backward != 0 && backward != 1) ||
+    if (!tiles) {
+        tsr_log(TSR_LOG_ERROR, "tsr_attention_auto_tiles: the output (tsr_tiles_t *) is NULL");
+        return TSR_EINVAL;
+    }
+    if (T < 1 || hd < 1 || heads < 1 || bb < 1 || (backward != 0 && backward != 1) ||
         (accum != TSR_REDUCTION_ORDERED && accum != TSR_REDUCTION_REDUX)) {
         tsr_log(TSR_LOG_ERROR, "tsr_attention_auto_tiles: bad arguments (T %d, hd %d, heads %d, bb %d, backward %d, "
                 "accumulation %d)", T, hd, heads, bb, backward, (int)accum);
@@ -311,11 +315,7 @@ int tsr_attention_auto_tiles(int T, int hd, int heads, int bb, int backward, tsr
     memcpy(pb.sizes[1], pass.cand, pass.n * sizeof *pass.cand);
     tsr_tile_choice_t c;
     rc = tsr_tile_search(&pb, &c, NULL);
-    if (!rc) {
-        *qb = c.tile[0];
-        *kb = c.tile[1];
-        if (predicted_seconds)
-            *predicted_seconds = c.predicted;
-    }
+    if (!rc)
+        *tiles = (tsr_tiles_t){ .qb = c.tile[0], .kvb = c.tile[1], .predicted_seconds = c.predicted };
     return rc;
 }

@@ -459,17 +459,17 @@ static int trial_product(void *ctx, const int *tile, double *seconds)
  * TSR_TILE_TIE; trials when the product is small. */
 static const tsr_tile_policy_t GEMM_POLICY = { TSR_TILE_SHORTLIST, 1, TSR_TILE_TIE, TSR_TRIALS_BUDGETED, 0 };
 
-int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_gemm_tiles_t *out)
+int tsr_gemm_auto_tiles(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum, tsr_tiles_t *out)
 {
     return tsr_gemm_auto_tiles_ruled(dtype, m, n, k, accum, NULL, out);
 }
 
 int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_reduction_t accum,
-                              const tsr_gemm_tile_rules_t *rules, tsr_gemm_tiles_t *out)
+                              const tsr_gemm_tile_rules_t *rules, tsr_tiles_t *out)
 {
     int negative_rule = bad_rule(rules);
     if (!out) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: the output (tsr_gemm_tiles_t *) is NULL");
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm_auto_tiles: the output (tsr_tiles_t *) is NULL");
         return TSR_EINVAL;
     }
     if (m < 1 || n < 1 || k < 1 || (accum != TSR_REDUCTION_ORDERED && accum != TSR_REDUCTION_REDUX) ||
@@ -511,6 +511,6 @@ int tsr_gemm_auto_tiles_ruled(tsr_dtype_t dtype, int m, int n, int k, tsr_reduct
     tsr_tile_choice_t c;
     rc = tsr_tile_search(&pb, &c, NULL);
     if (!rc)
-        *out = (tsr_gemm_tiles_t){ c.tile[0], c.tile[1], c.tile[2], c.predicted };
+        *out = (tsr_tiles_t){ .mb = c.tile[0], .nb = c.tile[1], .kb = c.tile[2], .predicted_seconds = c.predicted };
     return rc;
 }
