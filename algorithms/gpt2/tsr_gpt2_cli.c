@@ -1,5 +1,6 @@
 /* tsr_gpt2's command line: the options, their defaults and checks, --help. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -372,5 +373,14 @@ int gpt2_command_line(int argc, char **argv, options_t *o)
         fprintf(stderr, "(tsr_gpt2 --help lists the options)\n");
         return 2;
     }
-    return check_distinct_files(o) ? 2 : -1;
+    if (check_distinct_files(o))
+        return 2;
+    /* the per-step CSV is written in place: checked before StarPU starts */
+    if (o->csv && tsr_output_check(o->csv) != 0) {
+        fprintf(stderr, "error: --csv %s: %s\n", o->csv,
+                errno == EINVAL ? "not a regular file (a FIFO or device is refused: the run would block on it)"
+                                : strerror(errno));
+        return 2;
+    }
+    return -1;
 }

@@ -1,6 +1,7 @@
 /* tsr_gpt2's run: the model, data and outputs set up from the options,
  * the training state files (--save / --resume), the files written at the end. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,9 +189,11 @@ int gpt2_setup(trainer_t *t)
         rc = load_state(t, o->resume);
     if (!rc && o->csv && tsr_rank() == 0) {
         /* a resumed run appends to its CSV */
-        t->csv = fopen(o->csv, t->step ? "a" : "w");
+        t->csv = tsr_open_output(o->csv, t->step > 0); /* never blocks: a FIFO is refused */
         if (!t->csv) {
-            tsr_log(TSR_LOG_ERROR, "cannot write %s", o->csv);
+            tsr_log(TSR_LOG_ERROR, "--csv %s: %s", o->csv,
+                    errno == EINVAL || errno == ENXIO ? "not a regular file (a FIFO or device is refused)"
+                                                      : strerror(errno));
             rc = TSR_EIO;
         } else if (ftell(t->csv) == 0) {
             fprintf(t->csv, "step,loss,step_ms,tokens_per_ms,val_loss,timing\n");
