@@ -47,7 +47,13 @@ static void usage(FILE *out)
 "                      the predicted and the trial step time\n"
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
-"  --threads N         CPU workers (default: all cores)\n"
+"  --threads N         CPU workers (default: all cores; more than the cores: a warning)\n"
+"  --max-memory SIZE   the memory a rank may use, e.g. 8G, 512M (K, M, G, T: powers of\n"
+"                      1024); default: what the machine has (MemAvailable, a cgroup's\n"
+"                      memory.max). The run's memory (parameters, AdamW, gradients,\n"
+"                      activations for B, T) is estimated before anything is allocated,\n"
+"                      printed in the model line, and a run needing more is refused; a\n"
+"                      larger SIZE overrides the check (e.g. with swap)\n"
 "  --gpus N            CUDA workers (default: every GPU; 0: CPUs only); with N > 1 the\n"
 "                      default is one sub-batch per GPU\n"
 "  --strict-fp32       float32 GEMMs on GPUs without TF32 tensor cores (default: TF32\n"
@@ -168,10 +174,33 @@ static int parse_float(const char *s, const char *name, float *out)
     return 0;
 }
 
+/* A size: a positive number of bytes, or with K, M, G or T (powers of 1024,
+ * e.g. 8G, 512M, 1.5T). */
+static int parse_size(const char *s, const char *name, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    const char *units = "KMGT", *u = *end ? strchr(units, *end) : NULL;
+    if (u && *u) {
+        for (const char *p = units; p <= u; p++)
+            v *= 1024;
+        end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+    }
+    if (*s == '\0' || *end || !isfinite(v) || v < 1 || v > 1e18) {
+        fprintf(stderr, "error: --%s %s: expected a size such as 8G, 512M or a number of bytes (1 to 1e18)\n", name,
+                s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0, O_PRECISION };
+       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0, O_PRECISION, O_MAXMEM };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -190,6 +219,7 @@ static const struct option long_options[] = {
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
     { "quiet", 0, 0, O_QUIET }, { "save", 1, 0, O_SAVE }, { "save-every", 1, 0, O_SAVEEVERY },
     { "resume", 1, 0, O_RESUME }, { "write-checkpoint", 1, 0, O_WRITECKPT }, { "help", 0, 0, 'h' },
+    { "max-memory", 1, 0, O_MAXMEM },
     { 0, 0, 0, 0 } };
 
 /* Options that are valid alone but not together (or not without another). */
@@ -282,6 +312,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_SAVEEVERY: bad = parse_int(optarg, "save-every", 0, &o->save_every); break;
         case O_RESUME: o->resume = optarg; break;
         case O_WRITECKPT: o->write_ckpt = optarg; break;
+        case O_MAXMEM: bad = parse_size(optarg, "max-memory", &o->max_memory); break;
         default:
             fprintf(stderr, "error: unknown or incomplete option '%s'\n", name);
             return -1;
