@@ -21,15 +21,17 @@ static void usage(FILE *out)
 "                      maxT 32): it needs -T <= 32 and token ids < 500, which the\n"
 "                      bundled tiny Shakespeare does not have\n"
 "  --load FILE         start from an llm.c checkpoint (version 3) instead\n"
-"  --seed N            initialisation seed, llm.c's MT19937 init (default 42)\n"
+"  --seed N            initialisation seed, llm.c's MT19937 init (default 42, 0 to 1e9)\n"
 "Data (defaults: the bundled tiny Shakespeare)\n"
 "  --train FILE --val FILE --tokenizer FILE\n"
 "  --no-shuffle        sequential batches (default: llm.c's shuffled order, seed 42)\n"
 "Training\n"
-"  -B, --batch N       sequences per step (default 4)\n"
-"  -T, --seq N         sequence length (default 64)\n"
-"  --steps N           training steps (default 20)\n"
-"  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0)\n"
+"  -B, --batch N       sequences per step (default 4; 1 to 1e9, and memory: --max-memory)\n"
+"  -T, --seq N         sequence length (default 64; 1 to the model's maxT)\n"
+"  --steps N           training steps (default 20; 0 to 1e9)\n"
+"  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0): finite\n"
+"                      as floats (at most 3.4e38), >= 0; beta1, beta2 < 1; eps > 0\n"
+"  (every integer option: at most 1000000000, 1e9)\n"
 "Tiles (parallelism vs task size; defaults on CPUs: token tile of whole sequences, 256 tokens\n"
 "or a quarter of one rank's share of the batch if more, C/2, 2C, Vp/8, NH/2 heads, q = k = T;\n"
 "with GPUs: the whole sub-batch of one GPU up to 8192 tokens, C, 4C, Vp, NH heads)\n"
@@ -155,22 +157,26 @@ static int parse_int(const char *s, const char *name, int min, int *out)
     char *end;
     long v = strtol(s, &end, 10);
     if (*s == '\0' || *end || v < min || v > 1000000000) {
-        fprintf(stderr, "error: --%s %s: expected an integer >= %d\n", name, s, min);
+        fprintf(stderr, "error: --%s %s: expected an integer from %d to 1000000000 (1e9)\n", name, s, min);
         return -1;
     }
     *out = (int)v;
     return 0;
 }
 
-static int parse_float(const char *s, const char *name, float *out)
+/* A float option: finite as a float (1e39 is not), >= 0, or > 0 where
+ * positive (and then not 0 once rounded to a float: 1e-50 is). */
+static int parse_float(const char *s, const char *name, int positive, float *out)
 {
     char *end;
     double v = strtod(s, &end);
-    if (*s == '\0' || *end || !isfinite(v) || v < 0) {
-        fprintf(stderr, "error: --%s %s: expected a non-negative number\n", name, s);
+    float f = (float)v;
+    if (*s == '\0' || *end || !isfinite(v) || !isfinite(f) || v < 0 || (positive && !(f > 0))) {
+        fprintf(stderr, "error: --%s %s: expected a number %s to 3.4e38 (finite as a float%s)\n", name, s,
+                positive ? "above 0" : "from 0", positive ? ", and not 0 once rounded to one" : "");
         return -1;
     }
-    *out = (float)v;
+    *out = f;
     return 0;
 }
 
@@ -263,11 +269,11 @@ static int parse_options(int argc, char **argv, options_t *o)
         case 'B': bad = parse_int(optarg, "batch", 1, &o->B); break;
         case 'T': bad = parse_int(optarg, "seq", 1, &o->T); break;
         case O_STEPS: bad = parse_int(optarg, "steps", 0, &o->steps); break;
-        case O_LR: bad = parse_float(optarg, "lr", &o->lr); break;
-        case O_BETA1: bad = parse_float(optarg, "beta1", &o->beta1); break;
-        case O_BETA2: bad = parse_float(optarg, "beta2", &o->beta2); break;
-        case O_EPS: bad = parse_float(optarg, "eps", &o->eps); break;
-        case O_WD: bad = parse_float(optarg, "wd", &o->wd); break;
+        case O_LR: bad = parse_float(optarg, "lr", 0, &o->lr); break;
+        case O_BETA1: bad = parse_float(optarg, "beta1", 0, &o->beta1); break;
+        case O_BETA2: bad = parse_float(optarg, "beta2", 0, &o->beta2); break;
+        case O_EPS: bad = parse_float(optarg, "eps", 1, &o->eps); break;
+        case O_WD: bad = parse_float(optarg, "wd", 0, &o->wd); break;
         case O_TTOK: bad = parse_int(optarg, "tile-tok", 1, &o->tiles.tok); break;
         case O_TCH: bad = parse_int(optarg, "tile-ch", 1, &o->tiles.ch); break;
         case O_THID: bad = parse_int(optarg, "tile-hid", 1, &o->tiles.hid); break;
