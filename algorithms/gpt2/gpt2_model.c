@@ -138,12 +138,20 @@ static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_
         tsr_log(TSR_LOG_ERROR, "gpt2: batch %d x %d: need B >= 1 and 1 <= T <= maxT = %d", B, T, c->maxT);
         return TSR_ESHAPE;
     }
-    if (t->tok < 1 || (T % t->tok && t->tok % T) || t->ch < 1 || t->hid < 1 || t->voc < 1 || t->heads < 1 ||
-        c->NH % t->heads || t->q < 1 || t->q > T || t->k < 1 || t->k > T) {
-        tsr_log(TSR_LOG_ERROR,
-                "gpt2: bad tiles (tok %d must divide T = %d or be a multiple of it, heads %d must divide NH = %d, "
-                "query %d and key %d tiles in [1, T]; ch %d, hid %d, voc %d > 0)",
-                t->tok, T, t->heads, c->NH, t->q, t->k, t->ch, t->hid, t->voc);
+    char why[160] = "";
+    if (t->tok < 1 || (T % t->tok && t->tok % T))
+        snprintf(why, sizeof why, "the token tile %d must divide T = %d or be a multiple of it", t->tok, T);
+    else if (t->ch < 1 || t->hid < 1 || t->voc < 1)
+        snprintf(why, sizeof why, "the %s tile %d must be at least 1",
+                 t->ch < 1 ? "channel" : t->hid < 1 ? "hidden" : "vocabulary",
+                 t->ch < 1 ? t->ch : t->hid < 1 ? t->hid : t->voc);
+    else if (t->heads < 1 || c->NH % t->heads)
+        snprintf(why, sizeof why, "the head tile %d must divide NH = %d", t->heads, c->NH);
+    else if (t->q < 1 || t->q > T || t->k < 1 || t->k > T)
+        snprintf(why, sizeof why, "the %s tile %d must be in [1, T = %d]", t->q < 1 || t->q > T ? "query" : "key",
+                 t->q < 1 || t->q > T ? t->q : t->k, T);
+    if (why[0]) {
+        tsr_log(TSR_LOG_ERROR, "gpt2: bad tiles: %s", why);
         return TSR_ETILE;
     }
     return TSR_SUCCESS;
