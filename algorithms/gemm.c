@@ -78,10 +78,17 @@ int tsr_gemm_array(tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int
                    double alpha, const void *A, int lda, const void *B, int ldb,
                    double beta, void *C, int ldc, int tile, tsr_reduction_t accum)
 {
-    if (m < 1 || n < 1 || k < 1 || tile < 1)
+    if (m < 1 || n < 1 || k < 1 || tile < 1) {
+        const char *what = m < 1 ? "m" : n < 1 ? "n" : k < 1 ? "k" : "tile";
+        tsr_log(TSR_LOG_ERROR,
+                "tsr_gemm_array: %s = %d: m, n, k and tile must be at least 1 (m %d, n %d, k %d, tile %d)",
+                what, m < 1 ? m : n < 1 ? n : k < 1 ? k : tile, m, n, k, tile);
         return TSR_EINVAL;
-    if (!tsr_initialized())
+    }
+    if (!tsr_initialized()) {
+        tsr_log(TSR_LOG_ERROR, "tsr_gemm_array: Tessera is not initialised (tsr_init)");
         return TSR_ENOTINIT;
+    }
     int am = ta == TSR_TRANS ? k : m, an = ta == TSR_TRANS ? m : k;
     int bm = tb == TSR_TRANS ? n : k, bn = tb == TSR_TRANS ? k : n;
     tsr_desc_t *dA = NULL, *dB = NULL, *dC = NULL;
