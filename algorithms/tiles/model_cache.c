@@ -155,8 +155,8 @@ static int hold_lock(const char *path)
     }
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (!told++)
-            tsr_log(TSR_LOG_INFO, "warning: tile models: another process is measuring (%s is locked): this run measures "
-                    "beside it and caches nothing", lock);
+            tsr_log(TSR_LOG_INFO, "warning: tile models: another process is measuring (%s is locked): this run "
+                    "measures beside it and caches nothing", lock);
         close(fd);
         return -1;
     }
