@@ -79,14 +79,18 @@ int tsr_gemm(tsr_trans_t ta, tsr_trans_t tb, double alpha, tsr_desc_t *A, tsr_de
 static int check_gemm_array(const char *fn, tsr_dtype_t dtype, tsr_trans_t ta, tsr_trans_t tb, int m, int n, int k,
                             int tile, tsr_reduction_t accum)
 {
-    if (!tsr_initialized())
+    if (!tsr_initialized()) {
+        tsr_log(TSR_LOG_ERROR, "%s: Tessera is not initialised (tsr_init)", fn);
         return TSR_ENOTINIT;
+    }
     if (dtype != TSR_FLOAT32 && dtype != TSR_FLOAT64 && dtype != TSR_BFLOAT16) {
         tsr_log(TSR_LOG_ERROR, "%s: unknown element type %d", fn, (int)dtype);
         return TSR_EINVAL;
     }
     if (m < 1 || n < 1 || k < 1 || tile < 1) {
-        tsr_log(TSR_LOG_ERROR, "%s: m %d, n %d, k %d and tile %d must be positive", fn, m, n, k, tile);
+        const char *what = m < 1 ? "m" : n < 1 ? "n" : k < 1 ? "k" : "tile";
+        tsr_log(TSR_LOG_ERROR, "%s: %s = %d: m, n, k and tile must be at least 1 (m %d, n %d, k %d, tile %d)", fn,
+                what, m < 1 ? m : n < 1 ? n : k < 1 ? k : tile, m, n, k, tile);
         return TSR_EINVAL;
     }
     if ((ta != TSR_NOTRANS && ta != TSR_TRANS) || (tb != TSR_NOTRANS && tb != TSR_TRANS)) {

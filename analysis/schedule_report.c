@@ -557,11 +557,10 @@ static void print_summary(FILE *out, const long *order, long n, const graph_t *g
 
 static int write_csv(const char *path, const long *order, long n, double t0)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        tsr_log(TSR_LOG_ERROR, "schedule: cannot write %s: %s", path, strerror(errno));
-        return TSR_EIO;
-    }
+    tsr_atomic_file_t af; /* never blocks (a FIFO planted since the start is refused), never half-written */
+    if (tsr_atomic_begin(&af, path) != 0)
+        return TSR_EIO; /* said */
+    FILE *f = af.f;
     fprintf(f, "task,kind,worker,worker_name,ready_ms,start_ms,end_ms,rows,cols,depth,flops\n");
     for (long k = 0; k < n; k++) {
         const task_record_t *r = record_at(order[k]);
@@ -572,7 +571,7 @@ static int write_csv(const char *path, const long *order, long n, double t0)
                 (r->ready_us - t0) / 1e3, (r->start_us - t0) / 1e3, (r->end_us - t0) / 1e3, r->rows, r->cols,
                 r->depth, r->flops);
     }
-    if (ferror(f) | (fclose(f) != 0)) {
+    if (tsr_atomic_commit(&af) != 0) {
         tsr_log(TSR_LOG_ERROR, "schedule: writing %s failed", path);
         return TSR_EIO;
     }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <dirent.h>
 #include <starpu.h>
@@ -126,6 +127,10 @@ static int validate_config(const tsr_config_t *c)
                 c->ncpus, STARPU_MAXCPUS);
         return TSR_EINVAL;
     }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (c->ncpus > 0 && cores > 0 && c->ncpus > cores && !tsr_simulated()) /* as STARPU_NCPU (environment.c) */
+        tsr_log(TSR_LOG_INFO, "warning: %d CPU workers asked for (--threads) and this machine has %ld cores: they "
+                "share the cores, slower than one a core", c->ncpus, cores);
     const char *env_sched = getenv("STARPU_SCHED");
     if (c->sched && check_scheduler_name(c->sched, "the configured scheduler"))
         return TSR_EINVAL;

@@ -130,6 +130,45 @@ FILE *tsr_open_regular(const char *path)
     return f;
 }
 
+FILE *tsr_open_output(const char *path, int append)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0666);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = NULL;
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 && (append || ftruncate(fd, 0) == 0))
+        f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+int tsr_output_check(const char *path)
+{
+    struct stat st;
+    if (!path || !*path) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (stat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISREG(st.st_mode)) {
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        return -1;
+    }
+    return 0;
+}
+
 /* The resolved directory of path and its last name, "dir/name", in out. */
 static int resolved_name(const char *path, char *out, size_t n)
 {

@@ -105,7 +105,8 @@ static int convert(int nranks)
     snprintf(log_path, sizeof log_path, "%s/starpu_fxt_tool.log", trace_dir);
     posix_spawn_file_actions_t io;
     posix_spawn_file_actions_init(&io);
-    posix_spawn_file_actions_addopen(&io, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    /* O_NONBLOCK: a FIFO planted there fails at once instead of blocking the tool */
+    posix_spawn_file_actions_addopen(&io, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0666);
     posix_spawn_file_actions_adddup2(&io, 1, 2);
     pid_t pid;
     extern char **environ;

@@ -28,6 +28,17 @@ void tsr_remove_stale_temps(const char *target);
  * failure. */
 FILE *tsr_open_regular(const char *path);
 
+/* An output written in place (a per-step CSV): opened for writing, created
+ * 0666 less the umask, truncated or (append) appended to. Never blocks: it
+ * is opened with O_NONBLOCK (a FIFO without a reader fails at once, ENXIO)
+ * and must be a regular file (else EINVAL: a FIFO with a reader, a device);
+ * the stream then blocks as usual. NULL with errno on failure. */
+FILE *tsr_open_output(const char *path, int append);
+/* Whether path can be such an output, before anything starts: absent, or
+ * an existing regular file (through links). 0, or -1 with errno (EINVAL:
+ * exists and is not a regular file). */
+int tsr_output_check(const char *path);
+
 /* 1 when a and b name the same file: the same device and inode when both
  * exist, otherwise the same directory (resolved) and the same last name. */
 int tsr_same_file(const char *a, const char *b);

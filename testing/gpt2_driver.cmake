@@ -61,3 +61,8 @@ tsr_add_hostile_test(hostile_files hostile_files_mpi2 check_hostile_files.sh)
 # StarPU's variables, BLIS_ARCH_TYPE, a lost stdout; under mpirun ranks
 # started with different options
 tsr_add_hostile_test(hostile_env hostile_env_mpi check_hostile_env.sh)
+# outputs that would block, a signal before the first step, the memory
+# estimate, option ranges, workers above the cores, tile rules, a read-only
+# or busy tile-model cache (tsr_gpt2, time_gemm, testing_gemm)
+tsr_add_test(hostile_limits bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_limits.sh $<TARGET_FILE:tsr_gpt2>
+             $<TARGET_FILE:time_gemm> $<TARGET_FILE:testing_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_limits_work)

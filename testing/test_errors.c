@@ -234,6 +234,24 @@ static void check_auto_tiles_null(void)
     expect_message(log, "tsr_attention_auto_tiles: the output (tsr_tiles_t *) is NULL", "attention auto tiles, NULL");
 }
 
+/* tsr_gemm_array's bad sizes are named in its message (it returned
+ * TSR_EINVAL and said nothing). */
+static void check_gemm_array_sizes(void)
+{
+    double A[4] = { 1, 2, 3, 4 }, B[4] = { 1, 0, 0, 1 }, C[4] = { 0 };
+    char log[4096];
+    capture_t c = capture_start();
+    CHECK_RC(tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 0, 2, 2, 1.0, A, 2, B, 2, 0.0, C, 2, 2,
+                            TSR_REDUCTION_ORDERED), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_gemm_array: m = 0", "gemm_array, m 0");
+    c = capture_start();
+    CHECK_RC(tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 2, 2, 2, 1.0, A, 2, B, 2, 0.0, C, 2, 0,
+                            TSR_REDUCTION_ORDERED), TSR_EINVAL);
+    capture_end(c, log, sizeof log);
+    expect_message(log, "tsr_gemm_array: tile = 0", "gemm_array, tile 0");
+}
+
 static void check_strerror(void)
 {
     for (int code = 0; code >= TSR_EALREADY; code--) {
@@ -269,6 +287,7 @@ int main(int argc, char **argv)
     check_descriptor_errors();
     check_gemm_errors();
     check_auto_tiles_null();
+    check_gemm_array_sizes();
     check_gemm_aliases();
     int rc = tsr_checks_failed ? 1 : 0;
     if (tsr_rank() == 0)

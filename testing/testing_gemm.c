@@ -227,6 +227,13 @@ static int run(int argc, char **argv)
         fprintf(stderr, "error: tsr_init: %s\n", tsr_strerror(rc));
         return 2;
     }
+    if (cfg.parallel_worker_size > 1 && cfg.parallel_worker_size > tsr_ncpu_workers()) {
+        if (tsr_rank() == 0) /* as tsr_gpt2: StarPU would make no parallel worker of that size */
+            fprintf(stderr, "error: --pws %d is larger than the %d CPU workers\n", cfg.parallel_worker_size,
+                    tsr_ncpu_workers());
+        tsr_finalize();
+        return 2;
+    }
     if (tsr_rank() == 0)
         printf("dtype,transA,transB,accum,batch,m,n,k,bb,mb,nb,kb,P,Q,workers,seconds,gflops,residual,status\n");
     int idx[NP] = { 0 }, npass = 0, nfail = 0;

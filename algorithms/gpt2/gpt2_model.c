@@ -138,12 +138,20 @@ static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_
         tsr_log(TSR_LOG_ERROR, "gpt2: batch %d x %d: need B >= 1 and 1 <= T <= maxT = %d", B, T, c->maxT);
         return TSR_ESHAPE;
     }
-    if (t->tok < 1 || (T % t->tok && t->tok % T) || t->ch < 1 || t->hid < 1 || t->voc < 1 || t->heads < 1 ||
-        c->NH % t->heads || t->q < 1 || t->q > T || t->k < 1 || t->k > T) {
-        tsr_log(TSR_LOG_ERROR,
-                "gpt2: bad tiles (tok %d must divide T = %d or be a multiple of it, heads %d must divide NH = %d, "
-                "query %d and key %d tiles in [1, T]; ch %d, hid %d, voc %d > 0)",
-                t->tok, T, t->heads, c->NH, t->q, t->k, t->ch, t->hid, t->voc);
+    char why[160] = "";
+    if (t->tok < 1 || (T % t->tok && t->tok % T))
+        snprintf(why, sizeof why, "the token tile %d must divide T = %d or be a multiple of it", t->tok, T);
+    else if (t->ch < 1 || t->hid < 1 || t->voc < 1)
+        snprintf(why, sizeof why, "the %s tile %d must be at least 1",
+                 t->ch < 1 ? "channel" : t->hid < 1 ? "hidden" : "vocabulary",
+                 t->ch < 1 ? t->ch : t->hid < 1 ? t->hid : t->voc);
+    else if (t->heads < 1 || c->NH % t->heads)
+        snprintf(why, sizeof why, "the head tile %d must divide NH = %d", t->heads, c->NH);
+    else if (t->q < 1 || t->q > T || t->k < 1 || t->k > T)
+        snprintf(why, sizeof why, "the %s tile %d must be in [1, T = %d]", t->q < 1 || t->q > T ? "query" : "key",
+                 t->q < 1 || t->q > T ? t->q : t->k, T);
+    if (why[0]) {
+        tsr_log(TSR_LOG_ERROR, "gpt2: bad tiles: %s", why);
         return TSR_ETILE;
     }
     return TSR_SUCCESS;
@@ -521,6 +529,38 @@ void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS])
         bytes[2] += set_bytes(m->sub[r].grads, m->ntensors);
         each_activation(m, &m->sub[r], add_owned_bytes, &bytes[3]);
     }
+}
+
+void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, const tsr_gpt2_tiles_t *tiles,
+                              int nranks, int state_on_rank0, tsr_dtype_t dtype, tsr_gpt2_memory_t *mem)
+{
+    double np = (double)tsr_gpt2_num_params(cfg), es = dtype == TSR_BFLOAT16 ? 2 : 4;
+    double C = cfg->C, NH = cfg->NH, L = cfg->L, Vp = cfg->Vp;
+    nranks = nranks < 1 ? 1 : nranks;
+    nsub = nsub < 1 ? 1 : nsub;
+    int sharded = nranks > 1 && !state_on_rank0;
+    double share = sharded ? 1.0 / nranks : 1.0; /* rank 0's part of the state */
+    mem->params = np * (es + (dtype == TSR_BFLOAT16 ? 4 : 0)) * share;
+    mem->adam = 2 * np * 4 * share;
+    /* the sub-batches whose first sample is on rank 0 keep their gradients there */
+    int subs = 0;
+    for (int r = 0; r < nsub; r++)
+        subs += (long)r * (B / nsub) * nranks / B == 0;
+    mem->grads = np * es * (subs + (sharded && nsub > 1 ? share : 0));
+    /* rank 0's samples; per token (create_batch): encoded, per layer ln1 and
+     * its statistics, q k v and the attention output, its statistics, res2,
+     * ln2, fch, gelu, res3; lnf, logits; the backward's dres, dln, dfch and
+     * head gradients; split/merge buffers unless fused */
+    long samples = 0;
+    for (long b = 0; b < B; b++)
+        samples += b * nranks / B == 0;
+    tsr_gpt2_tiles_t rt = tiles ? resolve_qk(tiles, T) : (tsr_gpt2_tiles_t){ 0 };
+    int fused = rt.tok > 0 && rt.q > 0 && rt.k > 0 ? projections_fused(&rt, T) : 0;
+    double per_token = C + L * (16 * C + 4 + 2 * NH) + (C + 2) + Vp + 10 * C + (fused ? 0 : 5 * C);
+    /* float32 whatever the precision: the loss, its softmax and layernorm scratch */
+    double per_token_f32 = 3 + 2;
+    mem->acts = (double)samples * T * (per_token * es + per_token_f32 * 4);
+    mem->total = mem->params + mem->adam + mem->grads + mem->acts;
 }
 
 double tsr_gpt2_cached_param_bytes(const tsr_gpt2_model_t *m)

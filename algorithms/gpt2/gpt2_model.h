@@ -157,6 +157,18 @@ void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
  * gradients (every sub-batch's and their sum), activations and scratch. */
 #define TSR_GPT2_BYTE_KINDS 4
 void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS]);
+/* The memory a model of these dimensions holds on its busiest rank (rank
+ * 0), before anything is allocated: parameters (and bf16's float32 master
+ * weights), AdamW m and v, gradients (its sub-batches' and, sharded, their
+ * sum) and activations with the loss's scratch, for nranks ranks (state
+ * sharded over them unless state_on_rank0; activations split by sample).
+ * tiles NULL: not chosen yet (--tiles auto), the projections' split/merge
+ * buffers counted. Bytes; total is the sum of the four. */
+typedef struct {
+    double params, adam, grads, acts, total;
+} tsr_gpt2_memory_t;
+void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, const tsr_gpt2_tiles_t *tiles,
+                              int nranks, int state_on_rank0, tsr_dtype_t dtype, tsr_gpt2_memory_t *mem);
 /* The bytes of other ranks' parameter tiles this rank holds copies of now:
  * fetched for this step's forward and backward (StarPU-MPI marks them as its
  * tasks are submitted), dropped when the update is submitted. */

@@ -319,8 +319,10 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
     int rc = tsr_gemm_task_seconds(TSR_FLOAT32, 1, 1, 1, &task_cost); /* the smallest task: the runtime's cost */
     if (!rc)
         rc = loss_seconds_per_logit(&per_logit);
-    if (rc)
+    if (rc) {
+        tsr_tile_cache_unlock();
         return rc;
+    }
     int per_rank = B / tsr_size() > 0 ? B / tsr_size() : 1, sub_b = per_rank / nsub > 0 ? per_rank / nsub : 1;
     step_ctx_t x = { cfg, B, sub_b * T, T, sub_b, nsub, tsr_ncpu_workers() + tsr_ncuda_workers(), tiles->accum,
                      task_cost, per_logit };
@@ -335,6 +337,7 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
     tsr_tile_choice_t c;
     double best;
     rc = tsr_tile_search(&pb, &c, &best);
+    tsr_tile_cache_unlock(); /* measured: the training that follows holds no lock */
     if (rc)
         return rc;
     if (!isfinite(best))

@@ -8,14 +8,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "tsr_gpt2.h"
 #include "tsr_schedule_report.h"
 
 /* SIGINT (Ctrl-C), SIGTERM (what batch schedulers send before killing a
  * job) and SIGUSR1 (a pre-emption warning): stop after the current step,
- * saving the state when --save is given; exit with 128 + the signal. */
-static volatile sig_atomic_t interrupted;
-static void on_stop_signal(int sig) { interrupted = sig; }
+ * saving the state when --save is given; exit with 128 + the signal. Before
+ * the first step (nothing to save yet) and on a second signal the process
+ * ends at once, killed by the signal: whatever the main thread is blocked
+ * in (an open, a calibration) cannot keep it running, since the handler may
+ * run on any thread and a restarted system call never sees the flag. */
+static volatile sig_atomic_t interrupted, training;
+static void on_stop_signal(int sig)
+{
+    if (!training || interrupted) {
+        static const char msg[] = "\ntsr_gpt2: stopped by a signal before the first step or a second time: "
+                                  "exiting now\n";
+        ssize_t ignored = write(2, msg, sizeof msg - 1);
+        (void)ignored;
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    interrupted = sig;
+}
 
 /* One training step, submitted whole (forward, loss, backward, AdamW) before
  * it waits for its loss alone: the step's backward and update run on while
@@ -66,6 +83,7 @@ static int train(trainer_t *t)
 {
     int rc = 0, first = t->step, BT = t->opt.B * t->opt.T;
     double start = tsr_wtime();
+    training = 1; /* from here a stop signal ends the run after its step */
     for (; t->step < t->opt.steps && !rc; t->step++) {
         int s = t->step;
         float vl = NAN, loss = NAN;

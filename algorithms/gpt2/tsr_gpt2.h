@@ -22,6 +22,7 @@ typedef struct {
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
     tsr_dtype_t precision;  /* TSR_FLOAT32 or TSR_BFLOAT16 */
+    double max_memory;      /* --max-memory in bytes; 0: what the machine has */
 } options_t;
 
 /* What a step's time covers. Steps are pipelined: a step's time is the
@@ -54,6 +55,7 @@ typedef struct {
     unsigned char *step_kind; /* per step: a step_timing_t */
     uint64_t step_tasks;   /* tasks this rank submitted for the last training step */
     float last_loss, last_val; /* for the summary (NAN: none) */
+    double mem_estimate;   /* bytes rank 0 needs (check_memory), for the model line */
 } trainer_t;
 
 /* tsr_gpt2_cli.c: fills o from the command line after its defaults;

@@ -1,5 +1,6 @@
 /* tsr_gpt2's command line: the options, their defaults and checks, --help. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,15 +21,17 @@ static void usage(FILE *out)
 "                      maxT 32): it needs -T <= 32 and token ids < 500, which the\n"
 "                      bundled tiny Shakespeare does not have\n"
 "  --load FILE         start from an llm.c checkpoint (version 3) instead\n"
-"  --seed N            initialisation seed, llm.c's MT19937 init (default 42)\n"
+"  --seed N            initialisation seed, llm.c's MT19937 init (default 42, 0 to 1e9)\n"
 "Data (defaults: the bundled tiny Shakespeare)\n"
 "  --train FILE --val FILE --tokenizer FILE\n"
 "  --no-shuffle        sequential batches (default: llm.c's shuffled order, seed 42)\n"
 "Training\n"
-"  -B, --batch N       sequences per step (default 4)\n"
-"  -T, --seq N         sequence length (default 64)\n"
-"  --steps N           training steps (default 20)\n"
-"  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0)\n"
+"  -B, --batch N       sequences per step (default 4; 1 to 1e9, and memory: --max-memory)\n"
+"  -T, --seq N         sequence length (default 64; 1 to the model's maxT)\n"
+"  --steps N           training steps (default 20; 0 to 1e9)\n"
+"  --lr X --beta1 X --beta2 X --eps X --wd X   AdamW (defaults 1e-4 0.9 0.999 1e-8 0): finite\n"
+"                      as floats (at most 3.4e38), >= 0; beta1, beta2 < 1; eps > 0\n"
+"  (every integer option: at most 1000000000, 1e9)\n"
 "Tiles (parallelism vs task size; defaults on CPUs: token tile of whole sequences, 256 tokens\n"
 "or a quarter of one rank's share of the batch if more, C/2, 2C, Vp/8, NH/2 heads, q = k = T;\n"
 "with GPUs: the whole sub-batch of one GPU up to 8192 tokens, C, 4C, Vp, NH heads)\n"
@@ -46,7 +49,13 @@ static void usage(FILE *out)
 "                      the predicted and the trial step time\n"
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
-"  --threads N         CPU workers (default: all cores)\n"
+"  --threads N         CPU workers (default: all cores; more than the cores: a warning)\n"
+"  --max-memory SIZE   the memory a rank may use, e.g. 8G, 512M (K, M, G, T: powers of\n"
+"                      1024); default: what the machine has (MemAvailable, a cgroup's\n"
+"                      memory.max). The run's memory (parameters, AdamW, gradients,\n"
+"                      activations for B, T) is estimated before anything is allocated,\n"
+"                      printed in the model line, and a run needing more is refused; a\n"
+"                      larger SIZE overrides the check (e.g. with swap)\n"
 "  --gpus N            CUDA workers (default: every GPU; 0: CPUs only); with N > 1 the\n"
 "                      default is one sub-batch per GPU\n"
 "  --strict-fp32       float32 GEMMs on GPUs without TF32 tensor cores (default: TF32\n"
@@ -148,29 +157,56 @@ static int parse_int(const char *s, const char *name, int min, int *out)
     char *end;
     long v = strtol(s, &end, 10);
     if (*s == '\0' || *end || v < min || v > 1000000000) {
-        fprintf(stderr, "error: --%s %s: expected an integer >= %d\n", name, s, min);
+        fprintf(stderr, "error: --%s %s: expected an integer from %d to 1000000000 (1e9)\n", name, s, min);
         return -1;
     }
     *out = (int)v;
     return 0;
 }
 
-static int parse_float(const char *s, const char *name, float *out)
+/* A float option: finite as a float (1e39 is not), >= 0, or > 0 where
+ * positive (and then not 0 once rounded to a float: 1e-50 is). */
+static int parse_float(const char *s, const char *name, int positive, float *out)
 {
     char *end;
     double v = strtod(s, &end);
-    if (*s == '\0' || *end || !isfinite(v) || v < 0) {
-        fprintf(stderr, "error: --%s %s: expected a non-negative number\n", name, s);
+    float f = (float)v;
+    if (*s == '\0' || *end || !isfinite(v) || !isfinite(f) || v < 0 || (positive && !(f > 0))) {
+        fprintf(stderr, "error: --%s %s: expected a number %s to 3.4e38 (finite as a float%s)\n", name, s,
+                positive ? "above 0" : "from 0", positive ? ", and not 0 once rounded to one" : "");
         return -1;
     }
-    *out = (float)v;
+    *out = f;
+    return 0;
+}
+
+/* A size: a positive number of bytes, or with K, M, G or T (powers of 1024,
+ * e.g. 8G, 512M, 1.5T). */
+static int parse_size(const char *s, const char *name, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    const char *units = "KMGT", *u = *end ? strchr(units, *end) : NULL;
+    if (u && *u) {
+        for (const char *p = units; p <= u; p++)
+            v *= 1024;
+        end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+    }
+    if (*s == '\0' || *end || !isfinite(v) || v < 1 || v > 1e18) {
+        fprintf(stderr, "error: --%s %s: expected a size such as 8G, 512M or a number of bytes (1 to 1e18)\n", name,
+                s);
+        return -1;
+    }
+    *out = v;
     return 0;
 }
 
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0, O_PRECISION };
+       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0, O_PRECISION, O_MAXMEM };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -189,6 +225,7 @@ static const struct option long_options[] = {
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
     { "quiet", 0, 0, O_QUIET }, { "save", 1, 0, O_SAVE }, { "save-every", 1, 0, O_SAVEEVERY },
     { "resume", 1, 0, O_RESUME }, { "write-checkpoint", 1, 0, O_WRITECKPT }, { "help", 0, 0, 'h' },
+    { "max-memory", 1, 0, O_MAXMEM },
     { 0, 0, 0, 0 } };
 
 /* Options that are valid alone but not together (or not without another). */
@@ -232,11 +269,11 @@ static int parse_options(int argc, char **argv, options_t *o)
         case 'B': bad = parse_int(optarg, "batch", 1, &o->B); break;
         case 'T': bad = parse_int(optarg, "seq", 1, &o->T); break;
         case O_STEPS: bad = parse_int(optarg, "steps", 0, &o->steps); break;
-        case O_LR: bad = parse_float(optarg, "lr", &o->lr); break;
-        case O_BETA1: bad = parse_float(optarg, "beta1", &o->beta1); break;
-        case O_BETA2: bad = parse_float(optarg, "beta2", &o->beta2); break;
-        case O_EPS: bad = parse_float(optarg, "eps", &o->eps); break;
-        case O_WD: bad = parse_float(optarg, "wd", &o->wd); break;
+        case O_LR: bad = parse_float(optarg, "lr", 0, &o->lr); break;
+        case O_BETA1: bad = parse_float(optarg, "beta1", 0, &o->beta1); break;
+        case O_BETA2: bad = parse_float(optarg, "beta2", 0, &o->beta2); break;
+        case O_EPS: bad = parse_float(optarg, "eps", 1, &o->eps); break;
+        case O_WD: bad = parse_float(optarg, "wd", 0, &o->wd); break;
         case O_TTOK: bad = parse_int(optarg, "tile-tok", 1, &o->tiles.tok); break;
         case O_TCH: bad = parse_int(optarg, "tile-ch", 1, &o->tiles.ch); break;
         case O_THID: bad = parse_int(optarg, "tile-hid", 1, &o->tiles.hid); break;
@@ -281,6 +318,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_SAVEEVERY: bad = parse_int(optarg, "save-every", 0, &o->save_every); break;
         case O_RESUME: o->resume = optarg; break;
         case O_WRITECKPT: o->write_ckpt = optarg; break;
+        case O_MAXMEM: bad = parse_size(optarg, "max-memory", &o->max_memory); break;
         default:
             fprintf(stderr, "error: unknown or incomplete option '%s'\n", name);
             return -1;
@@ -372,5 +410,14 @@ int gpt2_command_line(int argc, char **argv, options_t *o)
         fprintf(stderr, "(tsr_gpt2 --help lists the options)\n");
         return 2;
     }
-    return check_distinct_files(o) ? 2 : -1;
+    if (check_distinct_files(o))
+        return 2;
+    /* the per-step CSV is written in place: checked before StarPU starts */
+    if (o->csv && tsr_output_check(o->csv) != 0) {
+        fprintf(stderr, "error: --csv %s: %s\n", o->csv,
+                errno == EINVAL ? "not a regular file (a FIFO or device is refused: the run would block on it)"
+                                : strerror(errno));
+        return 2;
+    }
+    return -1;
 }

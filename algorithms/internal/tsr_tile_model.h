@@ -38,6 +38,17 @@ FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c);
  * model then lives for the process only. */
 FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c, tsr_atomic_file_t *af);
 void tsr_tile_cache_commit(tsr_atomic_file_t *af);
+/* Whether what is measured now will be cached (rank 0 writes): the
+ * directory is private and writable (else one warning a process, and the
+ * run goes on without caching), and this process holds the cache's lock,
+ * tile_models/.lock (flock): a second process measuring at the same time
+ * measures beside the first, so it caches nothing, and says so once. The
+ * lock is taken here and held until tsr_tile_cache_unlock or the exit. */
+int tsr_tile_cache_writable(const tsr_tile_cache_t *c);
+void tsr_tile_cache_unlock(void);
+/* "once; cached in PATH", or "not cached" when it will not be: the end of
+ * the messages that announce a measurement. */
+const char *tsr_tile_cache_note(const tsr_tile_cache_t *c, char *buf, size_t n);
 
 /* A measured time read back from a cache file is used only within these
  * bounds (a damaged or planted 1e308, 0, NaN is dropped): no tile task,

@@ -239,9 +239,10 @@ static int calibrate_pass(pass_t *pass)
         }
     if (rc)
         return rc;
+    char note[sizeof task_times.cache.path + 32];
     if (task_times.n > known)
-        tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (once; cached in %s)",
-                task_times.n - known, pass->p / tsr_size(), task_times.cache.path);
+        tsr_log(TSR_LOG_INFO, "attention tiles: measured %d tile-pair tasks on %d workers (%s)",
+                task_times.n - known, pass->p / tsr_size(), tsr_tile_cache_note(&task_times.cache, note, sizeof note));
     tsr_trials_save(&task_times);
     return TSR_SUCCESS;
 }

@@ -149,8 +149,9 @@ static int load_or_calibrate(tsr_dtype_t dtype, gemm_model_t *m)
     int cached = tsr_rank() == 0 ? read_model(m) == 0 : 0;
     int rc = tsr_broadcast(&cached, sizeof cached, 0);
     if (!rc && !cached) {
+        char note[sizeof m->cache.path + 32];
         tsr_log(TSR_LOG_INFO, "gemm tiles: calibrating the %s GEMM kernel at %d tile sizes on %d workers "
-                "(once; cached in %s)", tsr_dtype_name(dtype), NCAL, p, m->cache.path);
+                "(%s)", tsr_dtype_name(dtype), NCAL, p, tsr_tile_cache_note(&m->cache, note, sizeof note));
         m->nshapes = 0;
         for (int i = 0; !rc && i < NCAL; i++)
             rc = calibrate_shape(dtype, CALIBRATED[i], CALIBRATED[i], CALIBRATED[i], p, &m->seconds[i]);

@@ -1,10 +1,12 @@
 /* The on-disk cache of the calibrated tile models (see
  * internal/tsr_tile_model.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "tsr_algorithms.h"
@@ -126,9 +128,76 @@ FILE *tsr_tile_cache_read(const tsr_tile_cache_t *c)
     return NULL;
 }
 
+static int lock_fd = -1;
+
+void tsr_tile_cache_unlock(void)
+{
+    if (lock_fd >= 0)
+        close(lock_fd); /* releases the flock */
+    lock_fd = -1;
+}
+
+/* This process holds the lock of the directory holding path, taken now
+ * if need be without waiting: 0, or -1 (said once a process). */
+static int hold_lock(const char *path)
+{
+    static int told;
+    if (lock_fd >= 0)
+        return 0;
+    char lock[sizeof ((tsr_tile_cache_t *)0)->path + 8];
+    snprintf(lock, sizeof lock, "%.*s/.lock", (int)(strrchr(path, '/') - path), path);
+    int fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+        errno = EINVAL;
+    }
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (!told++)
+            tsr_log(TSR_LOG_INFO, "warning: tile models: another process is measuring (%s is locked): this run "
+                    "measures beside it and caches nothing", lock);
+        close(fd);
+        return -1;
+    }
+    if (fd < 0) {
+        if (!told++)
+            tsr_log(TSR_LOG_INFO, "warning: tile models: cannot lock %s: %s (calibrations are not cached)", lock,
+                    errno == EINVAL ? "not a regular file" : strerror(errno));
+        return -1;
+    }
+    lock_fd = fd;
+    return 0;
+}
+
+int tsr_tile_cache_writable(const tsr_tile_cache_t *c)
+{
+    static int told;
+    if (tsr_rank() != 0 || !c->path[0] || private_dir(c->path) != 0)
+        return 0;
+    char dir[sizeof c->path];
+    snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(c->path, '/') - c->path), c->path);
+    if (access(dir, W_OK | X_OK) != 0) { /* read-only: still read, never written */
+        if (!told++)
+            tsr_log(TSR_LOG_INFO, "warning: tile models: cannot write in %s: %s (calibrations are read but not cached)",
+                    dir, strerror(errno));
+        return 0;
+    }
+    return hold_lock(c->path) == 0;
+}
+
+const char *tsr_tile_cache_note(const tsr_tile_cache_t *c, char *buf, size_t n)
+{
+    if (tsr_tile_cache_writable(c))
+        snprintf(buf, n, "once; cached in %s", c->path);
+    else
+        snprintf(buf, n, "not cached");
+    return buf;
+}
+
 FILE *tsr_tile_cache_write(const tsr_tile_cache_t *c, tsr_atomic_file_t *af)
 {
-    if (!c->path[0] || private_dir(c->path) != 0 || tsr_atomic_begin(af, c->path) != 0)
+    if (!tsr_tile_cache_writable(c) || tsr_atomic_begin(af, c->path) != 0)
         return NULL;
     fprintf(af->f, "# %s\n", c->key);
     return af->f;

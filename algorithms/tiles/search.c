@@ -233,8 +233,10 @@ static int cached_trials(const tsr_tile_problem_t *pb, const choice_t *tried, in
                     tile_text(pb, tried[i].tile), tried[i].predicted, seconds[i]);
         ran += now;
     }
+    char note[sizeof pb->trials->cache.path + 32];
     if (ran)
-        tsr_log(TSR_LOG_INFO, "%s: tried %d tile sets (once; cached in %s)", pb->name, ran, pb->trials->cache.path);
+        tsr_log(TSR_LOG_INFO, "%s: tried %d tile sets (%s)", pb->name, ran,
+                tsr_tile_cache_note(&pb->trials->cache, note, sizeof note));
     tsr_trials_save(pb->trials);
     return rc;
 }
