@@ -2,7 +2,7 @@
 # timing/cluster/tsr_gpt2.sbatch on a real Slurm: a one-node cluster on
 # localhost (Debian's slurm-wlm, its own munged, key and socket), started and
 # stopped here, everything in one temporary directory.
-#  1. a d2 job with a one-minute time limit and --signal=B:USR1@50 gets the
+#  1. a d2 job with a one-minute time limit and --signal=B:USR1@55 gets the
 #     signal from Slurm's time limit, tsr_gpt2 saves its state, the script
 #     requeues the job, the next run resumes: at least one requeue, every step
 #     run once, the per-step losses equal an uninterrupted run's;
@@ -12,12 +12,11 @@
 #  3. bad inputs (a non-numeric TSR_MAX_REQUEUES, --save in the arguments, an
 #     unknown TSR_LAUNCH): the job fails with a message, nothing runs.
 # The steps of job 1 are sized from a calibration run so that the run lasts
-# about 45 s on this machine: longer than the latest the signal can come.
+# about 50 s on this machine: Slurm checks time limits every 30 s, so the
+# signal comes 5-35 s after a run starts, and at least one run is stopped.
 # usage: check_slurm.sh SBATCH_SCRIPT TSR_GPT2 [MPIRUN]
 # exit 77 (skipped) without slurm-wlm and munge, or when not root (slurmd).
 set -u
-script=$(realpath -- "$1") && exe=$(realpath -- "$2") || exit 1
-mpirun=${3:-}
 
 missing=""
 for c in slurmctld slurmd sbatch scontrol squeue scancel srun munged mungekey; do
@@ -32,6 +31,8 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77
 fi
 export PATH=$PATH:/usr/sbin
+script=$(realpath -- "$1") && exe=$(realpath -- "$2") || exit 1
+mpirun=${3:-}
 
 # nothing from the caller's environment: no Slurm job or options around us,
 # caches and homes of our own
@@ -166,14 +167,14 @@ train=(--model d2 -B 4 -T 64 --val-every 0 --sample-every 0 --quiet)
 "$exe" "${train[@]}" --steps 6 --csv "$tmp/cal.csv" > "$tmp/log/cal.log" 2>&1 || bad "calibration run exited $?"
 ms=$(tail -n +2 "$tmp/cal.csv" | awk -F, '$6 == "steady" { print $3 }' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 [[ $ms =~ ^[0-9]+(\.[0-9]+)?$ ]] || { bad "no step time in the calibration run: $(cat "$tmp/log/cal.log")"; exit 1; }
-steps=$(awk -v ms="$ms" 'BEGIN { n = int(45000 / ms) + 1; if (n < 20) n = 20; if (n > 3000) n = 3000; print n }')
-log "step $ms ms: $steps steps (about 45 s)"
+steps=$(awk -v ms="$ms" 'BEGIN { n = int(50000 / ms) + 1; if (n < 20) n = 20; if (n > 3000) n = 3000; print n }')
+log "step $ms ms: $steps steps (about 50 s)"
 "$exe" "${train[@]}" --steps "$steps" --csv "$tmp/ref.csv" > "$tmp/log/ref.log" 2>&1 || bad "reference run exited $?"
 want=$(tail -n +2 "$tmp/ref.csv" | cut -d, -f1,2)
 log "uninterrupted run: $(echo "$want" | wc -l) steps, final $(echo "$want" | tail -n 1)"
 
 mkdir -p "$tmp/job/limit"
-id=$(cd "$tmp/job" && TSR_GPT2=$exe TSR_CSV_DIR=$tmp/job/limit sbatch --parsable --time=1 --signal=B:USR1@50 \
+id=$(cd "$tmp/job" && TSR_GPT2=$exe TSR_CSV_DIR=$tmp/job/limit sbatch --parsable --time=1 --signal=B:USR1@55 \
      --output="$tmp/job/limit.out" "$script" "$tmp/job/limit.state" "${train[@]}" --steps "$steps" 2>&1)
 [[ $id =~ ^[0-9]+$ ]] || { bad "sbatch: $id"; exit 1; }
 end=$(wait_job "$id" 200)
@@ -217,7 +218,7 @@ bad_job() { # bad_job NAME PATTERN env... -- args...
   id=$(cd "$tmp/job" && env TSR_GPT2="$exe" "${envs[@]}" sbatch --parsable --time=1 --output="$tmp/job/$name.out" \
        "$script" "$@" 2>&1)
   [[ $id =~ ^[0-9]+$ ]] || { bad "sbatch: $id"; return; }
-  end=$(wait_job "$id" 60)
+  end=$(wait_job "$id" 30)
   if [ "$end" = FAILED ] && grep -q -- "$pattern" "$tmp/job/$name.out" && ! grep -q "^runtime:" "$tmp/job/$name.out"; then ok
   else bad "$name: job $end, output: $(cat "$tmp/job/$name.out")"; fi
 }
