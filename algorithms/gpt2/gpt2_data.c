@@ -21,15 +21,10 @@ int tsr_gpt2_tokens_read(const char *path, int V, tsr_gpt2_tokens_t *toks)
     memset(toks, 0, sizeof *toks);
     FILE *f;
     int64_t fsize;
-    int rc = tsr_gpt2_file_open(path, TOKF, &f, &fsize);
+    int32_t h[TSR_GPT2_HEADER_INTS];
+    int rc = tsr_gpt2_file_open_header(path, TOKF, TSR_GPT2_TOKENS_MAGIC, "an llm.c token file", &f, &fsize, h);
     if (rc)
         return rc;
-    int32_t h[TSR_GPT2_HEADER_INTS];
-    rc = tsr_gpt2_read_header(f, fsize, path, TOKF, TSR_GPT2_TOKENS_MAGIC, "an llm.c token file", h);
-    if (rc) {
-        fclose(f);
-        return rc;
-    }
     if (h[1] != TSR_GPT2_TOKENS_VERSION) {
         tsr_log(TSR_LOG_ERROR, "%s %s: bad version %d (expected %d: uint16 tokens)", TOKF, path,
                 h[1], TSR_GPT2_TOKENS_VERSION);
