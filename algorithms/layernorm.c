@@ -265,9 +265,7 @@ int tsr_layernorm_backward(tsr_desc_t *dout, tsr_desc_t *inp, tsr_desc_t *weight
         statistic("work", work, TSR_OP_OUT_OPT, 2, inp),
     };
     int rc = tsr_check_operands(fn, ops, 9);
-    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
-    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
-    rc = rc ? rc : tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_backward_modes(fn, dinp_mode, dparam_mode, accum);
     if (rc)
         return rc;
     tsr_desc_t *own_work = NULL;

@@ -67,6 +67,33 @@ static int redux_start(tsr_tile_t c, int init, tsr_tile_t init_bias)
     return tsr_redux_start(c, init ? 0.0 : 1.0, init ? &init_bias : NULL);
 }
 
+/* ---- GEMM tasks ---------------------------------------------------------------- */
+
+/* The GEMM task C += op(A) op(B) of a kind (alpha = beta = 1; no bias, GeLU
+ * or dbias tile; placed by StarPU). At most one side of the product is in
+ * heads: rows, the operand whose features are C's rows (heads_flag: C or A),
+ * whose heads chunk the m dimension; or other, the B operand, whose heads
+ * chunk other_chunk (k or n). */
+static tsr_lin_task_t lin_task(tsr_lin_kind_t kind, tsr_trans_t ta, tsr_trans_t tb, tsr_tile_t A, tsr_tile_t B,
+                               tsr_tile_t C, const lin_op_t *rows, int heads_flag, const lin_op_t *other,
+                               tsr_chunk_dim_t other_chunk)
+{
+    tsr_lin_task_t t = { 0 };
+    t.kind = kind;
+    t.ta = ta;
+    t.tb = tb;
+    t.alpha = t.beta = 1.0;
+    t.chunk = op_is_heads(rows) ? TSR_CHUNK_M : op_is_heads(other) ? other_chunk : TSR_CHUNK_NONE;
+    t.hd = op_is_heads(rows) ? rows->hd : other->hd;
+    t.heads = (op_is_heads(rows) ? heads_flag : 0) | (op_is_heads(other) ? TSR_LIN_HEADS_B : 0);
+    t.A = A;
+    t.B = B;
+    t.C = C;
+    t.bias = t.out = t.dbias = tsr_no_tile();
+    t.exec_rank = -1;
+    return t;
+}
+
 /* ---- forward ---------------------------------------------------------------- */
 
 typedef struct {
@@ -75,24 +102,12 @@ typedef struct {
     tsr_desc_t *gelu_out; /* NULL, or out = gelu(acc) */
 } fwd_plan_t;
 
+/* acc(i, j) += W(l, i)^T inp(l, j); in heads: the output's rows (QKV) or the
+ * k dimension (attproj) */
 static tsr_lin_task_t fwd_task(const fwd_plan_t *p, int i, int j, int l)
 {
-    tsr_lin_task_t t = { 0 };
-    t.kind = TSR_LIN_FWD;
-    t.ta = TSR_TRANS;
-    t.tb = TSR_NOTRANS;
-    t.alpha = 1.0;
-    t.beta = 1.0;
-    /* at most one side is in heads: the output's rows (QKV) or the k dimension (attproj) */
-    t.chunk = op_is_heads(&p->acc) ? TSR_CHUNK_M : op_is_heads(&p->inp) ? TSR_CHUNK_K : TSR_CHUNK_NONE;
-    t.hd = op_is_heads(&p->acc) ? p->acc.hd : p->inp.hd;
-    t.heads = (op_is_heads(&p->acc) ? TSR_LIN_HEADS_C : 0) | (op_is_heads(&p->inp) ? TSR_LIN_HEADS_B : 0);
-    t.A = tsr_tile(p->W, 0, l, i);
-    t.B = op_tile(&p->inp, l, j);
-    t.C = op_tile(&p->acc, i, j);
-    t.bias = t.out = t.dbias = tsr_no_tile();
-    t.exec_rank = -1;
-    return t;
+    return lin_task(TSR_LIN_FWD, TSR_TRANS, TSR_NOTRANS, tsr_tile(p->W, 0, l, i), op_tile(&p->inp, l, j),
+                    op_tile(&p->acc, i, j), &p->acc, TSR_LIN_HEADS_C, &p->inp, TSR_CHUNK_K);
 }
 
 /* Ordered chain: the first k task starts from the bias (C write-only), the
@@ -179,27 +194,11 @@ typedef struct {
     double dinp_beta, dparam_beta; /* 0: overwrite, 1: accumulate */
 } bwd_plan_t;
 
-static tsr_chunk_dim_t head_chunk(const lin_op_t *o, tsr_chunk_dim_t dim)
-{
-    return op_is_heads(o) ? dim : TSR_CHUNK_NONE;
-}
-
 /* dinp(l, j) = sum_i W(l, i) dout(i, j) */
 static tsr_lin_task_t dinp_task(const bwd_plan_t *p, int l, int j, int i)
 {
-    tsr_lin_task_t t = { 0 };
-    t.kind = TSR_LIN_BWD_DATA;
-    t.ta = t.tb = TSR_NOTRANS;
-    t.alpha = t.beta = 1.0;
-    t.chunk = op_is_heads(&p->dinp) ? TSR_CHUNK_M : head_chunk(&p->dout, TSR_CHUNK_K);
-    t.hd = op_is_heads(&p->dinp) ? p->dinp.hd : p->dout.hd;
-    t.heads = (op_is_heads(&p->dinp) ? TSR_LIN_HEADS_C : 0) | (op_is_heads(&p->dout) ? TSR_LIN_HEADS_B : 0);
-    t.A = tsr_tile(p->W, 0, l, i);
-    t.B = op_tile(&p->dout, i, j);
-    t.C = op_tile(&p->dinp, l, j);
-    t.bias = t.out = t.dbias = tsr_no_tile();
-    t.exec_rank = -1;
-    return t;
+    return lin_task(TSR_LIN_BWD_DATA, TSR_NOTRANS, TSR_NOTRANS, tsr_tile(p->W, 0, l, i), op_tile(&p->dout, i, j),
+                    op_tile(&p->dinp, l, j), &p->dinp, TSR_LIN_HEADS_C, &p->dout, TSR_CHUNK_K);
 }
 
 static int dinp_tile(const bwd_plan_t *p, int l, int j, int redux)
@@ -225,20 +224,10 @@ static int dinp_tile(const bwd_plan_t *p, int l, int j, int redux)
  * sum dout's rows into dbias(i). */
 static tsr_lin_task_t dw_task(const bwd_plan_t *p, int l, int i, int j)
 {
-    tsr_lin_task_t t = { 0 };
-    t.kind = TSR_LIN_BWD_WEIGHT;
-    t.ta = TSR_NOTRANS;
-    t.tb = TSR_TRANS;
-    t.alpha = t.beta = 1.0;
-    t.chunk = op_is_heads(&p->inp) ? TSR_CHUNK_M : head_chunk(&p->dout, TSR_CHUNK_N);
-    t.hd = op_is_heads(&p->inp) ? p->inp.hd : p->dout.hd;
-    t.heads = (op_is_heads(&p->inp) ? TSR_LIN_HEADS_A : 0) | (op_is_heads(&p->dout) ? TSR_LIN_HEADS_B : 0);
-    t.A = op_tile(&p->inp, l, j);
-    t.B = op_tile(&p->dout, i, j);
-    t.C = tsr_tile(p->dW, 0, l, i);
-    t.bias = t.out = t.dbias = tsr_no_tile();
+    tsr_lin_task_t t = lin_task(TSR_LIN_BWD_WEIGHT, TSR_NOTRANS, TSR_TRANS, op_tile(&p->inp, l, j),
+                                op_tile(&p->dout, i, j), tsr_tile(p->dW, 0, l, i), &p->inp, TSR_LIN_HEADS_A,
+                                &p->dout, TSR_CHUNK_N);
     t.dbias_beta = 1.0;
-    t.exec_rank = -1;
     return t;
 }
 
@@ -415,6 +404,19 @@ static int temp_create(tsr_desc_t **d, int m, int n, int mb, int nb, const tsr_d
     return tsr_desc_create_2d(d, TSR_FLOAT32, m, n, mb, nb, &like->dist);
 }
 
+/* A temporary (as temp_create) filled from the head tensors h[0 .. nparts)
+ * by reshape tasks; *d stays NULL when it cannot be created. */
+static int temp_from_heads(tsr_desc_t **d, int m, int n, int mb, int nb, const tsr_desc_t *like,
+                           tsr_desc_t *const *h, int nparts)
+{
+    *d = NULL;
+    int rc = temp_create(d, m, n, mb, nb, like);
+    heads_map_t map = *d ? heads_map(*d, h, nparts) : (heads_map_t){ 0 };
+    if (!rc)
+        rc = heads_reshape(&map, 0, 0.0);
+    return rc;
+}
+
 static void temp_destroy(tsr_desc_t *d)
 {
     if (!d)
@@ -503,9 +505,7 @@ static int linear_backward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, 
         { "dbias", dbias, TSR_OP_OUT_SOME, TSR_FLOAT32, TSR_2D(TSR_COLS(W), TSR_FIXED(1)), NULL },
     };
     int rc = tsr_check_operands(fn, ops, 8);
-    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
-    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
-    rc = rc ? rc : tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_backward_modes(fn, dinp_mode, dparam_mode, accum);
     if (rc)
         return rc;
     if (gelu)
@@ -626,9 +626,7 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
     int rc = tsr_check_operands(fn, ops, 8);
     rc = rc ? rc : check_qkv_weight(fn, W);
     rc = rc ? rc : check_head_layout(fn, "dQ", dQ, W->m, inp->n);
-    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
-    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
-    rc = rc ? rc : tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_backward_modes(fn, dinp_mode, dparam_mode, accum);
     if (rc)
         return rc;
     double dinp_beta = dinp_mode == TSR_ACCUMULATE, dparam_beta = dparam_mode == TSR_ACCUMULATE;
@@ -638,11 +636,8 @@ int tsr_linear_qkv_backward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *dQ, tsr_
         rc = bwd_run(&p, accum);
     } else {
         /* fallback: [dQ; dK; dV] reshaped into a 3C x BT temporary first */
-        tsr_desc_t *tmp = NULL;
-        rc = temp_create(&tmp, W->n, inp->n, W->nb, inp->nb, inp);
-        heads_map_t m = tmp ? heads_map(tmp, h, 3) : (heads_map_t){ 0 };
-        if (!rc)
-            rc = heads_reshape(&m, 0, 0.0);
+        tsr_desc_t *tmp;
+        rc = temp_from_heads(&tmp, W->n, inp->n, W->nb, inp->nb, inp, h, 3);
         bwd_plan_t p = { op_2d(inp), op_2d(tmp), op_2d(dinp), dinp != NULL, W, dW, dbias, dinp_beta, dparam_beta };
         if (!rc)
             rc = bwd_run(&p, accum);
@@ -674,11 +669,8 @@ int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, t
         rc = fwd_run(&p, accum);
     } else {
         /* fallback: Y reshaped into a C x BT temporary first */
-        tsr_desc_t *tmp = NULL;
-        rc = temp_create(&tmp, W->m, out->n, W->mb, out->nb, out);
-        heads_map_t m = tmp ? heads_map(tmp, &Y, 1) : (heads_map_t){ 0 };
-        if (!rc)
-            rc = heads_reshape(&m, 0, 0.0);
+        tsr_desc_t *tmp;
+        rc = temp_from_heads(&tmp, W->m, out->n, W->mb, out->nb, out, &Y, 1);
         fwd_plan_t p = { op_2d(tmp), op_2d(out), W, bias, NULL };
         if (!rc)
             rc = fwd_run(&p, accum);
@@ -696,13 +688,10 @@ int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, t
 static int attproj_backward_unfused(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, tsr_desc_t *dY, tsr_desc_t *dW,
                                     tsr_desc_t *dbias, double dinp_beta, double dparam_beta, tsr_reduction_t accum)
 {
-    tsr_desc_t *tY = NULL, *tD = NULL;
-    int rc = temp_create(&tY, W->m, dout->n, W->mb, dout->nb, dout);
+    tsr_desc_t *tY, *tD = NULL;
+    int rc = temp_from_heads(&tY, W->m, dout->n, W->mb, dout->nb, dout, &Y, 1);
     if (!rc && dY)
         rc = temp_create(&tD, W->m, dout->n, W->mb, dout->nb, dout);
-    heads_map_t mY = tY ? heads_map(tY, &Y, 1) : (heads_map_t){ 0 };
-    if (!rc)
-        rc = heads_reshape(&mY, 0, 0.0);
     bwd_plan_t p = { op_2d(tY), op_2d(dout), op_2d(tD), dY != NULL, W, dW, dbias, 0.0, dparam_beta };
     if (!rc)
         rc = bwd_run(&p, accum);
@@ -729,9 +718,7 @@ int tsr_linear_attproj_backward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *dout, 
     };
     int rc = tsr_check_operands(fn, ops, 6);
     rc = rc ? rc : check_head_layout(fn, "Y", Y, W->m, dout->n);
-    rc = rc ? rc : tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
-    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
-    rc = rc ? rc : tsr_check_accum(fn, accum);
+    rc = rc ? rc : tsr_check_backward_modes(fn, dinp_mode, dparam_mode, accum);
     if (rc)
         return rc;
     double dinp_beta = dinp_mode == TSR_ACCUMULATE, dparam_beta = dparam_mode == TSR_ACCUMULATE;

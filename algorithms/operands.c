@@ -211,3 +211,10 @@ int tsr_check_accum(const char *fn, tsr_reduction_t accum)
 {
     return tsr_check_choice(fn, "accum (TSR_REDUCTION_ORDERED or TSR_REDUCTION_REDUX)", (int)accum, 2);
 }
+
+int tsr_check_backward_modes(const char *fn, tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_reduction_t accum)
+{
+    int rc = tsr_check_choice(fn, "dinp_mode", dinp_mode, 2);
+    rc = rc ? rc : tsr_check_choice(fn, "dparam_mode", dparam_mode, 2);
+    return rc ? rc : tsr_check_accum(fn, accum);
+}

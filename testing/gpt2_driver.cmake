@@ -66,3 +66,13 @@ tsr_add_hostile_test(hostile_env hostile_env_mpi check_hostile_env.sh)
 # or busy tile-model cache (tsr_gpt2, time_gemm, testing_gemm)
 tsr_add_test(hostile_limits bash ${CMAKE_CURRENT_SOURCE_DIR}/check_hostile_limits.sh $<TARGET_FILE:tsr_gpt2>
              $<TARGET_FILE:time_gemm> $<TARGET_FILE:testing_gemm> ${CMAKE_CURRENT_BINARY_DIR}/hostile_limits_work)
+# --train on a glob of shards: llm.c's losses on three shards, peak RSS that
+# does not grow with 1 GB of data, a pattern matching nothing refused
+set(GPT2_SHARDS_CHECK bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_shards.sh $<TARGET_FILE:tsr_gpt2>
+    ${PROJECT_SOURCE_DIR}/algorithms/gpt2/data ${CMAKE_CURRENT_SOURCE_DIR}/llmc_d2_3shards_losses.txt)
+tsr_add_test(gpt2_shards ${GPT2_SHARDS_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_shards_work)
+set_tests_properties(gpt2_shards PROPERTIES LABELS gpt2)
+if(TSR_USE_MPI)
+  tsr_add_test(gpt2_shards_mpi2 ${GPT2_SHARDS_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_shards_mpi2_work ${TSR_MPIRUN} 2)
+  set_tests_properties(gpt2_shards_mpi2 PROPERTIES PROCESSORS 2 LABELS "gpt2;mpi")
+endif()

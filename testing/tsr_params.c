@@ -8,6 +8,8 @@
 #include "tsr_params.h"
 #include "tsr_schedule_report.h"
 
+enum { TSR_SWEEP_MAX_PARAMS = 64, TSR_SWEEP_MAX_FLAGS = 16 };
+
 /* The one number parser of the drivers: the whole text must be the number
  * (no blanks, signs other than a leading '-', or trailing characters: strtol
  * and strtod would skip or stop at them). Integers must fit an int (the
@@ -307,4 +309,68 @@ int tsr_driver_init(const char *prog, int ncpus, const tsr_param_t *trace, int *
     if (tsr_rank() == 0)
         fprintf(stderr, "%s: %s; %s\n", prog, tsr_runtime_summary(), tsr_blas_description());
     return 0;
+}
+
+/* Every case of one worker count, between tsr_init and tsr_finalize. */
+static int sweep_worker_count(const tsr_sweep_t *s, int ncpus, const int *flags, int *ran, int *argc, char ***argv)
+{
+    static int header_printed;
+    if (tsr_driver_init(s->prog, ncpus, &s->params[TSR_SWEEP_TRACE], argc, argv))
+        return 1;
+    if (tsr_rank() == 0 && !header_printed++) {
+        printf("%s\n", s->csv_header);
+        fflush(stdout);
+    }
+    int status = 0, idx[TSR_SWEEP_MAX_PARAMS] = { 0 };
+    do {
+        char what[256] = "";
+        int rc = s->run_case(idx, flags, what, sizeof what);
+        if (rc == TSR_SWEEP_SKIP)
+            continue;
+        ++*ran;
+        if (rc < 0) {
+            fprintf(stderr, "error: %s: %s\n", what, tsr_strerror(rc));
+            rc = 1;
+        }
+        status = rc;
+    } while (!status && tsr_params_next(s->params + TSR_SWEEP_FIRST_CASE, s->nparams - TSR_SWEEP_FIRST_CASE,
+                                              idx + TSR_SWEEP_FIRST_CASE));
+    if (tsr_finalize() && !status)
+        status = 1; /* e.g. the trace could not be converted */
+    return status;
+}
+
+static int sweep_run(const tsr_sweep_t *s, int argc, char **argv)
+{
+    int flags[TSR_SWEEP_MAX_FLAGS] = { 0 };
+    int cli = tsr_params_cli(argc, argv, s->about, s->params, s->nparams, s->flag_names, s->flag_help, flags,
+                             s->nflags);
+    if (cli >= 0)
+        return cli;
+    const tsr_param_t *threads = &s->params[TSR_SWEEP_THREADS];
+    if (s->validate() ||
+        tsr_param_check_run(threads, &s->params[TSR_SWEEP_NITER], &s->params[TSR_SWEEP_WARMUP]) ||
+        tsr_param_check_trace(&s->params[TSR_SWEEP_TRACE], threads))
+        return 2;
+    int status = s->start ? s->start(&argc, &argv) : 0, ran = 0;
+    if (status)
+        return status;
+    for (int t = 0; !status && t < threads->count; t++)
+        status = sweep_worker_count(s, (int)threads->values[t], flags, &ran, &argc, &argv);
+    if (!status && !ran) {
+        fprintf(stderr, "error: no case ran: the options skip every combination (see the messages above)\n");
+        status = 2;
+    }
+    if (s->stop)
+        s->stop();
+    return status;
+}
+
+int tsr_sweep_main(const tsr_sweep_t *s, int argc, char **argv)
+{
+    if (s->nparams > TSR_SWEEP_MAX_PARAMS || s->nflags > TSR_SWEEP_MAX_FLAGS) {
+        fprintf(stderr, "error: %s: more options than tsr_sweep_main holds\n", s->prog);
+        return 1;
+    }
+    return tsr_stdout_close(sweep_run(s, argc, argv));
 }

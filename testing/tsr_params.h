@@ -67,6 +67,42 @@ void tsr_param_apply_trace(const tsr_param_t *trace, tsr_config_t *cfg);
 #define TSR_TRACE_HELP "DIR or FILE.png: DIR records the run's FxT trace (paje.trace for ViTE, tasks.rec); " \
                        "FILE.png draws the Gantt chart of the run's tasks, writes their list to FILE.csv and " \
                        "prints the schedule summary"
+/* A timing program: its options, then for each --threads value StarPU
+ * starts (tsr_driver_init with --trace), rank 0 prints the CSV header (once
+ * in all), every combination of params[TSR_SWEEP_FIRST_CASE .. nparams) goes
+ * to run_case, and StarPU stops. Its parameter table starts with
+ * TSR_SWEEP_RUN_PARAMS: --threads (a list, -1: all cores), --niter and
+ * --warmup (one value each) and --trace (checked by tsr_param_check_run and
+ * tsr_param_check_trace after validate). */
+enum { TSR_SWEEP_THREADS, TSR_SWEEP_NITER, TSR_SWEEP_WARMUP, TSR_SWEEP_TRACE, TSR_SWEEP_FIRST_CASE };
+#define TSR_SWEEP_RUN_PARAMS(threads_help, niter_help, warmup_help)                                         \
+    [TSR_SWEEP_THREADS] = { "threads", threads_help, 0, 1, { -1 } },                                        \
+    [TSR_SWEEP_NITER] = { "niter", niter_help, 0, 1, { 3 } },                                               \
+    [TSR_SWEEP_WARMUP] = { "warmup", warmup_help, 0, 1, { 1 } },                                            \
+    [TSR_SWEEP_TRACE] = { "trace", TSR_TRACE_HELP, TSR_PARAM_PATH }
+enum { TSR_SWEEP_SKIP = 100 };
+typedef struct {
+    const char *prog, *about, *csv_header; /* csv_header without the newline */
+    tsr_param_t *params;
+    int nparams;
+    const char **flag_names, **flag_help;  /* with "help" */
+    int nflags;
+    /* The program's own checks before StarPU starts: 0, or -1 after a message. */
+    int (*validate)(void);
+    /* NULL, or before StarPU's first start: 0, or an exit status after a message. */
+    int (*start)(int *argc, char ***argv);
+    void (*stop)(void);                    /* NULL, or after StarPU's last stop (when start succeeded) */
+    /* One combination (idx[p] indexes params[p].values; flags[f] is 1 where
+     * flag f was given): 0 (ran), TSR_SWEEP_SKIP (it repeats another or does
+     * not apply), an exit status after saying what failed, or a Tessera error
+     * code after writing the case into what ("error: <what>: <error>"). A
+     * status or an error ends the sweep. */
+    int (*run_case)(const int *idx, const int *flags, char *what, size_t what_size);
+} tsr_sweep_t;
+/* The program's main: returns its exit status (tsr_stdout_close'd): 0, 2 on
+ * a bad option or when every combination was skipped, 1 when tsr_init, a case
+ * or tsr_finalize failed, or the status of start or run_case. */
+int tsr_sweep_main(const tsr_sweep_t *sweep, int argc, char **argv);
 /* Odometer over the cartesian product: idx[] holds one index per parameter.
  * Returns 0 when every combination has been visited. */
 int tsr_params_next(const tsr_param_t *params, int nparams, int *idx);

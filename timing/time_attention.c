@@ -26,15 +26,12 @@
 #include "tsr_compute.h"
 #include "tsr_params.h"
 
-enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_T, P_HD, P_HEADS, P_BB, P_TILES, P_QB, P_KB, P_PASS, P_MODE, NP };
-enum { P_FIRST_CASE = P_T };
+enum { P_T = TSR_SWEEP_FIRST_CASE, P_HD, P_HEADS, P_BB, P_TILES, P_QB, P_KB, P_PASS, P_MODE, NP };
 
 static tsr_param_t params[NP] = {
-    [P_THREADS] = { "threads", "CPU workers, a list: StarPU restarts for each (-1: all cores)", 0, 1, { -1 } },
-    [P_NITER] = { "niter", "timed repetitions, the best is reported (one value)", 0, 1, { 3 } },
-    [P_WARMUP] = { "warmup", "untimed repetitions before timing (one value)", 0, 1, { 1 } },
-    [P_TRACE] = { "trace", TSR_TRACE_HELP,
-                  TSR_PARAM_PATH },
+    TSR_SWEEP_RUN_PARAMS("CPU workers, a list: StarPU restarts for each (-1: all cores)",
+                         "timed repetitions, the best is reported (one value)",
+                         "untimed repetitions before timing (one value)"),
     [P_T] = { "T", "sequence length", 0, 6, { 256, 512, 1024, 2048, 4096, 8192 } },
     [P_HD] = { "hd", "head dimension", 0, 1, { 64 } },
     [P_HEADS] = { "heads", "B*NH heads", 0, 1, { 4 } },
@@ -62,6 +59,9 @@ static const char *about =
     "CSV columns: T,hd,heads,bb,qb,kb,workers,pass,mode,seconds,gflops,extra_bytes,extra_pct_TxT,\n"
     "naive_seconds,naive_gflops,naive_extra_bytes,speedup_vs_naive,tiles,predicted_seconds (the model's time\n"
     "with --tiles auto, else nan)";
+static const char *csv_header =
+    "T,hd,heads,bb,qb,kb,workers,pass,mode,seconds,gflops,extra_bytes,extra_pct_TxT,naive_seconds,"
+    "naive_gflops,naive_extra_bytes,speedup_vs_naive,tiles,predicted_seconds";
 
 typedef struct {
     int T, hd, heads, bb, qb, kb, bwd;
@@ -142,9 +142,7 @@ static int validate_params(void)
         tsr_param_check_words(&params[P_PASS], "fwd", "bwd") || tsr_param_check_words(&params[P_MODE], "ordered", "redux") ||
         tsr_param_check_words(&params[P_TILES], "manual", "auto"))
         return -1;
-    if (tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
-        return -1;
-    return tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]);
+    return 0;
 }
 
 static void make_case(const int *idx, attn_case_t *c)
@@ -157,8 +155,8 @@ static void make_case(const int *idx, attn_case_t *c)
     c->auto_tiles = strcmp(W(P_TILES), "auto") == 0;
     c->predicted_seconds = NAN;
     c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
-    c->niter = (int)params[P_NITER].values[0];
-    c->warmup = (int)params[P_WARMUP].values[0];
+    c->niter = (int)params[TSR_SWEEP_NITER].values[0];
+    c->warmup = (int)params[TSR_SWEEP_WARMUP].values[0];
 #undef V
 #undef W
 }
@@ -406,16 +404,6 @@ static void print_row(const attn_case_t *c, int workers, double s, double extra,
     fflush(stdout);
 }
 
-static void print_header_once(void)
-{
-    static int printed;
-    if (printed++)
-        return;
-    printf("T,hd,heads,bb,qb,kb,workers,pass,mode,seconds,gflops,extra_bytes,extra_pct_TxT,naive_seconds,"
-           "naive_gflops,naive_extra_bytes,speedup_vs_naive,tiles,predicted_seconds\n");
-    fflush(stdout);
-}
-
 /* --tiles auto: the pass's tiles from tsr_attention_auto_tiles. */
 static int choose_tiles(attn_case_t *c)
 {
@@ -454,45 +442,29 @@ static int duplicate_case(const attn_case_t *c, const int *idx)
     return (!c->bwd && idx[P_MODE] > 0) || (c->auto_tiles && (idx[P_QB] > 0 || idx[P_KB] > 0));
 }
 
-static int run_worker_count(int ncpus, int naive, int *argc, char ***argv)
+/* One combination of the lists: TSR_SWEEP_SKIP or run_case's code. */
+static int sweep_case(const int *idx, const int *flags, char *what, size_t what_size)
 {
-    if (tsr_driver_init("time_attention", ncpus, &params[P_TRACE], argc, argv))
-        return 1;
-    if (tsr_rank() == 0)
-        print_header_once();
-    int rc;
-    int status = 0, idx[NP] = { 0 };
-    do {
-        attn_case_t c;
-        make_case(idx, &c);
-        if (duplicate_case(&c, idx))
-            continue;
-        if ((rc = run_case(&c, naive)) != 0) {
-            fprintf(stderr, "error: attention T %d hd %d heads %d tiles %d/%d/%d: %s\n", c.T, c.hd, c.heads, c.bb,
-                    c.qb, c.kb, tsr_strerror(rc));
-            status = 1;
-        }
-    } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
-    if (tsr_finalize() && !status)
-        status = 1; /* e.g. the trace could not be converted */
-    return status;
+    attn_case_t c;
+    make_case(idx, &c);
+    if (duplicate_case(&c, idx))
+        return TSR_SWEEP_SKIP;
+    int rc = run_case(&c, !flags[F_NO_NAIVE]);
+    snprintf(what, what_size, "attention T %d hd %d heads %d tiles %d/%d/%d", c.T, c.hd, c.heads, c.bb, c.qb,
+             c.kb);
+    return rc;
 }
 
-static int run(int argc, char **argv)
+static int start(int *argc, char ***argv)
 {
-    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
-    if (cli >= 0)
-        return cli;
-    if (validate_params())
-        return 2;
+    (void)argc, (void)argv;
     starpu_malloc_set_hooks(hook_malloc, hook_free);
-    int status = 0;
-    for (int t = 0; !status && t < params[P_THREADS].count; t++)
-        status = run_worker_count((int)params[P_THREADS].values[t], !flags[F_NO_NAIVE], &argc, &argv);
-    return status;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    return tsr_stdout_close(run(argc, argv));
+    const tsr_sweep_t sweep = { "time_attention", about, csv_header, params, NP, flag_names, flag_help, NF,
+                                validate_params, start, NULL, sweep_case };
+    return tsr_sweep_main(&sweep, argc, argv);
 }

@@ -23,15 +23,11 @@
 #include "tsr_compute.h"
 #include "tsr_params.h"
 
-enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_OP, P_C, P_MULT, P_BT, P_T, P_NH, P_TILES, P_TILE, P_NB, P_ACCUM, NP };
-enum { P_FIRST_CASE = P_OP };
+enum { P_OP = TSR_SWEEP_FIRST_CASE, P_C, P_MULT, P_BT, P_T, P_NH, P_TILES, P_TILE, P_NB, P_ACCUM, NP };
 
 static tsr_param_t params[NP] = {
-    [P_THREADS] = { "threads", "CPU workers (-1: all cores), one value", 0, 1, { -1 } },
-    [P_NITER] = { "niter", "timed repetitions of each variant, the best is reported", 0, 1, { 3 } },
-    [P_WARMUP] = { "warmup", "untimed repetitions first", 0, 1, { 1 } },
-    [P_TRACE] = { "trace", TSR_TRACE_HELP,
-                  TSR_PARAM_PATH },
+    TSR_SWEEP_RUN_PARAMS("CPU workers (-1: all cores), one value",
+                         "timed repetitions of each variant, the best is reported", "untimed repetitions first"),
     [P_OP] = { "op", "gelu (Linear+bias+GeLU) and/or qkv (Linear+bias+reshape)", 1, 2, {0}, { "gelu", "qkv" } },
     [P_C] = { "C", "channels (input features)", 0, 1, { 768 } },
     [P_MULT] = { "mult", "gelu: hidden features = mult * C", 0, 1, { 4 } },
@@ -52,6 +48,9 @@ static const char *about =
     "seconds,gflops,ratio_fused_unfused (fused seconds / unfused seconds: below 1 fusion pays;\n"
     "the unfused row has 1),tiles,predicted_seconds (the GEMM model's time with --tiles auto, else nan).\n"
     "gflops counts the GEMM's 2*C*OC*BT flops.";
+static const char *csv_header =
+    "op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused,tiles,"
+    "predicted_seconds";
 
 typedef struct {
     int qkv;
@@ -73,11 +72,9 @@ static int validate_params(void)
             return -1;
     if (tsr_param_check_min(&params[P_T], 0) || tsr_param_check_min(&params[P_NB], 0) ||
         tsr_param_check_words(&params[P_OP], "gelu", "qkv") || tsr_param_check_words(&params[P_TILES], "manual", "auto") ||
-        tsr_param_check_words(&params[P_ACCUM], "ordered", "redux") ||
-        tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]) ||
-        tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]))
+        tsr_param_check_words(&params[P_ACCUM], "ordered", "redux"))
         return -1;
-    if (params[P_THREADS].count != 1) { /* StarPU starts once here */
+    if (params[TSR_SWEEP_THREADS].count != 1) { /* StarPU starts once here */
         fprintf(stderr, "error: --threads takes one value\n");
         return -1;
     }
@@ -247,42 +244,21 @@ static int run_case(fusion_case_t *c, int niter, int warmup)
     return rc;
 }
 
-static int run(int argc, char **argv)
+/* One combination of the lists: TSR_SWEEP_SKIP or run_case's code. */
+static int sweep_case(const int *idx, const int *flags, char *what, size_t what_size)
 {
-    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
-    if (cli >= 0)
-        return cli;
-    if (validate_params())
-        return 2;
-    if (tsr_driver_init("time_fusion", (int)params[P_THREADS].values[0], &params[P_TRACE], &argc, &argv))
-        return 1;
-    int rc;
-    if (tsr_rank() == 0) {
-        printf("op,C,OC,BT,T,kb,ob,nb,workers,accum,variant,fused_path,tasks,seconds,gflops,ratio_fused_unfused,"
-               "tiles,predicted_seconds\n");
-    }
-    int status = 0, ran = 0, idx[NP] = { 0 };
-    do {
-        fusion_case_t c;
-        if (make_case(idx, &c))
-            continue;
-        ran++;
-        if ((rc = run_case(&c, (int)params[P_NITER].values[0], (int)params[P_WARMUP].values[0])) != 0) {
-            fprintf(stderr, "error: %s C %d BT %d tile %d: %s\n", c.qkv ? "qkv" : "gelu", c.C, c.BT, c.kb,
-                    tsr_strerror(rc));
-            status = 1;
-        }
-    } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
-    if (!ran) {
-        fprintf(stderr, "error: no case ran: the options skip every combination (see the messages above)\n");
-        status = 2;
-    }
-    if (tsr_finalize() && !status)
-        status = 1; /* e.g. the trace could not be converted */
-    return status;
+    (void)flags;
+    fusion_case_t c;
+    if (make_case(idx, &c))
+        return TSR_SWEEP_SKIP;
+    int rc = run_case(&c, (int)params[TSR_SWEEP_NITER].values[0], (int)params[TSR_SWEEP_WARMUP].values[0]);
+    snprintf(what, what_size, "%s C %d BT %d tile %d", c.qkv ? "qkv" : "gelu", c.C, c.BT, c.kb);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    return tsr_stdout_close(run(argc, argv));
+    const tsr_sweep_t sweep = { "time_fusion", about, csv_header, params, NP, flag_names, flag_help, NF,
+                                validate_params, NULL, NULL, sweep_case };
+    return tsr_sweep_main(&sweep, argc, argv);
 }

@@ -13,17 +13,14 @@
 #include <mpi.h>
 #endif
 
-/* P_THREADS, P_NITER and P_WARMUP are outside the cartesian product: the
- * product runs over params[P_FIRST_CASE .. NP). */
-enum { P_THREADS, P_NITER, P_WARMUP, P_TRACE, P_M, P_N, P_K, P_TILES, P_TILE, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
-enum { P_FIRST_CASE = P_M };
+/* The run parameters (TSR_SWEEP_RUN_PARAMS) are outside the cartesian
+ * product: the product runs over params[P_M .. NP). */
+enum { P_M = TSR_SWEEP_FIRST_CASE, P_N, P_K, P_TILES, P_TILE, P_MB, P_NB, P_KB, P_P, P_MODE, P_DTYPE, NP };
 
 static tsr_param_t params[NP] = {
-    [P_THREADS] = { "threads", "CPU workers per rank, a list: StarPU restarts for each (-1: all cores)", 0, 1, { -1 } },
-    [P_NITER] = { "niter", "timed repetitions, the best is reported (one value)", 0, 1, { 3 } },
-    [P_WARMUP] = { "warmup", "untimed repetitions before timing (one value)", 0, 1, { 1 } },
-    [P_TRACE] = { "trace", TSR_TRACE_HELP,
-                  TSR_PARAM_PATH },
+    TSR_SWEEP_RUN_PARAMS("CPU workers per rank, a list: StarPU restarts for each (-1: all cores)",
+                         "timed repetitions, the best is reported (one value)",
+                         "untimed repetitions before timing (one value)"),
     [P_M] = { "m", "rows of C and A", 0, 1, { 2048 } },
     [P_N] = { "n", "columns of C and B", 0, 1, { 2048 } },
     [P_K] = { "k", "inner dimension", 0, 1, { 2048 } },
@@ -52,6 +49,8 @@ static const char *about =
     "still a single-node BLAS on one rank's workers). ratio_to_blas = BLAS seconds / Tessera\n"
     "seconds. CSV columns: m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype,tiles,\n"
     "predicted_seconds (the model's time with --tiles auto, else nan)";
+static const char *csv_header =
+    "m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype,tiles,predicted_seconds";
 
 typedef struct {
     int m, n, k, mb, nb, kb, P, Q;
@@ -75,9 +74,7 @@ static int validate_params(void)
         tsr_param_check_words(&params[P_MODE], "ordered", "redux") ||
         tsr_param_check_words(&params[P_TILES], "manual", "auto") || tsr_param_check_words(&params[P_DTYPE], "s", "d"))
         return -1;
-    if (tsr_param_check_run(&params[P_THREADS], &params[P_NITER], &params[P_WARMUP]))
-        return -1;
-    return tsr_param_check_trace(&params[P_TRACE], &params[P_THREADS]);
+    return 0;
 }
 
 static void make_case(const int *idx, int nranks, gemm_case_t *c)
@@ -92,8 +89,8 @@ static void make_case(const int *idx, int nranks, gemm_case_t *c)
     c->Q = nranks / c->P;
     c->dtype = strcmp(W(P_DTYPE), "d") == 0 ? TSR_FLOAT64 : TSR_FLOAT32;
     c->mode = strcmp(W(P_MODE), "redux") == 0 ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
-    c->niter = (int)params[P_NITER].values[0];
-    c->warmup = (int)params[P_WARMUP].values[0];
+    c->niter = (int)params[TSR_SWEEP_NITER].values[0];
+    c->warmup = (int)params[TSR_SWEEP_WARMUP].values[0];
     c->auto_tiles = strcmp(W(P_TILES), "auto") == 0;
     c->predicted_seconds = NAN;
 #undef V
@@ -243,15 +240,6 @@ static int time_tessera(const gemm_case_t *c, double *best)
 
 /* ---- one case ------------------------------------------------------------- */
 
-static void print_header_once(void)
-{
-    static int printed;
-    if (printed++)
-        return;
-    printf("m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype,tiles,predicted_seconds\n");
-    fflush(stdout);
-}
-
 static void print_row(const gemm_case_t *c, int workers, double seconds, double blas)
 {
     double gflops = 2.0 * c->m * c->n * c->k / seconds * 1e-9;
@@ -289,55 +277,35 @@ static int run_case(gemm_case_t *c, int baseline)
     return rc;
 }
 
-/* Every case of one worker count, between tsr_init and tsr_finalize.
- * Returns 0, 2 (bad P) or 1 (Tessera error). */
-static int run_worker_count(int ncpus, int baseline, int *argc, char ***argv)
+/* One combination of the lists: TSR_SWEEP_SKIP, 2 (bad P) or run_case's code. */
+static int sweep_case(const int *idx, const int *flags, char *what, size_t what_size)
 {
-    if (tsr_driver_init("time_gemm", ncpus, &params[P_TRACE], argc, argv))
-        return 1;
-    if (tsr_rank() == 0)
-        print_header_once();
-    int rc;
-    int status = 0, idx[NP] = { 0 };
-    do {
-        gemm_case_t c;
-        make_case(idx, tsr_size(), &c);
-        if (c.auto_tiles && (idx[P_TILE] || idx[P_MB] || idx[P_NB] || idx[P_KB]))
-            continue; /* auto ignores the manual tile lists: once per shape */
-        if (tsr_size() % c.P) {
-            if (tsr_rank() == 0)
-                fprintf(stderr, "error: --P %d does not divide the %d rank(s)\n", c.P, tsr_size());
-            status = 2;
-        } else if ((rc = run_case(&c, baseline)) != 0) {
-            fprintf(stderr, "error: tsr_gemm %dx%dx%d tiles %dx%dx%d: %s\n", c.m, c.n, c.k, c.mb, c.nb, c.kb,
-                    tsr_strerror(rc));
-            status = 1;
-        }
-    } while (!status && tsr_params_next(params + P_FIRST_CASE, NP - P_FIRST_CASE, idx + P_FIRST_CASE));
-    if (tsr_finalize() && !status)
-        status = 1; /* e.g. the trace could not be converted */
-    return status;
+    gemm_case_t c;
+    make_case(idx, tsr_size(), &c);
+    if (c.auto_tiles && (idx[P_TILE] || idx[P_MB] || idx[P_NB] || idx[P_KB]))
+        return TSR_SWEEP_SKIP; /* auto ignores the manual tile lists: once per shape */
+    if (tsr_size() % c.P) {
+        if (tsr_rank() == 0)
+            fprintf(stderr, "error: --P %d does not divide the %d rank(s)\n", c.P, tsr_size());
+        return 2;
+    }
+    int rc = run_case(&c, !flags[F_NO_BASELINE] && !tsr_simulated());
+    snprintf(what, what_size, "tsr_gemm %dx%dx%d tiles %dx%dx%d", c.m, c.n, c.k, c.mb, c.nb, c.kb);
+    return rc;
 }
 
-static int run(int argc, char **argv)
+static int start(int *argc, char ***argv)
 {
-    int flags[NF] = { 0 }, cli = tsr_params_cli(argc, argv, about, params, NP, flag_names, flag_help, flags, NF);
-    if (cli >= 0)
-        return cli;
-    if (validate_params())
-        return 2;
-    if (mpi_start(&argc, &argv)) {
+    if (mpi_start(argc, argv)) {
         fprintf(stderr, "error: MPI_Init_thread failed\n");
         return 1;
     }
-    int status = 0;
-    for (int t = 0; !status && t < params[P_THREADS].count; t++)
-        status = run_worker_count((int)params[P_THREADS].values[t], !flags[F_NO_BASELINE] && !tsr_simulated(), &argc, &argv);
-    mpi_stop();
-    return status;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    return tsr_stdout_close(run(argc, argv));
+    const tsr_sweep_t sweep = { "time_gemm", about, csv_header, params, NP, flag_names, flag_help, NF,
+                                validate_params, start, mpi_stop, sweep_case };
+    return tsr_sweep_main(&sweep, argc, argv);
 }

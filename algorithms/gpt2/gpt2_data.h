@@ -3,21 +3,24 @@
  * Token file (little-endian): 256 x int32 header {20240520, 1, N, 0, ...},
  * then N uint16 token ids; the size must be exactly 1024 + 2N.
  *
- * Loader (llm.c's DataLoader on one file, one process): a sample is B*T + 1
- * consecutive tokens starting at token k*B*T, k = 0 .. n-1 with
- * n = (N - 1) / (B*T); inputs are its first B*T tokens, targets the B*T
- * shifted by one (row b of the batch = tokens [b*T, b*T + T) of the sample).
- * With shuffling, each epoch visits the samples in the order of a
- * permutation made by resetting it to the identity and running Fisher-Yates
- * (i from n-1 down to 1, j = u32 % (i+1)) on one MT19937 stream seeded once
- * (llm.c: seed 42) and re-used across epochs. Without shuffling, sample k at
- * the k-th step of each epoch (validation: batch i = tokens
- * [B*T*i, B*T*i + B*T + 1)). Plain C, no StarPU. */
+ * Loader (llm.c's DataLoader in one process, over one file or a glob of
+ * shards): a sample of a shard is B*T + 1 consecutive tokens starting at
+ * token k*B*T, k = 0 .. n-1 with n = (N - 1) / (B*T); inputs are its first
+ * B*T tokens, targets the B*T shifted by one (row b of the batch = tokens
+ * [b*T, b*T + T) of the sample). Tokens are read from disk batch by batch
+ * (pread), never whole files. With shuffling, the shards' order is
+ * permuted at each epoch and each shard's samples are visited in the order
+ * of a permutation made by resetting it to the identity and running
+ * Fisher-Yates (i from n-1 down to 1, j = u32 % (i+1)), all on one MT19937
+ * stream seeded once (llm.c: seed 42). Without shuffling, shards in glob
+ * order, samples in file order (validation: batch i = tokens
+ * [B*T*i, B*T*i + B*T + 1) of the first shard). Plain C, no StarPU. */
 #ifndef GPT2_DATA_H
 #define GPT2_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gpt2_rand.h"
 
@@ -42,44 +45,79 @@ typedef struct {
 int tsr_gpt2_tokens_read(const char *path, int V, tsr_gpt2_tokens_t *toks);
 void tsr_gpt2_tokens_free(tsr_gpt2_tokens_t *toks);
 
+/* One shard of a loader: a token file, its token count and its samples. */
 typedef struct {
-    tsr_gpt2_tokens_t data; /* owned */
-    int B, T;
-    size_t nsamples;        /* n = (N - 1) / (B*T) */
+    char *path;
+    size_t ntok;
+    size_t nsamples; /* (ntok - 1) / (B*T) */
+} tsr_gpt2_shard_t;
+
+typedef struct {
+    char *pattern;             /* the name or glob pattern given to open (messages) */
+    tsr_gpt2_shard_t *shards;  /* the matching files, in glob's (sorted) order */
+    int nshards;
+    int B, T, V;
+    int row0, nrows;           /* the batch rows next() reads (all by default) */
+    size_t ntok;               /* tokens of all shards */
+    size_t nsamples;           /* samples of all shards: one epoch */
+    size_t max_samples;        /* samples of the largest shard */
     int shuffle;
-    uint32_t seed;          /* shuffle seed given to open (used by reset) */
-    uint64_t epoch;         /* epochs started so far - 1 (0 during the first) */
-    size_t pos;             /* steps served in the current epoch (next index into perm) */
-    size_t last_sample;     /* sample served by the last next() (SIZE_MAX before any) */
-    tsr_gpt2_rng_t rng;     /* shuffle stream (unused without shuffling) */
-    int *perm;              /* current epoch's order (identity without shuffling) */
+    uint32_t seed;             /* shuffle seed given to open (used by reset) */
+    uint64_t epoch;            /* epochs started so far - 1 (0 during the first) */
+    int *shard_order;          /* the epochs' shard order (permuted again at each epoch) */
+    int shard_pos;             /* the current shard: shards[shard_order[shard_pos]] */
+    size_t pos;                /* samples served from the current shard (next index into perm) */
+    size_t last_sample;        /* global index of the sample served last (SIZE_MAX before any) */
+    tsr_gpt2_rng_t rng;        /* shuffle stream (unused without shuffling) */
+    int *perm;                 /* the current shard's sample order (max_samples allocated) */
+    FILE *file;                /* the current shard, open for pread */
+    int open_shard;            /* index into shards of `file` (-1: none) */
+    uint16_t *buf;             /* one read: nrows * T + 1 tokens */
 } tsr_gpt2_loader_t;
 
-/* Opens path as a token file (V as in tsr_gpt2_tokens_read) and prepares
- * epoch 0 (shuffled with MT19937(seed) when shuffle != 0). Errors as
- * tsr_gpt2_tokens_read, TSR_EINVAL for B, T < 1, TSR_ESHAPE when the file
- * has fewer than B*T + 1 tokens (not one batch). *ld is zeroed on error, so
- * tsr_gpt2_loader_free is always safe. */
-int tsr_gpt2_loader_open(tsr_gpt2_loader_t *ld, const char *path, int V, int B, int T,
+/* Opens a loader on pattern: one token file, or a glob pattern of token
+ * files (shards, e.g. "data/fineweb_train_*.bin"), checked header by header
+ * (each must hold one batch, B*T + 1 tokens); no token is read until next().
+ * Memory does not depend on the data's size beyond one shard's sample order.
+ * The order is llm.c's DataLoader's in one process: shuffle != 0 draws, at
+ * each epoch, a new shard order (Fisher-Yates on the previous one) and, at
+ * each shard, an order of its samples, all from one MT19937(seed) stream;
+ * without shuffling, shards in glob order and samples in file order. V > 0:
+ * next() checks every token it reads is < V. Errors: TSR_EIO (missing,
+ * unreadable, no file matches), TSR_EFORMAT (a bad header or size),
+ * TSR_ESHAPE (a shard too small for one batch), TSR_EINVAL (B, T < 1),
+ * TSR_ENOMEM. *ld is zeroed on error, so tsr_gpt2_loader_free is always
+ * safe. */
+int tsr_gpt2_loader_open(tsr_gpt2_loader_t *ld, const char *pattern, int V, int B, int T,
                          int shuffle, uint32_t seed);
 void tsr_gpt2_loader_free(tsr_gpt2_loader_t *ld);
 
+/* Rows row0 .. row0 + nrows - 1 of each batch are read from disk by next()
+ * and sample(); the other rows of inputs and targets are set to 0 (a
+ * process that computes part of the batch reads that part alone). */
+int tsr_gpt2_loader_set_rows(tsr_gpt2_loader_t *ld, int row0, int nrows);
+
 /* Next training batch: inputs and targets are B*T ints each (either may be
- * NULL); *sample (may be NULL) gets the sample index k. When an epoch is
- * exhausted the next epoch starts (re-shuffled from the same stream). */
+ * NULL); *sample (may be NULL) gets its global index (the shards' samples
+ * numbered in glob order). When a shard is exhausted the next one starts,
+ * and after the last one the next epoch. */
 int tsr_gpt2_loader_next(tsr_gpt2_loader_t *ld, int *inputs, int *targets, size_t *sample);
 /* Back to the state right after open (epoch 0, re-seeded with the seed given
  * to open); llm.c resets its unshuffled validation loader before every
  * evaluation. */
 int tsr_gpt2_loader_reset(tsr_gpt2_loader_t *ld);
-/* Sample k directly (no state change): tokens [k*B*T, k*B*T + B*T + 1). */
-int tsr_gpt2_loader_sample(const tsr_gpt2_loader_t *ld, size_t k, int *inputs, int *targets);
+/* Global sample k directly (no change of position): in its shard, tokens
+ * [j*B*T, j*B*T + B*T + 1) for its index j there. */
+int tsr_gpt2_loader_sample(tsr_gpt2_loader_t *ld, size_t k, int *inputs, int *targets);
 
 /* Exact resume: a self-describing little-endian byte image of the position
- * (B, T, N, nsamples, shuffle, epoch, pos, last sample, RNG state, current
- * permutation). restore checks that it belongs to a loader of the same
- * shape (B, T, N, shuffle) and is consistent (a real permutation, pos <= n)
- * and returns TSR_EFORMAT otherwise, leaving the loader unchanged. */
+ * (B, T, shard count, tokens, epoch, shard order and position, sample
+ * position, last sample, RNG state, the current shard's permutation). Its
+ * size is the same for every position of a loader. restore checks that it
+ * belongs to a loader of the same shape (B, T, shards, tokens, shuffle) and
+ * is consistent (real permutations, positions in range) and returns
+ * TSR_EFORMAT otherwise, leaving the loader unchanged. A one-file image of
+ * the earlier format (version 1) is read too. */
 size_t tsr_gpt2_loader_state_bytes(const tsr_gpt2_loader_t *ld);
 int tsr_gpt2_loader_save_state(const tsr_gpt2_loader_t *ld, void *buf, size_t bytes);
 int tsr_gpt2_loader_restore_state(tsr_gpt2_loader_t *ld, const void *buf, size_t bytes);

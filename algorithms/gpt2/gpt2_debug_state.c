@@ -24,15 +24,10 @@ int tsr_gpt2_debug_state_read(const char *path, const tsr_gpt2_config_t *cfg,
         return rc;
     FILE *f;
     int64_t fsize;
-    rc = tsr_gpt2_file_open(path, DBG, &f, &fsize);
+    int32_t h[TSR_GPT2_HEADER_INTS];
+    rc = tsr_gpt2_file_open_header(path, DBG, TSR_GPT2_DEBUG_STATE_MAGIC, NULL, &f, &fsize, h);
     if (rc)
         return rc;
-    int32_t h[TSR_GPT2_HEADER_INTS];
-    rc = tsr_gpt2_read_header(f, fsize, path, DBG, TSR_GPT2_DEBUG_STATE_MAGIC, NULL, h);
-    if (rc) {
-        fclose(f);
-        return rc;
-    }
     if (h[1] != TSR_GPT2_DEBUG_STATE_VERSION) {
         tsr_log(TSR_LOG_ERROR, "%s %s: bad version %d (expected %d)", DBG, path, h[1],
                 TSR_GPT2_DEBUG_STATE_VERSION);

@@ -215,16 +215,30 @@ int tsr_gpt2_read_header(FILE *f, int64_t fsize, const char *path, const char *k
     return TSR_SUCCESS;
 }
 
+int tsr_gpt2_file_open_header(const char *path, const char *kind, int32_t magic, const char *is_not, FILE **f,
+                              int64_t *size, int32_t h[TSR_GPT2_HEADER_INTS])
+{
+    int64_t fsize;
+    int rc = tsr_gpt2_file_open(path, kind, f, &fsize);
+    if (rc)
+        return rc;
+    rc = tsr_gpt2_read_header(*f, fsize, path, kind, magic, is_not, h);
+    if (rc) {
+        fclose(*f);
+        *f = NULL;
+        return rc;
+    }
+    *size = fsize;
+    return TSR_SUCCESS;
+}
+
 /* ---- checkpoints -------------------------------------------------------------- */
 
 static const char *const CKPT = "checkpoint";
 
-static int read_header(FILE *f, int64_t fsize, const char *path, tsr_gpt2_config_t *cfg)
+/* The header's config, checked against the file's size. */
+static int checkpoint_config(const int32_t *h, int64_t fsize, const char *path, tsr_gpt2_config_t *cfg)
 {
-    int32_t h[TSR_GPT2_HEADER_INTS];
-    int rc = tsr_gpt2_read_header(f, fsize, path, CKPT, TSR_GPT2_CHECKPOINT_MAGIC, "an llm.c GPT-2 checkpoint", h);
-    if (rc)
-        return rc;
     if (h[1] != TSR_GPT2_CHECKPOINT_VERSION) {
         if (h[1] == 5)
             tsr_log(TSR_LOG_ERROR, "%s %s: version 5 (bf16) is not supported, only version 3 (fp32)",
@@ -253,6 +267,24 @@ static int read_header(FILE *f, int64_t fsize, const char *path, tsr_gpt2_config
     return 0;
 }
 
+/* The checkpoint open after its header, its config in *cfg; or an error
+ * with the file closed. */
+static int checkpoint_open(const char *path, FILE **f, tsr_gpt2_config_t *cfg)
+{
+    int32_t h[TSR_GPT2_HEADER_INTS];
+    int64_t fsize;
+    int rc = tsr_gpt2_file_open_header(path, CKPT, TSR_GPT2_CHECKPOINT_MAGIC, "an llm.c GPT-2 checkpoint", f,
+                                       &fsize, h);
+    if (rc)
+        return rc;
+    rc = checkpoint_config(h, fsize, path, cfg);
+    if (rc) {
+        fclose(*f);
+        *f = NULL;
+    }
+    return rc;
+}
+
 int tsr_gpt2_checkpoint_read_config(const char *path, tsr_gpt2_config_t *cfg)
 {
     if (!cfg) {
@@ -260,12 +292,9 @@ int tsr_gpt2_checkpoint_read_config(const char *path, tsr_gpt2_config_t *cfg)
         return TSR_EINVAL;
     }
     FILE *f;
-    int64_t fsize;
-    int rc = tsr_gpt2_file_open(path, CKPT, &f, &fsize);
-    if (rc)
-        return rc;
-    rc = read_header(f, fsize, path, cfg);
-    fclose(f);
+    int rc = checkpoint_open(path, &f, cfg);
+    if (!rc)
+        fclose(f);
     return rc;
 }
 
@@ -277,16 +306,10 @@ int tsr_gpt2_checkpoint_read(const char *path, tsr_gpt2_config_t *cfg, float **p
     }
     *params = NULL;
     FILE *f;
-    int64_t fsize;
-    int rc = tsr_gpt2_file_open(path, CKPT, &f, &fsize);
+    tsr_gpt2_config_t c;
+    int rc = checkpoint_open(path, &f, &c);
     if (rc)
         return rc;
-    tsr_gpt2_config_t c;
-    rc = read_header(f, fsize, path, &c);
-    if (rc) {
-        fclose(f);
-        return rc;
-    }
     size_t np = tsr_gpt2_num_params(&c);
     float *p = malloc(np * sizeof(float));
     if (!p) {

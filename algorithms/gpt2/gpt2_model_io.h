@@ -94,6 +94,11 @@ int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const
  * h[0] is not magic ("bad magic ...: not <is_not>"; is_not may be NULL). */
 int tsr_gpt2_read_header(FILE *f, int64_t fsize, const char *path, const char *kind, int32_t magic,
                          const char *is_not, int32_t h[TSR_GPT2_HEADER_INTS]);
+/* The opening of every llm.c file: tsr_gpt2_file_open, then
+ * tsr_gpt2_read_header. 0 with the file open (its size in *size) after the
+ * header, or their error with the file closed (*f NULL). */
+int tsr_gpt2_file_open_header(const char *path, const char *kind, int32_t magic, const char *is_not, FILE **f,
+                              int64_t *size, int32_t h[TSR_GPT2_HEADER_INTS]);
 
 #ifdef __cplusplus
 }

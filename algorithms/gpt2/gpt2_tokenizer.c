@@ -19,15 +19,11 @@ int tsr_gpt2_tokenizer_read(const char *path, tsr_gpt2_tokenizer_t *tok)
     memset(tok, 0, sizeof *tok);
     FILE *f;
     int64_t fsize;
-    int rc = tsr_gpt2_file_open(path, TOKZ, &f, &fsize);
+    uint32_t h[TSR_GPT2_HEADER_INTS];
+    int rc = tsr_gpt2_file_open_header(path, TOKZ, TSR_GPT2_TOKENIZER_MAGIC, "a GPT-2 decode table", &f, &fsize,
+                                       (int32_t *)h);
     if (rc)
         return rc;
-    uint32_t h[TSR_GPT2_HEADER_INTS];
-    rc = tsr_gpt2_read_header(f, fsize, path, TOKZ, TSR_GPT2_TOKENIZER_MAGIC, "a GPT-2 decode table", (int32_t *)h);
-    if (rc) {
-        fclose(f);
-        return rc;
-    }
     if (h[1] != 1 && h[1] != 2) {
         tsr_log(TSR_LOG_ERROR, "%s %s: bad version %u (expected 1 or 2)", TOKZ, path, h[1]);
         fclose(f);

@@ -80,7 +80,7 @@ static int check_header(const state_header_t *h, const char *path, const tsr_gpt
     }
     if (h->loader_bytes != tsr_gpt2_loader_state_bytes(train)) {
         tsr_log(TSR_LOG_ERROR, "%s: saved for another training file (its data position does not fit %s)",
-                path, train->data.path);
+                path, train->pattern);
         return TSR_EFORMAT;
     }
     if (h->step < 0 || h->gen_rng == 0) {

@@ -42,9 +42,8 @@ static void on_stop_signal(int sig)
  * pipeline (drain: see step_timing) also waits for all its tasks. */
 static int train_step(trainer_t *t, float *loss, double *ms, double *submit_ms, int drain)
 {
-    size_t sample;
     double t0 = tsr_wtime();
-    int rc = tsr_gpt2_loader_next(&t->train, t->inputs, t->targets, &sample);
+    int rc = gpt2_next_batch(t, &t->train);
     if (!rc)
         rc = tsr_gpt2_forward_submit(&t->model, t->inputs, t->targets);
     if (!rc)

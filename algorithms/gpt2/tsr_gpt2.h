@@ -69,6 +69,10 @@ unsigned long long gpt2_options_hash(int argc, char **argv);
 int gpt2_setup(trainer_t *t);
 int gpt2_finish(trainer_t *t);
 int gpt2_save_state(trainer_t *t, const char *path);
+/* The training and validation loaders, each rank reading its rows. */
+int gpt2_open_loaders(trainer_t *t);
+/* The next batch of ld into t->inputs and t->targets, whole on every rank. */
+int gpt2_next_batch(trainer_t *t, tsr_gpt2_loader_t *ld);
 /* Frees what gpt2_setup allocated (not collective). */
 void gpt2_free(trainer_t *t);
 

@@ -15,8 +15,7 @@ int gpt2_val_loss(trainer_t *t, float *out)
     int rc = tsr_gpt2_loader_reset(&t->val);
     for (int i = 0; i < t->opt.val_batches && !rc; i++) {
         float loss;
-        size_t sample;
-        rc = tsr_gpt2_loader_next(&t->val, t->inputs, t->targets, &sample);
+        rc = gpt2_next_batch(t, &t->val);
         if (!rc)
             rc = tsr_gpt2_forward(&t->model, t->inputs, t->targets, &loss);
         if (!rc)

@@ -243,9 +243,7 @@ int gpt2_setup(trainer_t *t)
     if (!rc)
         rc = load_model_params(t, &params);
     if (!rc)
-        rc = tsr_gpt2_loader_open(&t->train, o->train, t->cfg.V, o->B, o->T, !o->no_shuffle, 42);
-    if (!rc)
-        rc = tsr_gpt2_loader_open(&t->val, o->val, t->cfg.V, o->B, o->T, 0, 42);
+        rc = gpt2_open_loaders(t);
     if (!rc)
         rc = tsr_gpt2_tokenizer_read(o->tokenizer, &t->tok);
     if (!rc && tsr_rank() == 0)
@@ -336,4 +334,60 @@ void gpt2_free(trainer_t *t)
     free(t->sent_from);
     free(t->sent_to);
     free(t->step_kind);
+}
+
+/* Each rank reads its own rows of every batch (the rows of its part when the
+ * ranks split the batch evenly, else all of them). */
+static int set_loader_rows(tsr_gpt2_loader_t *ld, int B)
+{
+    int size = tsr_size();
+    if (size == 1 || B % size)
+        return 0;
+    return tsr_gpt2_loader_set_rows(ld, tsr_rank() * (B / size), B / size);
+}
+
+int gpt2_open_loaders(trainer_t *t)
+{
+    const options_t *o = &t->opt;
+    int rc = tsr_gpt2_loader_open(&t->train, o->train, t->cfg.V, o->B, o->T, !o->no_shuffle, 42);
+    if (!rc)
+        rc = tsr_gpt2_loader_open(&t->val, o->val, t->cfg.V, o->B, o->T, 0, 42);
+    if (!rc)
+        rc = set_loader_rows(&t->train, o->B);
+    if (!rc)
+        rc = set_loader_rows(&t->val, o->B);
+    return rc;
+}
+
+/* Every rank submits the same tasks, and which tasks a step has depends on
+ * all of its tokens (the embedding gradients' columns): the ranks exchange
+ * the rows they read, inputs and targets together. */
+static int exchange_rows(trainer_t *t, const tsr_gpt2_loader_t *ld)
+{
+    size_t part = (size_t)ld->nrows * ld->T, BT = (size_t)ld->B * ld->T;
+    int *mine = malloc(2 * part * sizeof(int)), *all = malloc(2 * BT * sizeof(int));
+    int rc = mine && all ? 0 : TSR_ENOMEM;
+    if (!tsr_any(rc)) {
+        memcpy(mine, t->inputs + (size_t)ld->row0 * ld->T, part * sizeof(int));
+        memcpy(mine + part, t->targets + (size_t)ld->row0 * ld->T, part * sizeof(int));
+        rc = tsr_allgather(mine, all, 2 * part * sizeof(int));
+        for (int r = 0; r < tsr_size() && !rc; r++) {
+            memcpy(t->inputs + r * part, all + 2 * r * part, part * sizeof(int));
+            memcpy(t->targets + r * part, all + (2 * r + 1) * part, part * sizeof(int));
+        }
+    } else {
+        rc = rc ? rc : TSR_ENOMEM;
+    }
+    free(mine);
+    free(all);
+    return rc;
+}
+
+int gpt2_next_batch(trainer_t *t, tsr_gpt2_loader_t *ld)
+{
+    size_t sample;
+    int rc = tsr_gpt2_loader_next(ld, t->inputs, t->targets, &sample);
+    if (tsr_any(rc))
+        return rc ? rc : TSR_EIO;
+    return ld->nrows == ld->B ? 0 : exchange_rows(t, ld);
 }

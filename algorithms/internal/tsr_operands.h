@@ -74,5 +74,7 @@ int tsr_check_operands(const char *fn, const tsr_operand_t *ops, int n);
  * are 0 .. count - 1; the accumulation mode. */
 int tsr_check_choice(const char *fn, const char *what, int value, int count);
 int tsr_check_accum(const char *fn, tsr_reduction_t accum);
+/* A backward's modes: dinp_mode, dparam_mode, then accum. */
+int tsr_check_backward_modes(const char *fn, tsr_write_t dinp_mode, tsr_write_t dparam_mode, tsr_reduction_t accum);
 
 #endif
