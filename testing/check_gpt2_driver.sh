@@ -97,7 +97,14 @@ expect_error "sampler state zero" --resume "$work/rng.bin"
 expect_error "another training file" --resume "$work/state.bin" \
     --train "$(dirname "$exe")/../../../algorithms/gpt2/data/tiny_shakespeare_val.bin"
 expect_error "scheduler 'nope'" --sched nope
-[ -w /dev/full ] && expect_error "cannot write --csv" --csv /dev/full
+[ -w /dev/full ] && expect_error "not a regular file" --csv /dev/full
+# a CSV that stops taking lines mid-run (a file size limit of 1 KiB; the
+# output goes through a pipe, which the limit does not cover): the run says
+# so and fails
+( ulimit -f 1; trap '' XFSZ; run --steps 40 --val-every 0 --sample-every 0 --csv "$work/limited.csv" ) 2>&1 |
+    cat > "$work/e.log"
+rc=${PIPESTATUS[0]}
+[ $rc -eq 1 ] && grep -q "cannot write --csv" "$work/e.log" && ok || bad "--csv past a size limit: exit $rc: $(tail -3 "$work/e.log")"
 expect_error "pws" --pws 64
 expect_error "gpus" --gpus -1
 expect_error "save-every needs" --save-every 2

@@ -90,7 +90,7 @@ static void bad_arguments(void)
     rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 0,
                         TSR_REDUCTION_ORDERED);
     tsr_capture_end(c, log, sizeof log);
-    expect_gemm_array_error(rc, "m 8, n 8, k 8 and tile 0 must be positive", before, log);
+    expect_gemm_array_error(rc, "tile = 0: m, n, k and tile must be at least 1", before, log);
     c = tsr_capture_start();
     rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 4,
                         (tsr_reduction_t)3);
