@@ -13,7 +13,7 @@ int gpt2_save_state(trainer_t *t, const char *path)
 {
     size_t np = tsr_gpt2_num_params(&t->cfg);
     int root = tsr_rank() == 0, rc = 0;
-    tsr_gpt2_train_state_t st = { t->step, t->gen_rng, NULL, NULL, NULL };
+    tsr_gpt2_train_state_t st = { t->step, t->gen_rng, NULL, NULL, NULL, { 0, 0, 0 } };
     if (root) {
         st.params = malloc(np * sizeof(float));
         st.m = malloc(np * sizeof(float));
@@ -25,6 +25,10 @@ int gpt2_save_state(trainer_t *t, const char *path)
         rc = tsr_gpt2_params_gather(&t->model, st.params);
     if (!rc)
         rc = tsr_gpt2_adam_gather(&t->model, st.m, st.v);
+    if (!rc && root && tsr_gpt2_file_id(t->train.data.path, &st.data) != 0) {
+        tsr_log(TSR_LOG_ERROR, "cannot read the training file %s again to record it", t->train.data.path);
+        rc = TSR_EIO;
+    }
     if (!rc && root)
         rc = tsr_gpt2_train_state_write(path, &t->cfg, t->opt.B, t->opt.T, &st, &t->train);
     if (!rc && root)
