@@ -61,3 +61,8 @@ tsr_add_hostile_test(hostile_files hostile_files_mpi2 check_hostile_files.sh)
 # StarPU's variables, BLIS_ARCH_TYPE, a lost stdout; under mpirun ranks
 # started with different options
 tsr_add_hostile_test(hostile_env hostile_env_mpi check_hostile_env.sh)
+# inputs that disagree: a state resumed on another training file, --model
+# against --load / --resume, a file too small for one batch, bad states found
+# before the model is built; under mpirun ranks whose same-named files differ
+# and a batch the ranks cannot split (the MPI variant runs those alone)
+tsr_add_hostile_test(hostile_inputs hostile_inputs_mpi check_hostile_inputs.sh)
