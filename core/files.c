@@ -143,7 +143,9 @@ FILE *tsr_open_output(const char *path, int append)
     }
     int flags = fcntl(fd, F_GETFL);
     FILE *f = NULL;
-    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 && (append || ftruncate(fd, 0) == 0))
+    /* appending: at the end already, so that ftell tells an empty file from a written one */
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 &&
+        (append ? lseek(fd, 0, SEEK_END) >= 0 : ftruncate(fd, 0) == 0))
         f = fdopen(fd, append ? "a" : "w");
     if (!f) {
         int e = errno;

@@ -81,7 +81,7 @@ expect_error "no such file\|cannot open\|missing" --train "$work/does_not_exist.
 expect_error "magic\|truncated\|format" --load "$work/bad.bin"
 head -c 2000 "$(dirname "$exe")/../../../algorithms/gpt2/data/tiny_shakespeare_val.bin" > "$work/trunc.bin" 2>/dev/null ||
     printf 'x' > "$work/trunc.bin"
-expect_error "truncated\|size\|format\|magic" --val "$work/trunc.bin"
+expect_error "truncated\|size\|format\|magic" --val "$work/trunc.bin" --val-every 1
 expect_error "unknown" --bogus-option
 expect_error "tok" --tile-tok 5
 expect_error "query" --tile-q 65

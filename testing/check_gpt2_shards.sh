@@ -3,6 +3,7 @@
 #   - three shards cut from the bundled tiny Shakespeare give llm.c's losses
 #     (testing/llmc_d2_3shards_losses.txt: its CPU trainer on the same shards)
 #     within 1e-5 over 40 steps: shard order, sample order, epochs;
+#   - a run stopped and resumed gives the same losses;
 #   - memory does not grow with the data: 1 GB of (sparse) shards costs no
 #     more peak RSS than tiny Shakespeare (one process);
 #   - a pattern that matches nothing is refused, naming it.
@@ -47,14 +48,25 @@ awk -F, 'NR == FNR { if ($0 !~ /^#/ && NF) want[n++] = $1; next }
              exit bad
          }' "$oracle" "$work/shards.csv"
 
-# 2. a pattern matching nothing
+# 2. the same losses when the run stops at step 12 (in the second shard of
+#    its first epoch) and resumes, its CSV continued with one header
+run_shards() { "${launch[@]}" "$exe" --train "$work/shards/train_*.bin" --val-every 0 --sample-every 0 --threads 1 \
+    --csv "$work/resumed.csv" "$@" > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fail "the run on shards $*"; }; }
+run_shards --model d2 --steps 12 --save "$work/state.bin"
+run_shards --steps 40 --resume "$work/state.bin"
+[ "$(grep -c '^step,' "$work/resumed.csv")" = 1 ] || fail "the resumed CSV has $(grep -c '^step,' "$work/resumed.csv") headers"
+cmp -s <(cut -d, -f1,2 "$work/shards.csv") <(cut -d, -f1,2 "$work/resumed.csv") ||
+    fail "the resumed run's losses differ from the whole run's: $(diff <(cut -d, -f1,2 "$work/shards.csv") <(cut -d, -f1,2 "$work/resumed.csv") | head -4)"
+echo "stopped at step 12 and resumed: the same 40 losses"
+
+# 3. a pattern matching nothing
 if "${launch[@]}" "$exe" --model d2 --train "$work/shards/none_*.bin" --steps 1 > "$work/none.log" 2>&1; then
     fail "a pattern matching nothing was accepted"
 fi
 grep -q "none_\*.bin: no file matches" "$work/none.log" || { cat "$work/none.log"; fail "no message for the empty pattern"; }
 
 [ ${#launch[@]} -eq 0 ] || exit 0
-# 3. peak RSS with 1 GB of data: ten sparse 100 MB shards of token 0
+# 4. peak RSS with 1 GB of data: ten sparse 100 MB shards of token 0
 ntok=$(((100 * 1024 * 1024 - 1024) / 2))
 for i in 0 1 2 3 4 5 6 7 8 9; do
     header "$work/big/big_$i.bin" "$ntok"

@@ -110,9 +110,11 @@ static int write_train_state_seed(const char *path)
 {
     size_t np = tsr_gpt2_num_params(&tiny_cfg);
     tsr_gpt2_train_state_t st = { 3, 1234567, calloc(np, sizeof(float)), calloc(np, sizeof(float)),
-                                  calloc(np, sizeof(float)) };
+                                  calloc(np, sizeof(float)), { 0, 0, 0 } };
     tsr_gpt2_loader_t ld;
     int in[16], tg[16], rc = st.params && st.m && st.v ? open_val_loader(&ld) : TSR_ENOMEM;
+    if (!rc)
+        rc = tsr_gpt2_file_id(val_tokens, &st.data);
     size_t sample;
     for (int i = 0; !rc && i < 5; i++) /* a position mid-epoch */
         rc = tsr_gpt2_loader_next(&ld, in, tg, &sample);

@@ -76,3 +76,8 @@ if(TSR_USE_MPI)
   tsr_add_test(gpt2_shards_mpi2 ${GPT2_SHARDS_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_shards_mpi2_work ${TSR_MPIRUN} 2)
   set_tests_properties(gpt2_shards_mpi2 PROPERTIES PROCESSORS 2 LABELS "gpt2;mpi")
 endif()
+# inputs that disagree: a state resumed on another training file, --model
+# against --load / --resume, a file too small for one batch, bad states found
+# before the model is built; under mpirun ranks whose same-named files differ
+# and a batch the ranks cannot split (the MPI variant runs those alone)
+tsr_add_hostile_test(hostile_inputs hostile_inputs_mpi check_hostile_inputs.sh)

@@ -166,6 +166,34 @@ static int list_shards(tsr_gpt2_loader_t *ld, const char *pattern)
     return rc;
 }
 
+int tsr_gpt2_data_id(const char *pattern, tsr_gpt2_file_id_t *id)
+{
+    if (!has_wildcard(pattern))
+        return tsr_gpt2_file_id(pattern, id);
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    *id = (tsr_gpt2_file_id_t){ -1, 0, ENOENT };
+    if (glob(pattern, GLOB_ERR, NULL, &g) != 0 || g.gl_pathc == 0) {
+        globfree(&g);
+        return TSR_EIO;
+    }
+    tsr_gpt2_file_id_t all = { 0, 0xcbf29ce484222325u, 0 };
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        tsr_gpt2_file_id_t f;
+        if (tsr_gpt2_file_id(g.gl_pathv[i], &f) != 0) {
+            *id = f;
+            globfree(&g);
+            return TSR_EIO;
+        }
+        all.size += f.size;
+        for (int b = 0; b < 8; b++) /* FNV-1a over the shards' hashes, in name order */
+            all.hash = (all.hash ^ ((f.hash >> (8 * b)) & 0xff)) * 0x100000001b3u;
+    }
+    globfree(&g);
+    *id = all;
+    return 0;
+}
+
 /* Reads every shard's header: token counts, samples, the largest shard. */
 static int scan_shards(tsr_gpt2_loader_t *ld)
 {

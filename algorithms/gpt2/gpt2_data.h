@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gpt2_model_io.h" /* tsr_gpt2_file_id_t */
 #include "gpt2_rand.h"
 
 #ifdef __cplusplus
@@ -91,6 +92,11 @@ typedef struct {
 int tsr_gpt2_loader_open(tsr_gpt2_loader_t *ld, const char *pattern, int V, int B, int T,
                          int shuffle, uint32_t seed);
 void tsr_gpt2_loader_free(tsr_gpt2_loader_t *ld);
+
+/* The identity of the data a pattern names: tsr_gpt2_file_id of the file,
+ * or for a glob of shards their total size and an FNV-1a 64 over their
+ * hashes in name order (every byte of every shard is read). */
+int tsr_gpt2_data_id(const char *pattern, tsr_gpt2_file_id_t *id);
 
 /* Rows row0 .. row0 + nrows - 1 of each batch are read from disk by next()
  * and sample(); the other rows of inputs and targets are set to 0 (a

@@ -181,6 +181,49 @@ int tsr_gpt2_file_open(const char *path, const char *kind, FILE **f, int64_t *si
     return 0;
 }
 
+int tsr_gpt2_file_id(const char *path, tsr_gpt2_file_id_t *id)
+{
+    id->size = -1;
+    id->hash = 0;
+    id->err = 0;
+    int fd = path ? open(path, O_RDONLY | O_NONBLOCK) : -1;
+    int err = !path ? EINVAL : fd < 0 ? errno : 0;
+    struct stat st;
+    if (fd >= 0)
+        err = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (err) {
+        id->err = err;
+        if (fd >= 0)
+            close(fd);
+        return TSR_EIO;
+    }
+    enum { PIECE = 1 << 20 };
+    unsigned char *buf = malloc(PIECE);
+    uint64_t h = 14695981039346656037ull;
+    int64_t total = 0;
+    ssize_t n = 0;
+    while (buf && (n = read(fd, buf, PIECE)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (ssize_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 1099511628211ull;
+        total += n;
+    }
+    err = !buf ? ENOMEM : n < 0 ? errno : 0;
+    free(buf);
+    close(fd);
+    if (err) {
+        id->err = err;
+        return TSR_EIO;
+    }
+    id->size = total;
+    id->hash = h;
+    return 0;
+}
+
 int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const char *kind,
                        const char *what)
 {

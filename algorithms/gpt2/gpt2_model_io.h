@@ -89,6 +89,17 @@ int tsr_gpt2_checkpoint_write(const char *path, const tsr_gpt2_config_t *cfg, co
 int tsr_gpt2_file_open(const char *path, const char *kind, FILE **f, int64_t *size);
 int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const char *kind,
                        const char *what);
+/* A file's identity: its size and the FNV-1a 64 hash of its bytes, read in
+ * 1 MiB pieces (regular files only; opened non-blocking, so a FIFO never
+ * blocks). Quiet: on failure size is -1 and err the errno (EINVAL for a file
+ * that is not a regular one), for the caller's message; returns 0 or TSR_EIO. */
+typedef struct {
+    int64_t size;  /* bytes, -1: unreadable */
+    uint64_t hash; /* FNV-1a 64 of the bytes */
+    int err;       /* errno when unreadable */
+} tsr_gpt2_file_id_t;
+int tsr_gpt2_file_id(const char *path, tsr_gpt2_file_id_t *id);
+
 /* The 256 x int32 header every llm.c file starts with: TSR_EFORMAT with a
  * message when the file (fsize bytes) is shorter than it ("truncated") or
  * h[0] is not magic ("bad magic ...: not <is_not>"; is_not may be NULL). */

@@ -220,11 +220,11 @@ static int start_runtime(const options_t *o, unsigned long long options, int *ar
 }
 
 /* Frees the run, stops StarPU; the exit status of a run that ended with rc
- * (130: stopped by a signal). */
+ * (130: stopped by a signal; GPT2_BAD_INPUT: a bad input, already named). */
 static int stop(trainer_t *t, int rc)
 {
     fflush(stdout); /* whole lines before the schedule reports (stderr, at tsr_finalize) */
-    if (rc && rc != 130 && tsr_rank() == 0)
+    if (rc && rc != 130 && rc != GPT2_BAD_INPUT && tsr_rank() == 0)
         fprintf(stderr, "tsr_gpt2: stopped: %s\n", tsr_strerror(rc));
     if (t->csv && fclose(t->csv) != 0 && !rc) {
         fprintf(stderr, "tsr_gpt2: cannot write --csv %s: %s\n", t->opt.csv, strerror(errno));
@@ -238,7 +238,7 @@ static int stop(trainer_t *t, int rc)
         fprintf(stderr, "tsr_gpt2: cannot write the output: %s\n", strerror(errno));
         rc = TSR_EIO;
     }
-    return rc == 130 ? 128 + (interrupted ? (int)interrupted : SIGINT) : rc ? 1 : 0;
+    return rc == 130 ? 128 + (interrupted ? (int)interrupted : SIGINT) : rc == GPT2_BAD_INPUT ? 2 : rc ? 1 : 0;
 }
 
 int main(int argc, char **argv)

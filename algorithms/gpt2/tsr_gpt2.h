@@ -15,9 +15,11 @@
 #include "gpt2_train_state.h"
 
 typedef struct {
-    const char *model, *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
+    const char *model; /* NULL: not given (--load's or --resume's model, else d2) */
+    const char *load, *train, *val, *tokenizer, *csv, *save, *resume, *write_ckpt, *sched, *trace;
     int B, T, steps, val_every, val_batches, sample_every, sample_len, save_every;
     int threads, gpus, pws, nsub, no_shuffle, quiet, profile, auto_tiles, strict_fp32, state_on_rank0;
+    int resume_any_data; /* --resume onto another training file than the state's */
     unsigned seed;
     float lr, beta1, beta2, eps, wd;
     tsr_gpt2_tiles_t tiles; /* 0 = default */
@@ -38,7 +40,11 @@ typedef struct {
     options_t opt;
     tsr_gpt2_config_t cfg;
     tsr_gpt2_model_t model;
-    tsr_gpt2_loader_t train, val;
+    tsr_gpt2_loader_t train, val; /* val: opened only when validated (--val-every) */
+    tsr_gpt2_file_id_t train_id;  /* the training file's size and hash (recorded by --save); size -1
+                                   * when not read for that (one rank without --save or --resume) */
+    int keep_position;     /* --resume: restore the state's data position (0: --resume-any-data
+                            * onto a file it does not fit) */
     tsr_gpt2_tokenizer_t tok;
     int *inputs, *targets;
     int step;              /* next step */
@@ -65,11 +71,15 @@ int gpt2_command_line(int argc, char **argv, options_t *o);
 /* FNV-1a over the command line's arguments (argv[0] left out). */
 unsigned long long gpt2_options_hash(int argc, char **argv);
 
+/* What gpt2_setup returns on every rank after a bad input was named: exit 2. */
+#define GPT2_BAD_INPUT 2
+
 /* tsr_gpt2_run.c (collective calls) */
 int gpt2_setup(trainer_t *t);
 int gpt2_finish(trainer_t *t);
 int gpt2_save_state(trainer_t *t, const char *path);
-/* The training and validation loaders, each rank reading its rows. */
+/* The training loader, and the validation one when --val-every asks for
+ * it, each rank reading its own rows of a batch. */
 int gpt2_open_loaders(trainer_t *t);
 /* The next batch of ld into t->inputs and t->targets, whole on every rank. */
 int gpt2_next_batch(trainer_t *t, tsr_gpt2_loader_t *ld);

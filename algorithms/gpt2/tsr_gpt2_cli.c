@@ -19,7 +19,8 @@ static void usage(FILE *out)
 "  --model NAME        preset initialised from --seed: %s (default d2). 124M and\n"
 "                      d2 take GPT-2 token files; micro is llm.c's test model (V 500,\n"
 "                      maxT 32): it needs -T <= 32 and token ids < 500, which the\n"
-"                      bundled tiny Shakespeare does not have\n"
+"                      bundled tiny Shakespeare does not have. With --load or --resume\n"
+"                      their model is trained: a --model given must match it\n"
 "  --load FILE         start from an llm.c checkpoint (version 3) instead\n"
 "  --seed N            initialisation seed, llm.c's MT19937 init (default 42, 0 to 1e9)\n"
 "Data (defaults: the bundled tiny Shakespeare)\n"
@@ -71,7 +72,8 @@ static void usage(FILE *out)
 "                      and --save states hold the float32 master weights\n"
 "  --sub-batches N     data parallelism: N sub-batches with their own activations and\n"
 "                      gradients, added before the update (divides B; default 1, one per\n"
-"                      rank under MPI so each rank reduces its own gradients, one per GPU)\n"
+"                      rank under MPI so each rank reduces its own gradients, one per GPU;\n"
+"                      under MPI without it B must be a multiple of the ranks)\n"
 "  --state-on-rank0    under MPI, keep the parameters, gradient sums and AdamW state on\n"
 "                      rank 0 (a parameter server) instead of sharding their tiles\n"
 "                      over the ranks; for comparison (docs/gpt2.md)\n"
@@ -106,7 +108,10 @@ static void usage(FILE *out)
 "                      which save and stop; on SIGINT or SIGTERM mpirun kills the ranks\n"
 "                      seconds later, maybe before the state is written (the next run\n"
 "                      removes the temporary file such a kill leaves)\n"
-"  --resume FILE       continue from such a state (same losses as without stopping)\n"
+"  --resume FILE       continue from such a state (same losses as without stopping); it\n"
+"                      records its training file (size, hash): another --train is refused\n"
+"  --resume-any-data   resume onto another training file: at the saved data position\n"
+"                      where it fits the file, else from the file's first batch (said)\n"
 "  --write-checkpoint FILE   the final model as an llm.c checkpoint\n"
 "  -h, --help\n", tsr_gpt2_preset_names());
 }
@@ -135,7 +140,7 @@ static const char *bundled_data(const char *name)
 static void default_options(options_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = "d2";
+    o->model = NULL; /* d2, or --load's / --resume's model */
     o->B = 4;
     o->T = 64;
     o->steps = 20;
@@ -210,7 +215,8 @@ static int parse_size(const char *s, const char *name, double *out)
 enum { O_MODEL = 256, O_LOAD, O_SEED, O_TRAIN, O_VAL, O_TOKENIZER, O_NOSHUFFLE, O_STEPS, O_LR, O_BETA1, O_BETA2,
        O_EPS, O_WD, O_TTOK, O_TCH, O_THID, O_TVOC, O_THEADS, O_TQ, O_TK, O_REDUX, O_THREADS, O_PWS, O_SCHED, O_VALEVERY,
        O_VALBATCHES, O_SAMPLEEVERY, O_SAMPLELEN, O_CSV, O_QUIET, O_SAVE, O_SAVEEVERY, O_RESUME, O_WRITECKPT,
-       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0, O_PRECISION, O_MAXMEM };
+       O_NSUB, O_TRACE, O_PROFILE, O_TILES, O_GPUS, O_STRICT_FP32, O_STATE_RANK0, O_PRECISION, O_MAXMEM,
+       O_RESUME_ANY_DATA };
 
 static const struct option long_options[] = {
     { "model", 1, 0, O_MODEL }, { "load", 1, 0, O_LOAD }, { "seed", 1, 0, O_SEED }, { "train", 1, 0, O_TRAIN },
@@ -228,8 +234,8 @@ static const struct option long_options[] = {
     { "val-every", 1, 0, O_VALEVERY }, { "val-batches", 1, 0, O_VALBATCHES },
     { "sample-every", 1, 0, O_SAMPLEEVERY }, { "sample-len", 1, 0, O_SAMPLELEN }, { "csv", 1, 0, O_CSV },
     { "quiet", 0, 0, O_QUIET }, { "save", 1, 0, O_SAVE }, { "save-every", 1, 0, O_SAVEEVERY },
-    { "resume", 1, 0, O_RESUME }, { "write-checkpoint", 1, 0, O_WRITECKPT }, { "help", 0, 0, 'h' },
-    { "max-memory", 1, 0, O_MAXMEM },
+    { "resume", 1, 0, O_RESUME }, { "resume-any-data", 0, 0, O_RESUME_ANY_DATA },
+    { "write-checkpoint", 1, 0, O_WRITECKPT }, { "help", 0, 0, 'h' }, { "max-memory", 1, 0, O_MAXMEM },
     { 0, 0, 0, 0 } };
 
 /* Options that are valid alone but not together (or not without another). */
@@ -240,6 +246,8 @@ static int check_option_combinations(const options_t *o)
         error = "--beta1 and --beta2 must be < 1";
     else if (o->save_every && !o->save)
         error = "--save-every needs --save FILE";
+    else if (o->resume_any_data && !o->resume)
+        error = "--resume-any-data needs --resume FILE";
     else if (o->load && o->resume)
         error = "--load and --resume both give the model: --resume's state holds it";
     else if (o->sample_len > o->T)
@@ -321,6 +329,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_SAVE: o->save = optarg; break;
         case O_SAVEEVERY: bad = parse_int(optarg, "save-every", 0, &o->save_every); break;
         case O_RESUME: o->resume = optarg; break;
+        case O_RESUME_ANY_DATA: o->resume_any_data = 1; break;
         case O_WRITECKPT: o->write_ckpt = optarg; break;
         case O_MAXMEM: bad = parse_size(optarg, "max-memory", &o->max_memory); break;
         default:

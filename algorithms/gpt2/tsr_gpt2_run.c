@@ -16,7 +16,7 @@ int gpt2_save_state(trainer_t *t, const char *path)
 {
     size_t np = tsr_gpt2_num_params(&t->cfg);
     int root = tsr_rank() == 0, rc = 0;
-    tsr_gpt2_train_state_t st = { t->step, t->gen_rng, NULL, NULL, NULL };
+    tsr_gpt2_train_state_t st = { t->step, t->gen_rng, NULL, NULL, NULL, t->train_id };
     if (root) {
         st.params = malloc(np * sizeof(float));
         st.m = malloc(np * sizeof(float));
@@ -28,6 +28,10 @@ int gpt2_save_state(trainer_t *t, const char *path)
         rc = tsr_gpt2_params_gather(&t->model, st.params);
     if (!rc)
         rc = tsr_gpt2_adam_gather(&t->model, st.m, st.v);
+    if (!rc && root && st.data.size < 0 && tsr_gpt2_data_id(t->opt.train, &st.data) != 0) {
+        tsr_log(TSR_LOG_ERROR, "cannot read the training file %s again to record it", t->opt.train);
+        rc = TSR_EIO;
+    }
     if (!rc && root)
         rc = tsr_gpt2_train_state_write(path, &t->cfg, t->opt.B, t->opt.T, &st, &t->train);
     if (!rc && root)
@@ -36,14 +40,16 @@ int gpt2_save_state(trainer_t *t, const char *path)
     return tsr_any(rc) ? (rc ? rc : TSR_EIO) : 0;
 }
 
-/* Rank 0 reads a state file; the model, step, data position and sampler of
- * every rank continue from it (collective). */
+/* Rank 0 reads a state file (its header already checked against the run by
+ * check_inputs); the model, step, data position and sampler of every rank
+ * continue from it (collective). */
 static int load_state(trainer_t *t, const char *path)
 {
     int root = tsr_rank() == 0, rc = 0;
     tsr_gpt2_train_state_t st = { 0 };
+    tsr_gpt2_loader_t *train = t->keep_position ? &t->train : NULL;
     if (root)
-        rc = tsr_gpt2_train_state_read(path, &t->cfg, t->opt.B, t->opt.T, &t->train, &st);
+        rc = tsr_gpt2_train_state_read(path, &t->cfg, t->opt.B, t->opt.T, train, &st);
     if (tsr_any(rc)) {
         tsr_gpt2_train_state_free(&st);
         return rc ? rc : TSR_EFORMAT;
@@ -54,11 +60,23 @@ static int load_state(trainer_t *t, const char *path)
     int32_t step = st.step;
     uint64_t rng = st.gen_rng;
     tsr_gpt2_train_state_free(&st);
-    if (!rc && tsr_size() > 1) {
-        /* rank 0 read the file: the others replay the loader to the same place */
-        size_t lb = tsr_gpt2_loader_state_bytes(&t->train);
-        void *ls = malloc(lb);
-        rc = ls ? 0 : TSR_ENOMEM;
+    if (!rc && tsr_size() > 1 && train) {
+        /* rank 0 read the file: the others replay the loader to the same
+         * place. The ranks read the same training file (check_inputs), so
+         * the image has the same size everywhere; checked again before the
+         * broadcast, which would otherwise overrun a smaller buffer */
+        uint64_t lb = tsr_gpt2_loader_state_bytes(&t->train), lb0 = lb;
+        rc = tsr_broadcast(&lb0, sizeof lb0, 0);
+        if (!rc && tsr_any(lb0 != lb)) {
+            if (lb0 != lb)
+                tsr_log(TSR_LOG_ERROR, "--train %s: rank %d's data position takes %llu bytes, rank 0's %llu: "
+                        "the ranks read different training files", t->opt.train, tsr_rank(),
+                        (unsigned long long)lb, (unsigned long long)lb0);
+            rc = TSR_EFORMAT;
+        }
+        void *ls = rc ? NULL : malloc(lb);
+        if (!rc)
+            rc = ls ? 0 : TSR_ENOMEM;
         if (!rc && root)
             rc = tsr_gpt2_loader_save_state(&t->train, ls, lb);
         if (tsr_any(rc))
@@ -68,11 +86,11 @@ static int load_state(trainer_t *t, const char *path)
         if (!rc && !root)
             rc = tsr_gpt2_loader_restore_state(&t->train, ls, lb);
         free(ls);
-        if (!rc)
-            rc = tsr_broadcast(&step, sizeof step, 0);
-        if (!rc)
-            rc = tsr_broadcast(&rng, sizeof rng, 0);
     }
+    if (!rc && tsr_size() > 1)
+        rc = tsr_broadcast(&step, sizeof step, 0);
+    if (!rc && tsr_size() > 1)
+        rc = tsr_broadcast(&rng, sizeof rng, 0);
     t->step = step;
     t->gen_rng = rng;
     if (!rc)
@@ -80,26 +98,219 @@ static int load_state(trainer_t *t, const char *path)
     return rc;
 }
 
-/* The model's configuration on every rank; its weights on rank 0 alone (they
- * are scattered from there: 500 MB and seconds of initialisation for 124M
- * that the other ranks would throw away). */
-static int load_model_params(trainer_t *t, float **params)
+/* Every file the run will write can be written (a temporary file is created
+ * and removed), before hours of training rather than after. */
+static int check_output_paths(const options_t *o)
 {
-    int rc, root = tsr_rank() == 0;
-    if (t->opt.load)
-        rc = root ? tsr_gpt2_checkpoint_read(t->opt.load, &t->cfg, params)
-                  : tsr_gpt2_checkpoint_read_config(t->opt.load, &t->cfg);
-    else if ((rc = tsr_gpt2_config_preset(t->opt.model, &t->cfg)) == 0 && root)
-        rc = tsr_gpt2_init_alloc(&t->cfg, t->opt.seed, params);
+    int rc = 0;
+    if (o->save)
+        rc = tsr_atomic_check(o->save);
+    if (!rc && o->write_ckpt)
+        rc = tsr_atomic_check(o->write_ckpt);
     return rc;
 }
 
-/* The model's dimensions on every rank, from --load's header or the preset:
- * nothing large read or allocated. */
-static int run_config(trainer_t *t)
+/* ---- the inputs, checked before the model is built --------------------------------- */
+
+/* Under mpirun the batch is split over the ranks by samples, one sub-batch
+ * (its activations and weight gradients) per rank by default: a batch the
+ * ranks cannot split evenly is refused rather than run as one sub-batch
+ * whose weight gradients all sit on rank 0. An explicit --sub-batches N is
+ * the user's split (it must divide B). Every rank decides alike (no
+ * communication); rank 0 says why. 0 or 1. */
+static int check_batch_split(const options_t *o)
 {
-    return t->opt.load ? tsr_gpt2_checkpoint_read_config(t->opt.load, &t->cfg)
-                       : tsr_gpt2_config_preset(t->opt.model, &t->cfg);
+    int P = tsr_size(), root = tsr_rank() == 0;
+    if (o->nsub && o->B % o->nsub) {
+        if (root)
+            fprintf(stderr, "error: --sub-batches %d does not divide the batch (-B %d): every sub-batch has "
+                    "the same number of sequences\n", o->nsub, o->B);
+        return 1;
+    }
+    if (o->nsub || P < 2 || o->B % P == 0)
+        return 0;
+    if (root) {
+        char lower[64] = "";
+        if (o->B > P)
+            snprintf(lower, sizeof lower, "-B %d or ", o->B / P * P);
+        fprintf(stderr, "error: -B %d is not a multiple of the %d ranks: each rank computes an equal share of "
+                "the batch; give %s-B %d, or --sub-batches N (N divides %d) to split it otherwise\n", o->B, P,
+                lower, (o->B / P + 1) * P, o->B);
+    }
+    return 1;
+}
+
+/* The input files, by option, in one order on every rank; NULL paths for
+ * those the run does not read (the validation file with --val-every 0). */
+enum { IN_TRAIN, IN_VAL, IN_TOKENIZER, IN_LOAD, IN_RESUME, NINPUTS };
+static void input_files(const options_t *o, const char *path[NINPUTS])
+{
+    path[IN_TRAIN] = o->train;
+    path[IN_VAL] = o->val_every ? o->val : NULL;
+    path[IN_TOKENIZER] = o->tokenizer;
+    path[IN_LOAD] = o->load;
+    path[IN_RESUME] = o->resume;
+}
+static const char *const input_options[NINPUTS] = { "--train", "--val", "--tokenizer", "--load", "--resume" };
+
+static void describe_id(const tsr_gpt2_file_id_t *id, char *out, size_t n)
+{
+    if (id->size < 0)
+        snprintf(out, n, "cannot read it: %s", id->err == EINVAL ? "not a regular file" : strerror(id->err));
+    else
+        snprintf(out, n, "%lld bytes, FNV-1a %016llx", (long long)id->size, (unsigned long long)id->hash);
+}
+
+/* Under mpirun the same options can name other files on each rank (another
+ * working directory, another node's disk): every rank's inputs must have
+ * rank 0's size and content hash, checked before anything sizes a buffer
+ * from them. Every rank gets every rank's identities and decides alike;
+ * rank 0 names each difference. Also fills t->train_id (rank 0's; read on
+ * one rank only with --save or --resume, else size -1). 0, 1 when
+ * the ranks differ, or a TSR_E* code. */
+static int same_inputs_on_every_rank(trainer_t *t)
+{
+    const options_t *o = &t->opt;
+    const char *path[NINPUTS];
+    input_files(o, path);
+    int P = tsr_size(), bad = 0;
+    tsr_gpt2_file_id_t mine[NINPUTS], *all = calloc((size_t)P * NINPUTS, sizeof *all);
+    if (!all)
+        return TSR_ENOMEM;
+    for (int i = 0; i < NINPUTS; i++) {
+        mine[i] = (tsr_gpt2_file_id_t){ -1, 0, 0 };
+        /* one rank hashes the training file alone, for a state to record */
+        if (path[i] && (P > 1 || (i == IN_TRAIN && (o->save || o->resume)))) {
+            if (i == IN_TRAIN || i == IN_VAL) /* a file or a glob of shards */
+                tsr_gpt2_data_id(path[i], &mine[i]);
+            else
+                tsr_gpt2_file_id(path[i], &mine[i]);
+        }
+    }
+    int rc = tsr_allgather(mine, all, sizeof mine);
+    for (int r = 1; !rc && r < P; r++)
+        for (int i = 0; i < NINPUTS; i++) {
+            const tsr_gpt2_file_id_t *a = &all[i], *b = &all[(size_t)r * NINPUTS + i];
+            if (!path[i] || (a->size == b->size && (a->size < 0 || a->hash == b->hash)))
+                continue;
+            if (tsr_rank() == 0) {
+                char da[128], db[128];
+                describe_id(a, da, sizeof da);
+                describe_id(b, db, sizeof db);
+                fprintf(stderr, "error: %s %s is another file on rank %d than on rank 0 (rank %d: %s; rank 0: "
+                        "%s): every rank must read the same files\n", input_options[i], path[i], r, r, db, da);
+            }
+            bad = 1;
+        }
+    if (!rc)
+        t->train_id = all[IN_TRAIN];
+    free(all);
+    return rc ? rc : bad;
+}
+
+static int same_config(const tsr_gpt2_config_t *a, const tsr_gpt2_config_t *b)
+{
+    return a->maxT == b->maxT && a->V == b->V && a->Vp == b->Vp && a->L == b->L && a->NH == b->NH && a->C == b->C;
+}
+
+static void describe_config(const tsr_gpt2_config_t *c, char *out, size_t n)
+{
+    snprintf(out, n, "L %d, C %d, NH %d, V %d, Vp %d, maxT %d", c->L, c->C, c->NH, c->V, c->Vp, c->maxT);
+}
+
+/* The model's configuration (rank 0): --load's checkpoint or --resume's
+ * state decides it, else --model (default d2); a --model given with either
+ * must match it. With --resume, *state gets the state file's checked header. */
+static int model_config(trainer_t *t, tsr_gpt2_train_state_info_t *state)
+{
+    const options_t *o = &t->opt;
+    tsr_gpt2_config_t named;
+    int rc = tsr_gpt2_config_preset(o->model ? o->model : "d2", &named);
+    if (rc)
+        return rc;
+    const char *option = o->load ? "--load" : "--resume", *file = o->load ? o->load : o->resume;
+    if (o->load)
+        rc = tsr_gpt2_checkpoint_read_config(o->load, &t->cfg);
+    else if (o->resume && (rc = tsr_gpt2_train_state_info(o->resume, state)) == 0)
+        t->cfg = state->cfg;
+    else if (!o->resume)
+        t->cfg = named;
+    if (!rc && o->model && file && !same_config(&named, &t->cfg)) {
+        char a[160], b[160];
+        describe_config(&named, a, sizeof a);
+        describe_config(&t->cfg, b, sizeof b);
+        fprintf(stderr, "error: --model %s (%s) does not match %s %s (%s): leave --model out (%s decides the "
+                "model) or name the matching one\n", o->model, a, option, file, b, option);
+        rc = TSR_EINVAL;
+    }
+    return rc;
+}
+
+/* --resume's header against this run (rank 0; the model was checked by
+ * model_config): the batch shape, and the training file it was saved on:
+ * the same one (size and hash, recorded from format version 2), else
+ * --resume-any-data, which starts the data from the beginning when the saved
+ * position does not fit this file. Sets t->keep_position. */
+static int check_resume(trainer_t *t, const tsr_gpt2_train_state_info_t *st)
+{
+    const options_t *o = &t->opt;
+    t->keep_position = 1;
+    if (st->B != o->B || st->T != o->T) {
+        fprintf(stderr, "error: --resume %s was saved for another batch shape (B %d T %d; this run has -B %d "
+                "-T %d)\n", o->resume, st->B, st->T, o->B, o->T);
+        return TSR_EINVAL;
+    }
+    char saved[128], now[128];
+    describe_id(&st->data, saved, sizeof saved);
+    describe_id(&t->train_id, now, sizeof now);
+    int fits = st->loader_bytes == tsr_gpt2_loader_state_bytes(&t->train);
+    int same = st->data.size < 0 ? fits
+                                 : st->data.size == t->train_id.size && st->data.hash == t->train_id.hash;
+    if (st->data.size < 0)
+        printf("note: --resume %s is a version 1 state, which does not record its training file: --train %s is "
+               "not checked (beyond its token count)\n", o->resume, o->train);
+    if (same && fits)
+        return 0;
+    if (!o->resume_any_data) {
+        if (st->data.size < 0)
+            fprintf(stderr, "error: --resume %s was saved on another training file (its data position does not "
+                    "fit --train %s): give the same --train, or --resume-any-data to start this file from its "
+                    "beginning\n", o->resume, o->train);
+        else
+            fprintf(stderr, "error: --resume %s was saved on another training file (%s); --train %s has %s: "
+                    "give the same --train, or --resume-any-data to continue on this one\n", o->resume, saved,
+                    o->train, now);
+        return TSR_EINVAL;
+    }
+    t->keep_position = same && fits;
+    printf("note: --resume-any-data: %s was saved on another training file (%s); continuing on --train %s "
+           "(%s), %s\n", o->resume, st->data.size < 0 ? "unrecorded" : saved, o->train, now,
+           fits ? "at the saved data position" : "from its first batch (the saved position does not fit it)");
+    return 0;
+}
+
+/* Rank 0's data and outputs, checked before the model is built: the data
+ * (train; val only when validated), the decode table, the outputs' paths,
+ * the state against the run (the model was checked by model_config). */
+static int check_data_root(trainer_t *t, const tsr_gpt2_train_state_info_t *state)
+{
+    const options_t *o = &t->opt;
+    int rc = gpt2_open_loaders(t);
+    if (!rc)
+        rc = tsr_gpt2_tokenizer_read(o->tokenizer, &t->tok);
+    if (!rc)
+        rc = check_output_paths(o);
+    if (!rc && o->resume)
+        rc = check_resume(t, state);
+    return rc;
+}
+
+/* The weights (rank 0): --load's, else llm.c's initialisation. */
+static int read_params(trainer_t *t, float **params)
+{
+    if (t->opt.load)
+        return tsr_gpt2_checkpoint_read(t->opt.load, &t->cfg, params);
+    return tsr_gpt2_init_alloc(&t->cfg, t->opt.seed, params);
 }
 
 /* The memory this process may use: the smallest of MemAvailable
@@ -139,18 +350,14 @@ static double machine_memory(const char **what)
 /* Bytes the process holds besides the model's tiles: the runtime and its
  * libraries (StarPU, BLAS; measured 180 MB on CPUs with d2, more with CUDA:
  * 100 MB counted), the flat parameters on rank 0 (three copies: weights, m
- * and v, while a state is saved) and the token files and batches. */
+ * and v, while a state is saved) and the batches (the token files are read
+ * batch by batch: their size does not count). */
 static double host_bytes(const trainer_t *t)
 {
     const options_t *o = &t->opt;
     double bytes = 100e6 + (double)o->B * o->T * 16;
     if (tsr_rank() == 0)
         bytes += (double)tsr_gpt2_num_params(&t->cfg) * 4 * (o->save ? 3 : 1);
-    struct stat st;
-    const char *files[] = { o->train, o->val };
-    for (int i = 0; i < 2; i++)
-        if (files[i] && stat(files[i], &st) == 0 && S_ISREG(st.st_mode))
-            bytes += (double)st.st_size * 3; /* the tokens and the sample order */
     return bytes;
 }
 
@@ -192,6 +399,66 @@ static int check_memory(trainer_t *t)
     return tsr_any(over) ? TSR_ENOMEM : 0;
 }
 
+/* Rank 0's model configuration on every rank (collective). */
+static int share_config(trainer_t *t)
+{
+    if (tsr_size() == 1)
+        return 0;
+    int32_t c[6] = { t->cfg.maxT, t->cfg.V, t->cfg.Vp, t->cfg.L, t->cfg.NH, t->cfg.C };
+    int rc = tsr_broadcast(c, sizeof c, 0);
+    if (!rc)
+        t->cfg = (tsr_gpt2_config_t){ c[0], c[1], c[2], c[3], c[4], c[5] };
+    return rc;
+}
+
+/* The data and decode table rank 0 checked, read by the others, and rank
+ * 0's choice of data position (collective). */
+static int other_ranks_data(trainer_t *t)
+{
+    if (tsr_size() == 1)
+        return 0;
+    int rc = tsr_rank() == 0 ? 0 : gpt2_open_loaders(t);
+    if (!rc && tsr_rank() != 0)
+        rc = tsr_gpt2_tokenizer_read(t->opt.tokenizer, &t->tok);
+    if (tsr_any(rc))
+        return rc == TSR_ENOMEM ? rc : GPT2_BAD_INPUT;
+    int32_t keep = t->keep_position;
+    rc = tsr_broadcast(&keep, sizeof keep, 0);
+    t->keep_position = keep;
+    return rc;
+}
+
+/* Every input checked, before StarPU-heavy work: the batch split, the same
+ * files on every rank, the model (rank 0), the memory the run needs (before
+ * any data is read), then the data and outputs (rank 0 checks them, the
+ * others read theirs), and last the weights (on rank 0 alone: 500 MB and
+ * seconds of initialisation for 124M that the others would throw away).
+ * 0, GPT2_BAD_INPUT on every rank after a message, or a TSR_E* code. */
+static int check_inputs(trainer_t *t, float **params)
+{
+    int root = tsr_rank() == 0;
+    tsr_gpt2_train_state_info_t state;
+    if (check_batch_split(&t->opt))
+        return GPT2_BAD_INPUT;
+    int rc = same_inputs_on_every_rank(t);
+    if (rc)
+        return rc == 1 ? GPT2_BAD_INPUT : rc;
+    rc = root ? model_config(t, &state) : 0;
+    if (tsr_any(rc))
+        return rc == TSR_ENOMEM ? rc : GPT2_BAD_INPUT;
+    if ((rc = share_config(t)))
+        return rc;
+    if (check_memory(t))
+        return GPT2_BAD_INPUT;
+    rc = root ? check_data_root(t, &state) : 0;
+    if (tsr_any(rc))
+        return rc == TSR_ENOMEM ? rc : GPT2_BAD_INPUT;
+    if ((rc = other_ranks_data(t)))
+        return rc;
+    rc = root ? read_params(t, params) : 0;
+    return tsr_any(rc) ? (rc ? rc : TSR_EIO) : 0;
+}
+
 /* The tiles: --tiles auto, else the defaults where no --tile-* was given.
  * Called with the workers paused; the calibration needs them running. */
 static int fill_tiles(trainer_t *t)
@@ -216,42 +483,20 @@ static int fill_tiles(trainer_t *t)
     return TSR_SUCCESS;
 }
 
-/* Every file the run will write can be written (a temporary file is created
- * and removed), before hours of training rather than after. */
-static int check_output_paths(const options_t *o)
-{
-    int rc = 0;
-    if (o->save)
-        rc = tsr_atomic_check(o->save);
-    if (!rc && o->write_ckpt)
-        rc = tsr_atomic_check(o->write_ckpt);
-    return rc;
-}
-
 int gpt2_setup(trainer_t *t)
 {
     const options_t *o = &t->opt;
     float *params = NULL;
-    /* every rank reads the (small) config; rank 0 reads or makes the weights
-     * and scatters them into the tiles. This is host-only work: the StarPU workers are
+    /* every input is checked first (check_inputs); rank 0 reads or makes the
+     * weights and scatters them into the tiles. This is host-only work: the StarPU workers are
      * paused, else idle ones poll the cores it runs on (124M init: 3.7 s
      * alone, 10 s beside two polling workers on 2 cores). */
     tsr_pause();
-    int rc = run_config(t);
-    if (!rc)
-        rc = check_memory(t);
-    if (!rc)
-        rc = load_model_params(t, &params);
-    if (!rc)
-        rc = gpt2_open_loaders(t);
-    if (!rc)
-        rc = tsr_gpt2_tokenizer_read(o->tokenizer, &t->tok);
-    if (!rc && tsr_rank() == 0)
-        rc = check_output_paths(o);
-    if (tsr_any(rc)) {
+    int rc = check_inputs(t, &params);
+    if (rc) {
         tsr_resume();
         free(params);
-        return rc ? rc : TSR_EIO;
+        return rc;
     }
     if (!t->opt.nsub)
         t->opt.nsub = tsr_gpt2_default_sub_batches(o->B);
@@ -351,10 +596,10 @@ int gpt2_open_loaders(trainer_t *t)
     const options_t *o = &t->opt;
     int rc = tsr_gpt2_loader_open(&t->train, o->train, t->cfg.V, o->B, o->T, !o->no_shuffle, 42);
     if (!rc)
-        rc = tsr_gpt2_loader_open(&t->val, o->val, t->cfg.V, o->B, o->T, 0, 42);
-    if (!rc)
         rc = set_loader_rows(&t->train, o->B);
-    if (!rc)
+    if (!rc && o->val_every) /* the validation data only when it is read */
+        rc = tsr_gpt2_loader_open(&t->val, o->val, t->cfg.V, o->B, o->T, 0, 42);
+    if (!rc && o->val_every)
         rc = set_loader_rows(&t->val, o->B);
     return rc;
 }
