@@ -15,4 +15,13 @@ static inline void tsr_expect_error(int rc, int code, uint64_t before, const cha
                 (unsigned long long)submitted);
     CHECK(rc == code && submitted == 0);
 }
+
+/* The good call after the bad ones (before: tsr_tasks_submitted() before
+ * them) ran to the end and submitted tasks (on one rank: with several, this
+ * rank may own none of its tiles). */
+static inline void tsr_expect_tasks_ran(uint64_t before)
+{
+    CHECK_RC(tsr_wait(), TSR_SUCCESS);
+    CHECK(tsr_tasks_submitted() > before || tsr_size() > 1);
+}
 #endif

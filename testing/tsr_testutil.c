@@ -57,3 +57,9 @@ int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid)
     *grid = tsr_dist_block_cyclic(P, tsr_size() / P);
     return 0;
 }
+
+void tsr_test_destroy(tsr_desc_t *const *all, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tsr_desc_destroy(all[i]);
+}
