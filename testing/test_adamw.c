@@ -139,7 +139,5 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         run(&cases[k]);
     check_errors();
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_adamw") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_adamw");
 }

@@ -269,7 +269,5 @@ int main(int argc, char **argv)
             run(&configs[k], (tsr_reduction_t)accum, 0.0f);
     run(&configs[1], TSR_REDUCTION_REDUX, 0.37f);
     check_errors();
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_crossentropy") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_crossentropy");
 }

@@ -215,7 +215,5 @@ int main(int argc, char **argv)
     check_backward(&configs[1], TSR_REDUCTION_ORDERED, TSR_OVERWRITE, 0);
     check_backward(&configs[2], TSR_REDUCTION_REDUX, TSR_ACCUMULATE, 0);
     check_errors();
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_encoder") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_encoder");
 }

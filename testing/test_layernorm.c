@@ -783,7 +783,5 @@ int main(int argc, char **argv)
     check_residual(&grid);
     check_sum_tree(&grid);
     check_rmsnorm(&grid);
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_layernorm") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_layernorm");
 }

@@ -16,6 +16,15 @@ static inline void tsr_expect_error(int rc, int code, uint64_t before, const cha
     CHECK(rc == code && submitted == 0);
 }
 
+/* The end of a test's main: rank 0 prints the report (tsr_check_report),
+ * StarPU stops. Returns the exit status. */
+static inline int tsr_test_finish(const char *name)
+{
+    int rc = tsr_rank() == 0 ? tsr_check_report(name) : (tsr_checks_failed ? 1 : 0);
+    tsr_finalize();
+    return rc;
+}
+
 /* The good call after the bad ones (before: tsr_tasks_submitted() before
  * them) ran to the end and submitted tasks (on one rank: with several, this
  * rank may own none of its tiles). */

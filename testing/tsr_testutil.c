@@ -42,6 +42,14 @@ double tsr_test_max_abs_err(const float *x, const float *ref, size_t n)
     return max_err(x, ref, n, 0.0, 0);
 }
 
+int tsr_test_init_one_worker(int *argc, char ***argv)
+{
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = 1;
+    return tsr_init(&cfg, argc, argv) != 0;
+}
+
 int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid)
 {
     tsr_config_t cfg;
