@@ -578,9 +578,19 @@ static int write_csv(const char *path, const long *order, long n, double t0)
     return TSR_SUCCESS;
 }
 
-/* A distinct colour per kind (hues around the circle, two lightness levels). */
+/* A distinct colour per kind: a qualitative palette of 20 colours that do
+ * not look alike (Trubetskoy's, the first most distinct; its beige, unseen on
+ * white, is a dark grey here), then hues around the circle at two lightness
+ * levels. */
 static void kind_colour(int k, char out[8])
 {
+    static const char *const palette[] = { "#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#42d4f4",
+                                           "#f032e6", "#bfef45", "#fabed4", "#469990", "#dcbeff", "#9a6324", "#404040",
+                                           "#800000", "#aaffc3", "#808000", "#ffd8b1", "#000075", "#a9a9a9" };
+    if (k < (int)(sizeof palette / sizeof palette[0])) {
+        snprintf(out, 8, "%s", palette[k]);
+        return;
+    }
     double h = fmod(k * 0.618033988749895, 1.0) * 6, s = 0.75, v = k % 2 ? 0.70 : 0.95;
     double c = v * s, x = c * (1 - fabs(fmod(h, 2) - 1)), m = v - c, rgb[3];
     int sector = (int)h;
@@ -647,6 +657,31 @@ static int copy_over(const char *from, const char *to)
     return rc;
 }
 
+/* The marks (steps): a dashed line each, and its label above the chart on
+ * one of two staggered rows; a label that would overlap the previous one on
+ * both rows is left out (its line stays). Label widths are estimated on
+ * the safe side: 1000 of the chart's 1600 pixels for the time axis (the key
+ * takes the right), 6 pixels a character of the 8-point font. */
+static void draw_marks(FILE *gp, double t0, double t1)
+{
+    double span = (t1 - t0) / 1e3, ms_per_char = span > 0 ? 6.0 * span / 1000.0 : 0;
+    double row_end[2] = { -INFINITY, -INFINITY }; /* where each row's last label ends (ms) */
+    for (int i = 0; i < run->nmarks; i++) {
+        double x = (run->marks[i].us - t0) / 1e3;
+        if (x < -span || x > span)
+            continue; /* a mark from before or after the run */
+        x = x < 0 ? 0 : x;
+        fprintf(gp, "set arrow from %.3f, graph 0 to %.3f, graph 1 nohead dt 2 lc rgb '#404040' front\n", x, x);
+        char text[64];
+        gp_text(run->marks[i].label, text, sizeof text);
+        int row = x >= row_end[0] ? 0 : x >= row_end[1] ? 1 : -1;
+        if (row < 0)
+            continue;
+        row_end[row] = x + (strlen(text) + 2) * ms_per_char; /* a gap of two characters */
+        fprintf(gp, "set label '%s' at %.3f, graph %.3f font 'sans,8'\n", text, x, row ? 1.045 : 1.01);
+    }
+}
+
 static int draw_gantt(const char *png, const long *order, long n, double t0, double t1, kind_stat_t *kinds,
                       int nkinds)
 {
@@ -672,7 +707,8 @@ static int draw_gantt(const char *png, const long *order, long n, double t0, dou
     int nw = (int)starpu_worker_get_count();
     fprintf(gp, "set terminal pngcairo noenhanced size 1600,%d font 'sans,10'\nset output '%s'\n",
             nw < 8 ? 360 + 40 * nw : 200 + 28 * nw, png);
-    fprintf(gp, "set title 'Tessera schedule: %ld tasks, %d workers, %.1f ms'\n", n, nw, (t1 - t0) / 1e3);
+    fprintf(gp, "set title 'Tessera schedule: %ld tasks, %d workers, %.1f ms' offset 0,1\nset tmargin 5\n", n, nw,
+            (t1 - t0) / 1e3);
     fprintf(gp, "set xlabel 'time (ms)'\nset xrange [0:%.3f]\nset yrange [-0.6:%d.6] reverse\n", (t1 - t0) / 1e3,
             nw - 1);
     fprintf(gp, "set key outside right top vertical maxrows %d font 'sans,9'\nset grid xtics\nset ytics (",
@@ -683,16 +719,7 @@ static int draw_gantt(const char *png, const long *order, long n, double t0, dou
         fprintf(gp, "%s'%s' %d", w ? ", " : "", gp_text(name, text, sizeof text), w);
     }
     fprintf(gp, ")\n");
-    for (int i = 0; i < run->nmarks; i++) {
-        double x = (run->marks[i].us - t0) / 1e3;
-        if (x < -(t1 - t0) / 1e3 || x > (t1 - t0) / 1e3)
-            continue; /* a mark from before or after the run */
-        x = x < 0 ? 0 : x;
-        fprintf(gp, "set arrow from %.3f, graph 0 to %.3f, graph 1 nohead dt 2 lc rgb '#404040' front\n", x, x);
-        char text[64];
-        fprintf(gp, "set label '%s' at %.3f, graph 1.01 font 'sans,8'\n",
-                gp_text(run->marks[i].label, text, sizeof text), x);
-    }
+    draw_marks(gp, t0, t1);
     fprintf(gp, "plot ");
     for (int k = 0; k < nkinds; k++) {
         char colour[8], name[64], text[64];

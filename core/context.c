@@ -284,6 +284,47 @@ static void warn_unused_hardware(const tsr_config_t *cfg)
                 "(check the driver and CUDA_VISIBLE_DEVICES; TSR_VERBOSE=2 shows StarPU's messages)", gpus);
 }
 
+/* Ranks on this host and their CPU workers: with MPI, the ranks sharing this
+ * host's memory (MPI_COMM_TYPE_SHARED; collective); without, the launcher's
+ * count of local ranks (Open MPI, MPICH) times this rank's workers. */
+static void host_ranks_workers(int use_mpi, int *ranks, int *workers)
+{
+    *ranks = 1;
+    *workers = tsr_ncpu_workers();
+#if TSR_USE_MPI
+    MPI_Comm host;
+    if (use_mpi && MPI_Comm_split_type(tsr_ctx.raw_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+        int mine = *workers;
+        MPI_Comm_size(host, ranks);
+        MPI_Allreduce(&mine, workers, 1, MPI_INT, MPI_SUM, host);
+        MPI_Comm_free(&host);
+        return;
+    }
+#endif
+    (void)use_mpi;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE") ? getenv("OMPI_COMM_WORLD_LOCAL_SIZE")
+                                                              : getenv("MPI_LOCALNRANKS");
+    if (local && atoi(local) > 1) {
+        *ranks = atoi(local);
+        *workers *= *ranks;
+    }
+}
+
+/* More CPU workers on this host than cores: the ranks' workers poll for
+ * tasks on shared cores and run several times slower (mpirun -np 2 with all
+ * cores each on a 2-core machine: 8x). One line on rank 0; collective. */
+static void warn_oversubscribed(int use_mpi)
+{
+    if (tsr_simulated()) /* simulated cores are not these */
+        return;
+    int ranks, workers, cores = count_physical_cores();
+    host_ranks_workers(use_mpi, &ranks, &workers);
+    if (tsr_ctx.rank == 0 && ranks > 1 && workers > cores)
+        tsr_log(TSR_LOG_INFO, "warning: %d ranks on this host run %d CPU workers on its %d cores: they share cores "
+                "and run slower; give each rank fewer workers (--threads or STARPU_NCPU, at most %d a rank here)",
+                ranks, workers, cores, cores / ranks > 0 ? cores / ranks : 1);
+}
+
 int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
 {
     if (tsr_ctx.initialized)
@@ -381,6 +422,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     }
     describe_runtime(cfg.gpu_tf32);
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
+    warn_oversubscribed(use_mpi);
     if (tsr_ctx.rank == 0)
         warn_unused_hardware(&cfg);
     return TSR_SUCCESS;

@@ -121,11 +121,8 @@ static void check_errors(void)
     tsr_expect_error(tsr_adamw(p, g_shape, m, v, lr, beta1, beta2, eps, wd, 0), TSR_ESHAPE, n0, "grads shape");
     tsr_expect_error(tsr_adamw(p, g_tile, m, v, lr, beta1, beta2, eps, wd, 0), TSR_ETILE, n0, "grads tiles");
     CHECK_RC(tsr_adamw(p, g, m, v, lr, beta1, beta2, eps, wd, 0), TSR_SUCCESS);
-    CHECK_RC(tsr_wait(), TSR_SUCCESS);
-    CHECK(tsr_tasks_submitted() > n0 || tsr_size() > 1);
-    tsr_desc_t *all[] = { p, g, m, v, g_shape, g_tile, g64 };
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        tsr_desc_destroy(all[k]);
+    tsr_expect_tasks_ran(n0);
+    TSR_TEST_DESTROY(p, g, m, v, g_shape, g_tile, g64);
 }
 
 int main(int argc, char **argv)
@@ -142,7 +139,5 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         run(&cases[k]);
     check_errors();
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_adamw") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_adamw");
 }

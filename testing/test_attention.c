@@ -216,12 +216,24 @@ static int create_descs(descs_t *d, const attn_case_t *c)
 
 static void destroy_descs(descs_t *d)
 {
-    tsr_desc_t *all[] = { d->Q, d->K, d->V, d->out, d->stats, d->dout, d->dQ, d->dK, d->dV };
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tsr_desc_destroy(all[i]);
+    TSR_TEST_DESTROY(d->Q, d->K, d->V, d->out, d->stats, d->dout, d->dQ, d->dK, d->dV);
 }
 
 /* Fill a descriptor with NaN (collective): outputs must not be read. */
+/* Descriptors for c holding h's inputs (as rank 0 has them), after the
+ * forward and the backward (accum). */
+static void run_passes(descs_t *d, const attn_case_t *c, const host_t *h, tsr_reduction_t accum)
+{
+    CHECK_RC(create_descs(d, c), TSR_SUCCESS);
+    CHECK_RC(tsr_test_scatter_f32(d->Q, h->q), TSR_SUCCESS);
+    CHECK_RC(tsr_test_scatter_f32(d->K, h->k), TSR_SUCCESS);
+    CHECK_RC(tsr_test_scatter_f32(d->V, h->v), TSR_SUCCESS);
+    CHECK_RC(tsr_test_scatter_f32(d->dout, h->dout), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_forward(d->Q, d->K, d->V, d->out, d->stats), TSR_SUCCESS);
+    CHECK_RC(tsr_attention_backward(d->Q, d->K, d->V, d->out, d->dout, d->stats, d->dQ, d->dK, d->dV, TSR_OVERWRITE,
+                                    accum), TSR_SUCCESS);
+}
+
 static int fill_nan(tsr_desc_t *d)
 {
     size_t n = (size_t)d->b * d->m * d->n;
@@ -421,14 +433,7 @@ static void suite_causal(void)
                         }
                     }
             descs_t d;
-            CHECK_RC(create_descs(&d, &c), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.Q, h.q), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.K, h.k), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.V, h.v), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.dout, h.dout), TSR_SUCCESS);
-            CHECK_RC(tsr_attention_forward(d.Q, d.K, d.V, d.out, d.stats), TSR_SUCCESS);
-            CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, TSR_OVERWRITE,
-                                            TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+            run_passes(&d, &c, &h, TSR_REDUCTION_ORDERED);
             tsr_desc_t *outs[5] = { d.out, d.stats, d.dQ, d.dK, d.dV };
             for (int i = 0; i < 5; i++)
                 res[run][i] = tsr_test_gather_f32(outs[i]);
@@ -551,14 +556,7 @@ static void suite_fd(void)
         for (int a = 0; a < 2; a++) {
             c.accum = a ? TSR_REDUCTION_REDUX : TSR_REDUCTION_ORDERED;
             descs_t d;
-            CHECK_RC(create_descs(&d, &c), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.Q, h.q), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.K, h.k), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.V, h.v), TSR_SUCCESS);
-            CHECK_RC(tsr_test_scatter_f32(d.dout, h.dout), TSR_SUCCESS);
-            CHECK_RC(tsr_attention_forward(d.Q, d.K, d.V, d.out, d.stats), TSR_SUCCESS);
-            CHECK_RC(tsr_attention_backward(d.Q, d.K, d.V, d.out, d.dout, d.stats, d.dQ, d.dK, d.dV, TSR_OVERWRITE, c.accum),
-                     TSR_SUCCESS);
+            run_passes(&d, &c, &h, c.accum);
             tsr_desc_t *g[3] = { d.dQ, d.dK, d.dV };
             for (int i = 0; i < 3; i++) {
                 float *x = tsr_test_gather_f32(g[i]);
@@ -660,10 +658,8 @@ static void suite_errors(void)
     CHECK_RC(tsr_attention_backward(Q, K, V, out, dout, st, dQ, dK, dV, TSR_ACCUMULATE, TSR_REDUCTION_REDUX), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > before);
-    tsr_desc_t *all[] = { Q, K, V, out, st, dout, dQ, dK, dV, K64, Kshort, Vhd, Vb, st1, st_nb, st_mb, Qmb,
-                          out_nb, V_nb, out_bb, dout64 };
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tsr_desc_destroy(all[i]);
+    TSR_TEST_DESTROY(Q, K, V, out, st, dout, dQ, dK, dV, K64, Kshort, Vhd, Vb, st1, st_nb, st_mb, Qmb, out_nb, V_nb,
+                     out_bb, dout64);
 }
 
 /* Before tsr_init: NULL is EINVAL, anything else ENOTINIT. */

@@ -251,11 +251,8 @@ static void check_errors(void)
     /* good calls submit tasks; the losses may be left out */
     CHECK_RC(tsr_crossentropy_forward(x, s, NULL, targets, V, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
     CHECK_RC(tsr_crossentropy_backward(x, s, targets, V, 0.0f), TSR_SUCCESS);
-    CHECK_RC(tsr_wait(), TSR_SUCCESS);
-    CHECK(tsr_tasks_submitted() > n0 || tsr_size() > 1);
-    tsr_desc_t *all[] = { x, s, l, x64, s3, s_mb1, s_nb, l_n };
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        tsr_desc_destroy(all[k]);
+    tsr_expect_tasks_ran(n0);
+    TSR_TEST_DESTROY(x, s, l, x64, s3, s_mb1, s_nb, l_n);
 }
 
 int main(int argc, char **argv)
@@ -272,7 +269,5 @@ int main(int argc, char **argv)
             run(&configs[k], (tsr_reduction_t)accum, 0.0f);
     run(&configs[1], TSR_REDUCTION_REDUX, 0.37f);
     check_errors();
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_crossentropy") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_crossentropy");
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
+#include "tsr_testutil.h"
 
 typedef struct { int bb, mb, nb; } tiling_t;
 
@@ -240,10 +242,7 @@ static void check_descriptor(tsr_dtype_t dtype, tiling_t t, const tsr_dist_t *di
 
 int main(int argc, char **argv)
 {
-    tsr_config_t cfg;
-    tsr_config_default(&cfg);
-    cfg.ncpus = 1;
-    if (tsr_init(&cfg, &argc, &argv) != 0)
+    if (tsr_test_init_one_worker(&argc, &argv) != 0)
         return 2;
     int size = tsr_size();
     check_bf16_conversion();
@@ -271,7 +270,5 @@ int main(int argc, char **argv)
         CHECK(tsr_tile_owner(d, 0, 1, 0) == 2 && tsr_tile_owner(d, 0, 1, 1) == 3 && tsr_tile_owner(d, 1, 1, 1) == 0);
         tsr_desc_destroy(d);
     }
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_desc") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_desc");
 }

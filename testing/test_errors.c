@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_testutil.h"
 
 static tsr_desc_t *make(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int nb, const tsr_dist_t *dist)
 {
@@ -192,9 +193,7 @@ static void check_gemm_errors(void)
         tsr_desc_destroy(B12);
         tsr_desc_destroy(C21);
     }
-    tsr_desc_t *all[] = { A, B, C, Cd, Cshape, Bk, Cbatch, Ctile, Bktile, At };
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tsr_desc_destroy(all[i]);
+    TSR_TEST_DESTROY(A, B, C, Cd, Cshape, Bk, Cbatch, Ctile, Bktile, At);
 }
 
 /* An output that is also an input gave a wrong C (tiles of A or B were

@@ -9,6 +9,7 @@
 #include "tsr_compute.h"
 #include "tsr_check.h"
 #include "tsr_expect.h"
+#include "tsr_testutil.h"
 
 static void run(tsr_trans_t ta, tsr_trans_t tb, tsr_reduction_t accum, int tile)
 {
@@ -105,10 +106,7 @@ static void bad_arguments(void)
 
 int main(int argc, char **argv)
 {
-    tsr_config_t cfg;
-    tsr_config_default(&cfg);
-    cfg.ncpus = 1;
-    if (tsr_init(&cfg, &argc, &argv) != 0)
+    if (tsr_test_init_one_worker(&argc, &argv) != 0)
         return 2;
     for (int t = 0; t < 4; t++)
         for (int tile = 7; tile <= 64; tile *= 3)
@@ -118,7 +116,5 @@ int main(int argc, char **argv)
         c_over_a();
         bad_arguments();
     }
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_gemm_array") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_gemm_array");
 }

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tsr_check.h"
+
 static int capture_saved_fd = -1;
 static char capture_path[4096];
 static char capture_text[8192];
@@ -54,6 +56,14 @@ static inline const char *capture_end(void)
 static inline int has_all(const char *text, const char *a, const char *b)
 {
     return (!a || strstr(text, a)) && (!b || strstr(text, b));
+}
+
+/* CHECKs that a failure's message (msg) names the file and the problem. */
+static inline void check_message(const char *msg, const char *name, const char *needle)
+{
+    if (!has_all(msg, name, needle))
+        fprintf(stderr, "FAILED: message for %s lacks '%s'\n", name, needle);
+    CHECK(has_all(msg, name, needle));
 }
 
 /* 0 when all bytes were written and the file closed without error */
@@ -98,6 +108,16 @@ static inline void make_dir(const char *dir)
 static inline void join(char *out, size_t cap, const char *dir, const char *name)
 {
     snprintf(out, cap, "%s/%s", dir, name);
+}
+
+/* A bad input of the tests: path = dir/name (cap bytes) holding data
+ * (bytes), or no such file when data is NULL. */
+static inline void bad_file(char *path, size_t cap, const char *dir, const char *name, const void *data,
+                            size_t bytes)
+{
+    join(path, cap, dir, name);
+    if (data)
+        CHECK(write_file(path, data, bytes) == 0);
 }
 
 /* The GPT-2 test programs' arguments, DATADIR TMPDIR: TMPDIR is made and

@@ -250,9 +250,7 @@ static void expect_open_fails(const char *path, const char *name, int code, cons
     int rc = tsr_gpt2_loader_open(&ld, path, 50257, 4, 64, 1, 42);
     const char *msg = capture_end();
     CHECK_RC(rc, code);
-    if (!has_all(msg, name, needle))
-        fprintf(stderr, "FAILED: message for %s lacks '%s'\n", name, needle);
-    CHECK(has_all(msg, name, needle));
+    check_message(msg, name, needle);
     CHECK(ld.perm == NULL && ld.shards == NULL);
     tsr_gpt2_loader_free(&ld); /* safe after a failed open */
 }

@@ -99,9 +99,7 @@ int main(int argc, char **argv)
         rc = tsr_gpt2_debug_state_read(p, &cfg, &st);
         msg = capture_end();
         CHECK_RC(rc, cases[c].code);
-        if (!has_all(msg, cases[c].name, cases[c].needle))
-            fprintf(stderr, "FAILED: message for %s lacks '%s'\n", cases[c].name, cases[c].needle);
-        CHECK(has_all(msg, cases[c].name, cases[c].needle));
+        check_message(msg, cases[c].name, cases[c].needle);
     }
     free(buf);
     free(good);

@@ -146,9 +146,7 @@ static void test_roundtrip(const char *datadir)
 static void expect_bad(const char *name, const void *data, size_t bytes, int code, const char *needle)
 {
     char path[4096];
-    join(path, sizeof path, tmpdir, name);
-    if (data)
-        CHECK(write_file(path, data, bytes) == 0);
+    bad_file(path, sizeof path, tmpdir, name, data, bytes);
     tsr_gpt2_config_t c;
     float *p = (float *)&c; /* must come back NULL */
     capture_begin(tmpdir);
@@ -156,9 +154,7 @@ static void expect_bad(const char *name, const void *data, size_t bytes, int cod
     const char *msg = capture_end();
     CHECK_RC(rc, code);
     CHECK(p == NULL);
-    if (!has_all(msg, name, needle))
-        fprintf(stderr, "FAILED: message for %s lacks '%s'\n", name, needle);
-    CHECK(has_all(msg, name, needle));
+    check_message(msg, name, needle);
     capture_begin(tmpdir);
     CHECK_RC(tsr_gpt2_checkpoint_read_config(path, &c), code);
     capture_end();

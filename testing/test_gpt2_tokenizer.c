@@ -10,17 +10,13 @@ static const char *tmpdir;
 static void expect_bad(const char *name, const void *data, size_t bytes, int code, const char *needle)
 {
     char path[4096];
-    join(path, sizeof path, tmpdir, name);
-    if (data)
-        CHECK(write_file(path, data, bytes) == 0);
+    bad_file(path, sizeof path, tmpdir, name, data, bytes);
     tsr_gpt2_tokenizer_t tok;
     capture_begin(tmpdir);
     int rc = tsr_gpt2_tokenizer_read(path, &tok);
     const char *msg = capture_end();
     CHECK_RC(rc, code);
-    if (!has_all(msg, name, needle))
-        fprintf(stderr, "FAILED: message for %s lacks '%s'\n", name, needle);
-    CHECK(has_all(msg, name, needle));
+    check_message(msg, name, needle);
     CHECK(tok.offset == NULL && tsr_gpt2_decode(&tok, 0, NULL) == NULL);
     tsr_gpt2_tokenizer_free(&tok);
 }

@@ -236,9 +236,7 @@ static void make_descs(ln_descs_t *s, const ln_config_t *c)
 
 static void destroy_descs(ln_descs_t *s)
 {
-    tsr_desc_t *all[] = { s->inp, s->w, s->b, s->out, s->mean, s->rstd, s->dout, s->dinp, s->dw, s->db, s->work };
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        tsr_desc_destroy(all[k]);
+    TSR_TEST_DESTROY(s->inp, s->w, s->b, s->out, s->mean, s->rstd, s->dout, s->dinp, s->dw, s->db, s->work);
 }
 
 static void scatter(tsr_desc_t *d, const float *v) { CHECK_RC(tsr_test_scatter_f32(d, v), TSR_SUCCESS); }
@@ -633,10 +631,8 @@ static void check_errors(void)
     CHECK_RC(tsr_residual_backward(dy, dx, NULL, TSR_ACCUMULATE, TSR_OVERWRITE), TSR_SUCCESS);
     CHECK_RC(tsr_wait(), TSR_SUCCESS);
     CHECK(tsr_tasks_submitted() > t0 || tsr_size() > 1);
-    tsr_desc_t *all[] = { x, y, dy, dx, w, b, dw, db, mu, rs, x64, xbig, x3d, xtile, w2, wtile, mu2, mutile, work,
-                          work1, dw64, work_row };
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        tsr_desc_destroy(all[k]);
+    TSR_TEST_DESTROY(x, y, dy, dx, w, b, dw, db, mu, rs, x64, xbig, x3d, xtile, w2, wtile, mu2, mutile, work, work1,
+                     dw64, work_row);
 }
 
 /* ---- RMSNorm forward ---- */
@@ -1026,7 +1022,5 @@ int main(int argc, char **argv)
     check_sum_tree(&grid);
     check_rmsnorm(&grid);
     check_rmsnorm_backward(&grid);
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_layernorm") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_layernorm");
 }

@@ -57,13 +57,6 @@ static tsr_desc_t *upload3(const float *x, int b, int m, int n, int bb, int mb, 
 
 static tsr_desc_t *upload2(const float *x, int m, int n, int mb, int nb) { return upload3(x, 1, m, n, 1, mb, nb); }
 
-static void destroy_all(tsr_desc_t **d, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (d[i])
-            tsr_desc_destroy(d[i]);
-}
-
 /* ---- llm.c-style references (double) --------------------------------------- */
 
 #define GELU_SCALING_FACTOR 0.7978845608028654 /* sqrt(2 / pi) */
@@ -272,7 +265,7 @@ static void forward_case(shape_t s, tiles_t t, int gelu, int with_bias, tsr_redu
     expect_desc("out", d[3], out, aout, s.IC);
     if (gelu)
         expect_desc("pre", d[4], pre, absb, s.IC);
-    destroy_all(d, 5);
+    tsr_test_destroy(d, 5);
     free(inp); free(W); free(bias); free(pre); free(absb); free(out); free(aout);
 }
 
@@ -307,7 +300,7 @@ static void unfused_case(shape_t s, tiles_t t)
     if (pre) /* rank 0; the gather in expect_desc is collective */
         ref_dpre(nout, 1, pre, dout, dp, adp);
     expect_desc("dout * gelu'(pre)", d[4], dp, adp, 8);
-    destroy_all(d, 5);
+    tsr_test_destroy(d, 5);
     free(inp); free(W); free(bias); free(dout); free(pre); free(ref); free(absb); free(out); free(aout);
     free(dp); free(adp);
 }
@@ -405,7 +398,7 @@ static void backward_case(shape_t s, tiles_t t, int gelu, int in_place, tsr_writ
     if (want & WANT_DBIAS)
         expect_desc("dbias", d[DB], g.dbias, g.a_dbias, s.BT + extra);
     grads_free(&g);
-    destroy_all(d, ND);
+    tsr_test_destroy(d, ND);
     free(inp); free(W); free(dout); free(pre); free(g0_dinp); free(g0_dW); free(g0_dbias); free(dp); free(adp);
 }
 
@@ -477,7 +470,7 @@ static void qkv_forward_case(heads_shape_t s, heads_tiles_t t, tsr_reduction_t a
         flat_to_heads(s, p, absb, ah);
         expect_desc(names[p], d[3 + p], h, ah, C);
     }
-    destroy_all(d, 6);
+    tsr_test_destroy(d, 6);
     free(inp); free(W); free(bias); free(pre); free(absb); free(h); free(ah);
 }
 
@@ -518,7 +511,7 @@ static void qkv_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t mode
     expect_desc("dW", d[6], g.dW, g.a_dW, BT);
     expect_desc("dbias", d[7], g.dbias, g.a_dbias, BT);
     grads_free(&g);
-    destroy_all(d, 9);
+    tsr_test_destroy(d, 9);
     for (int p = 0; p < 3; p++)
         free(dh[p]);
     free(inp); free(W); free(dflat); free(g0_dinp); free(g0_dW); free(g0_dbias); free(dp); free(adp);
@@ -545,7 +538,7 @@ static void attproj_forward_case(heads_shape_t s, heads_tiles_t t, tsr_reduction
     double *out = malloc(n * sizeof *out), *absb = malloc(n * sizeof *absb);
     ref_forward(C, C, BT, yflat, W, bias, out, absb);
     expect_desc("out", d[3], out, absb, C);
-    destroy_all(d, 4);
+    tsr_test_destroy(d, 4);
     free(y); free(W); free(bias); free(yflat); free(out); free(absb);
 }
 
@@ -584,7 +577,7 @@ static void attproj_backward_case(heads_shape_t s, heads_tiles_t t, tsr_write_t 
     expect_desc("dW", d[4], g.dW, g.a_dW, BT);
     expect_desc("dbias", d[5], g.dbias, g.a_dbias, BT);
     grads_free(&g);
-    destroy_all(d, 6);
+    tsr_test_destroy(d, 6);
     free(y); free(W); free(dout); free(yflat); free(g0_dy); free(g0_dW); free(g0_dbias); free(g0_flat);
     free(dp); free(adp); free(dyh); free(adyh);
 }
@@ -626,7 +619,7 @@ static void split_merge_case(heads_shape_t s, int xmb, int xnb, int bb, int mb, 
         absb[i] = 4.0; /* sums of at most 3 values below 1 */
     expect_desc("merged X", d[4], ref, absb, 1);
     expect_desc("merged onto X1", d[5], ref1, absb, 1);
-    destroy_all(d, 6);
+    tsr_test_destroy(d, 6);
     free(x); free(x1); free(ref); free(ref1); free(absb);
 }
 
@@ -810,7 +803,7 @@ static void fd_case(tiles_t t, tsr_reduction_t accum)
             expect_fd("dinp", dinp[i], fd_grad(IC, OC, BT, xi, xw, xb, G, xi, i));
         free(xi); free(xw); free(xb);
     }
-    destroy_all(d, 9);
+    tsr_test_destroy(d, 9);
     free(inp); free(W); free(bias); free(G); free(dinp); free(dW); free(dbias);
 }
 
@@ -953,7 +946,7 @@ static void test_errors(void)
     CHECK(tsr_tasks_submitted() > err_before || tsr_size() > 1);
     tsr_desc_t *all[] = { inp, W, bias, out, pre, dinp, dW, inp_tile, out_nb, bias_len, inp3, inp_short, inp64,
                           Wq, q, k, v, v_bad, v_tile, hd5, hd5k, hd5v, Wp, outp, outp_tile, dbias_tile, qkv };
-    destroy_all(all, sizeof all / sizeof all[0]);
+    tsr_test_destroy(all, sizeof all / sizeof all[0]);
     tsr_set_verbose(verbose);
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 #include "tsr_testutil.h"
 
 int main(int argc, char **argv)
@@ -48,7 +49,5 @@ int main(int argc, char **argv)
     tsr_desc_destroy(A);
     tsr_desc_destroy(B);
     tsr_desc_destroy(C);
-    int rc = tsr_rank() == 0 ? tsr_check_report("test_redux_async") : (tsr_checks_failed ? 1 : 0);
-    tsr_finalize();
-    return rc;
+    return tsr_test_finish("test_redux_async");
 }

@@ -50,4 +50,23 @@ static inline void tsr_expect_message(const char *log, const char *text, const c
         fprintf(stderr, "  case '%s': the message does not say '%s': %s\n", what, text, log);
     CHECK(strstr(log, text) != NULL);
 }
+
+/* The end of a test's main: rank 0 prints the report (tsr_check_report),
+ * StarPU stops. Returns the exit status. */
+static inline int tsr_test_finish(const char *name)
+{
+    int rc = tsr_rank() == 0 ? tsr_check_report(name) : (tsr_checks_failed ? 1 : 0);
+    tsr_finalize();
+    return rc;
+}
+
+/* The good call after the bad ones (before: tsr_tasks_submitted() before
+ * them) ran to the end and submitted tasks (on one rank: with several, this
+ * rank may own none of its tiles). */
+static inline void tsr_expect_tasks_ran(uint64_t before)
+{
+    CHECK_RC(tsr_wait(), TSR_SUCCESS);
+    CHECK(tsr_tasks_submitted() > before || tsr_size() > 1);
+}
+
 #endif

@@ -42,6 +42,14 @@ double tsr_test_max_abs_err(const float *x, const float *ref, size_t n)
     return max_err(x, ref, n, 0.0, 0);
 }
 
+int tsr_test_init_one_worker(int *argc, char ***argv)
+{
+    tsr_config_t cfg;
+    tsr_config_default(&cfg);
+    cfg.ncpus = 1;
+    return tsr_init(&cfg, argc, argv) != 0;
+}
+
 int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid)
 {
     tsr_config_t cfg;
@@ -56,6 +64,12 @@ int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid)
         P = 1;
     *grid = tsr_dist_block_cyclic(P, tsr_size() / P);
     return 0;
+}
+
+void tsr_test_destroy(tsr_desc_t *const *all, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tsr_desc_destroy(all[i]);
 }
 
 /* out = softmax(q k^T / sqrt(hd), causal) v, head by head, in double. */

@@ -22,4 +22,11 @@ void tsr_test_attention_ref(int heads, int T, int hd, const float *Q, const floa
  * errors), one CPU worker per rank under mpirun; *grid = P x (size/P) with
  * P from argv[1] (1 when absent or not dividing the ranks). 0 on success. */
 int tsr_test_init(int *argc, char ***argv, tsr_dist_t *grid);
+/* tsr_init with one CPU worker (per rank), the defaults otherwise. 0 on success. */
+int tsr_test_init_one_worker(int *argc, char ***argv);
+/* Destroys the n descriptors of all (NULL ones skipped); TSR_TEST_DESTROY
+ * takes them as a list. */
+void tsr_test_destroy(tsr_desc_t *const *all, size_t n);
+#define TSR_TEST_DESTROY(...)                                                                               \
+    tsr_test_destroy((tsr_desc_t *[]){ __VA_ARGS__ }, sizeof((tsr_desc_t *[]){ __VA_ARGS__ }) / sizeof(tsr_desc_t *))
 #endif
