@@ -99,3 +99,14 @@ void tsr_test_attention_ref(int heads, int T, int hd, const float *Q, const floa
         }
     free(w);
 }
+
+double tsr_test_central_diff(double *x, double h, double (*loss)(void *arg), void *arg)
+{
+    double x0 = *x;
+    *x = x0 + h;
+    double up = loss(arg);
+    *x = x0 - h;
+    double down = loss(arg);
+    *x = x0;
+    return (up - down) / (2 * h);
+}

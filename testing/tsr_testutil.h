@@ -18,6 +18,9 @@ double tsr_test_max_abs_err(const float *x, const float *ref, size_t n);
  * (h * T + t) * hd + d, tsr_attention_array's layout), in double: out =
  * softmax(q k^T / sqrt(hd), keys up to the query) v. */
 void tsr_test_attention_ref(int heads, int T, int hd, const float *Q, const float *K, const float *V, float *out);
+/* The central difference (loss(x + h) - loss(x - h)) / 2h of loss(arg)
+ * along *x (an element that loss reads through arg), *x restored. */
+double tsr_test_central_diff(double *x, double h, double (*loss)(void *arg), void *arg);
 /* tsr_init for the op tests: quiet (the expected failures would print
  * errors), one CPU worker per rank under mpirun; *grid = P x (size/P) with
  * P from argv[1] (1 when absent or not dividing the ranks). 0 on success. */
