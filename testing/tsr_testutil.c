@@ -110,3 +110,14 @@ double tsr_test_central_diff(double *x, double h, double (*loss)(void *arg), voi
     *x = x0;
     return (up - down) / (2 * h);
 }
+
+int tsr_test_scatter_bf16(tsr_desc_t *d, const float *x)
+{
+    size_t n = (size_t)d->b * d->m * d->n;
+    tsr_bf16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = tsr_float_to_bf16(x[i]);
+    int rc = tsr_desc_scatter(d, h, d->m, 0);
+    free(h);
+    return rc;
+}

@@ -10,6 +10,9 @@
 float *tsr_test_gather_f32(tsr_desc_t *d);
 /* Scatter a full float32 array held by rank 0 into the descriptor. Collective. */
 int tsr_test_scatter_f32(tsr_desc_t *d, const float *full);
+/* The float values x (d->b matrices of d->m x d->n, column-major, on every
+ * rank) into the bf16 descriptor d, rounded to bf16. tsr_desc_scatter's code. */
+int tsr_test_scatter_bf16(tsr_desc_t *d, const float *x);
 /* max |x - ref| / max(|ref|, floor) over n elements (NaN anywhere -> inf). */
 double tsr_test_max_rel_err(const float *x, const float *ref, size_t n, double floor);
 /* max |x - ref| over n elements (NaN anywhere -> inf). */
