@@ -39,13 +39,8 @@ usage="usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements 
 scenarios=(weak-T256 weak-T1024 strong-T256 strong-T1024)
 
 models=epyc-avx512-2c nodes_list="1,2,4,8,16,32,64" only="" placements="sharded,rank0" workers=16 steps=4
-while [ $# -gt 0 ]; do
-    case $1 in
-        --models | --nodes | --only | --placements | --steps) need_value "$1" $# ;;
-        -h | --help) echo "$usage"; exit 0 ;;
-        -*) die "unknown option '$(shown "$1")' ($usage)" ;;
-        *) break ;;
-    esac
+show_help() { echo "$usage"; }
+option() {
     case $1 in
         --models) check_name --models "$2"; models=$2 ;;
         --nodes) check_list --nodes "$2" check_count 1 64; nodes_list=$2 ;;
@@ -53,8 +48,9 @@ while [ $# -gt 0 ]; do
         --placements) check_list --placements "$2" check_word sharded rank0; placements=$2 ;;
         --steps) check_count --steps "$2" 1 99; steps=$2 ;;
     esac
-    shift 2
-done
+}
+take_options option show_help "($usage)" "--models --nodes --only --placements --steps" "$@"
+shift "$options_taken"
 [ $# -eq 1 ] || die "$usage"
 csv=$1
 check_path OUT.csv "$csv"

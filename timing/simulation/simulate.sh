@@ -30,13 +30,8 @@ PROG=simulate
 die() { echo "simulate: error: $*" >&2; exit 2; }
 
 nodes=1 workers=16 gpus=0 models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
-while [ $# -gt 0 ]; do
-    case $1 in
-        --nodes | --workers | --gpus | --models | --platform | --build) need_value "$1" $# ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        -*) die "unknown option '$(shown "$1")' (see --help)" ;;
-        *) break ;;
-    esac
+show_help() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+option() {
     case $1 in
         --nodes) check_count --nodes "$2" 1 64; nodes=$2 ;;
         --workers) check_count --workers "$2" 0 64; workers=$2 ;;
@@ -45,8 +40,9 @@ while [ $# -gt 0 ]; do
         --platform) check_path --platform "$2"; platform=$2 ;;
         --build) check_path --build "$2"; build=$2 ;;
     esac
-    shift 2
-done
+}
+take_options option show_help "(see --help)" "--nodes --workers --gpus --models --platform --build" "$@"
+shift "$options_taken"
 [ $# -ge 1 ] || die "no program given (tsr_gpt2 or time_gemm; see --help)"
 program=$1
 shift
