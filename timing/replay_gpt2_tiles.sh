@@ -17,7 +17,6 @@ tiles="256:384:1536:6288:6 128:384:1536:6288:6 128:192:768:3144:3 64:192:768:314
 PROG=replay_gpt2_tiles.sh
 # shellcheck source=lib/args.sh
 . "$(dirname "$0")/lib/args.sh"
-show_help() { sed -n '2,/^set -euo/p' "$0" | grep '^#'; }
 option() {
   case $1 in
     --exe) check_path "$1" "$2"; exe=$2 ;; --model) check_name "$1" "$2"; model=$2 ;;
@@ -28,9 +27,7 @@ option() {
              tiles=$2 ;;
   esac
 }
-take_options option show_help "(see --help)" "--exe --model -B -T --steps --tiles" "$@"
-shift "$options_taken"
-[ $# -eq 0 ] || arg_error "unknown option '$(shown "$1")' (see --help)"
+take_all_options option help_from_comments "(see --help)" "--exe --model -B -T --steps --tiles" "$@"
 [ -x "$exe" ] || { echo "error: $(shown "$exe") not found (build first)" >&2; exit 1; }
 echo "model,B,T,tok,ch,hid,voc,heads,workers,median_ms,task_cost_us,replay_1x,replay_2x,replay_4x,replay_8x,replay_16x,measured_ms_per_step"
 for t in $tiles; do

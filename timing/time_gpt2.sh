@@ -29,7 +29,6 @@ check_words() {
   [[ $2 =~ ^$3( $3)*$ ]] || arg_error "$1 '$(shown "$2")': $4, separated by spaces"
 }
 n='(0|[1-9][0-9]{0,6})'
-show_help() { sed -n '2,/^set -euo/p' "$0" | grep '^#'; }
 option() {
   case $1 in
     --exe) check_path "$1" "$2"; exe=$2 ;; --model) check_name "$1" "$2"; model=$2 ;;
@@ -45,9 +44,7 @@ option() {
     --steps) check_count "$1" "$2" 1 100000; steps=$2 ;;
   esac
 }
-take_options option show_help "(see --help)" "--exe --model --bt --tok --voc --ch --hid --heads --qk --split --accum --steps" "$@"
-shift "$options_taken"
-[ $# -eq 0 ] || arg_error "unknown option '$(shown "$1")' (see --help)"
+take_all_options option help_from_comments "(see --help)" "--exe --model --bt --tok --voc --ch --hid --heads --qk --split --accum --steps" "$@"
 [ -x "$exe" ] || { echo "error: $(shown "$exe") not found (build first)" >&2; exit 1; }
 echo "model,B,T,B_T,tok,ch,hid,voc,heads,q,k,accum,split,ranks,workers,pws,subbatches,median_ms,tokens_per_ms,mean_tokens_per_ms,peak_rss_mb"
 for bt in $bts; do

@@ -94,3 +94,16 @@ take_options() {
         options_taken=$((options_taken + 2))
     done
 }
+
+# take_all_options HANDLER HELP HINT KNOWN [ARGS...]: take_options for a
+# script without arguments of its own (an argument left is an unknown option)
+take_all_options() {
+    _tao_hint=$3
+    take_options "$@"
+    shift $((options_taken + 4))
+    [ $# -eq 0 ] || arg_error "unknown option '$(shown "$1")' $_tao_hint"
+}
+
+# help_from_comments: the comment lines of the script from line 2 to its
+# 'set -euo' line, its --help
+help_from_comments() { sed -n '2,/^set -euo/p' "$0" | grep '^#'; }
