@@ -112,19 +112,36 @@ void tsr_remove_stale_temps(const char *target)
     closedir(d);
 }
 
-FILE *tsr_open_regular(const char *path)
+/* open(path, oflags | O_NONBLOCK, mode) on a regular file only (EINVAL for a
+ * FIFO, a device or a directory: O_NONBLOCK keeps a FIFO from blocking the
+ * open), then blocking again. Returns the descriptor, or -1 with errno. */
+static int open_regular_fd(const char *path, int oflags, mode_t mode)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = open(path, oflags | O_NONBLOCK | O_CLOEXEC, mode);
     if (fd < 0)
-        return NULL;
+        return -1;
     struct stat st;
+    int flags;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         errno = EINVAL;
-        return NULL;
+        return -1;
     }
-    int flags = fcntl(fd, F_GETFL);
-    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "r");
+    if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+FILE *tsr_open_regular(const char *path)
+{
+    int fd = open_regular_fd(path, O_RDONLY, 0);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "r");
     if (!f)
         close(fd);
     return f;
@@ -132,20 +149,12 @@ FILE *tsr_open_regular(const char *path)
 
 FILE *tsr_open_output(const char *path, int append)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0666);
+    int fd = open_regular_fd(path, O_WRONLY | O_CREAT | (append ? O_APPEND : 0), 0666);
     if (fd < 0)
         return NULL;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        errno = EINVAL;
-        return NULL;
-    }
-    int flags = fcntl(fd, F_GETFL);
     FILE *f = NULL;
     /* appending: at the end already, so that ftell tells an empty file from a written one */
-    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 &&
-        (append ? lseek(fd, 0, SEEK_END) >= 0 : ftruncate(fd, 0) == 0))
+    if (append ? lseek(fd, 0, SEEK_END) >= 0 : ftruncate(fd, 0) == 0)
         f = fdopen(fd, append ? "a" : "w");
     if (!f) {
         int e = errno;

@@ -12,10 +12,9 @@
 # usage: check_gpt2_bf16.sh TSR_GPT2 WORKDIR
 set -u
 exe=$1; work=$2
-rm -rf "$work" && mkdir -p "$work"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAILED: $*"; }
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+check_start "$work"
 run() { "$exe" --threads 2 --val-every 0 --sample-every 0 --quiet "$@"; }
 losses() { tail -n +2 "$1" | cut -d, -f2 | tr '\n' ' '; }
 
@@ -56,5 +55,4 @@ run --steps 0 --write-checkpoint "$work/fp32_ckpt.bin" > /dev/null 2>&1
 [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "precision fp16" "$work/badp.log" && ok ||
     bad "--precision fp16: exit $rc, $(cat "$work/badp.log")"
 
-echo "check_gpt2_bf16: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+check_report check_gpt2_bf16

@@ -10,10 +10,9 @@
 set -u
 exe=$1; work=$2; shift 2
 launch=("$@")
-rm -rf "$work" && mkdir -p "$work"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAILED: $*"; }
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+check_start "$work"
 run() { "${launch[@]}" "$exe" --val-every 0 --sample-every 0 "$@"; }
 
 # 1. llm.c's losses (train_gpt2.c, d2 init seed 42, B=4, T=64, shuffled), with
@@ -200,5 +199,4 @@ if [ ${#launch[@]} -eq 0 ]; then
     [ "$(wc -l < "$work/short.log")" -le 3 ] && grep -q -- "--help" "$work/short.log" && ok ||
         bad "option error output is $(wc -l < "$work/short.log") lines"
 fi
-echo "check_gpt2_driver: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+check_report check_gpt2_driver

@@ -4,10 +4,9 @@
 # is an error. usage: check_plot_csv.sh PLOT_CSV WORKDIR
 set -u
 plot=$1; work=$2
-rm -rf "$work" && mkdir -p "$work"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAILED: $*"; }
+# shellcheck source=check_lib.sh
+. "$(dirname "$0")/check_lib.sh"
+check_start "$work"
 printf 'mb,mode,gflops\n64,ordered,10\n128,ordered,20\n256,ordered,30\n64,redux,10\n128,redux,20\n256,redux,30\n' > "$work/pow2.csv"
 printf 'mb,mode,gflops\n64,ordered,10\n384,ordered,20\n768,ordered,20\n' > "$work/lin.csv"
 msg=$(sh "$plot" "$work/pow2.csv" "$work/pow2.png" mb gflops mode 2>&1)
@@ -15,5 +14,4 @@ msg=$(sh "$plot" "$work/pow2.csv" "$work/pow2.png" mb gflops mode 2>&1)
 msg=$(sh "$plot" "$work/lin.csv" "$work/lin.png" mb gflops mode 2>&1)
 [ -s "$work/lin.png" ] && ! grep -q "log2" <<< "$msg" && ok || bad "linear sweep: $msg"
 sh "$plot" "$work/pow2.csv" "$work/x.png" nosuchcol > /dev/null 2>&1 && bad "unknown column accepted" || ok
-echo "check_plot_csv: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+check_report check_plot_csv

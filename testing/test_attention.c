@@ -485,24 +485,31 @@ static double ref_loss(const attn_case_t *c, const double *q, const double *k, c
     return loss;
 }
 
+/* ref_loss's arguments, for tsr_test_central_diff. */
+typedef struct {
+    const attn_case_t *c;
+    const double *q, *k, *v, *w;
+    double *out, *att;
+} ref_loss_args_t;
+
+static double ref_loss_of(void *arg)
+{
+    const ref_loss_args_t *a = arg;
+    return ref_loss(a->c, a->q, a->k, a->v, a->w, a->out, a->att);
+}
+
 /* d loss / d x[i] for every element of x (one of q, k, v), central
  * differences with step hstep. */
 static void finite_differences(const attn_case_t *c, double *q, double *k, double *v, const double *w, double *x,
                                double hstep, double *grad)
 {
     size_t n = (size_t)c->nh * c->hd * c->T;
-    double *out = malloc((size_t)c->hd * c->T * sizeof *out), *att = malloc((size_t)c->T * sizeof *att);
-    for (size_t i = 0; i < n; i++) {
-        double x0 = x[i];
-        x[i] = x0 + hstep;
-        double up = ref_loss(c, q, k, v, w, out, att);
-        x[i] = x0 - hstep;
-        double down = ref_loss(c, q, k, v, w, out, att);
-        x[i] = x0;
-        grad[i] = (up - down) / (2 * hstep);
-    }
-    free(out);
-    free(att);
+    ref_loss_args_t a = { c, q, k, v, w, malloc((size_t)c->hd * c->T * sizeof(double)),
+                          malloc((size_t)c->T * sizeof(double)) };
+    for (size_t i = 0; i < n; i++)
+        grad[i] = tsr_test_central_diff(&x[i], hstep, ref_loss_of, &a);
+    free(a.out);
+    free(a.att);
 }
 
 /* max |x - ref| / max |ref| for float or double x. */

@@ -57,16 +57,10 @@ static float *random_bf16_values(size_t n, uint64_t seed, float scale)
 /* The float values x (d->b matrices of d->m x d->n, column-major) into d, in d's type. */
 static void put(tsr_desc_t *d, const float *x)
 {
-    size_t n = (size_t)d->b * d->m * d->n;
-    if (d->dtype == TSR_FLOAT32) {
+    if (d->dtype == TSR_FLOAT32)
         CHECK_RC(tsr_desc_scatter(d, x, d->m, 0), TSR_SUCCESS);
-        return;
-    }
-    tsr_bf16_t *h = malloc(n * sizeof *h);
-    for (size_t i = 0; i < n; i++)
-        h[i] = tsr_float_to_bf16(x[i]);
-    CHECK_RC(tsr_desc_scatter(d, h, d->m, 0), TSR_SUCCESS);
-    free(h);
+    else
+        CHECK_RC(tsr_test_scatter_bf16(d, x), TSR_SUCCESS);
 }
 
 /* d's values as floats (malloc'd). */

@@ -51,8 +51,16 @@ static void gemm_case(int batch, int bb, int mb, int nb, int kb, tsr_reduction_t
     CHECK(err < 10 * K * DBL_EPSILON);
 }
 
-static void expect_einval(int rc, tsr_desc_t *d, const char *log, const char *text, const char *what)
+/* tsr_desc_create_2d_user refused with EINVAL, no descriptor made, and a
+ * message saying text. */
+static void expect_einval(tsr_dtype_t t, int m, int n, int nb, double *array, int ld, const char *text,
+                          const char *what)
 {
+    char log[4096];
+    tsr_desc_t *d = (tsr_desc_t *)1;
+    tsr_capture_t c = tsr_capture_start();
+    int rc = tsr_desc_create_2d_user(&d, t, m, n, 8, nb, array, ld);
+    tsr_capture_end(c, log, sizeof log);
     CHECK_RC(rc, TSR_EINVAL);
     CHECK(d == NULL);
     tsr_expect_message(log, text, what);
@@ -61,35 +69,20 @@ static void expect_einval(int rc, tsr_desc_t *d, const char *log, const char *te
 static void bad_arguments(void)
 {
     char log[4096];
-    tsr_desc_t *d = (tsr_desc_t *)1;
-    tsr_capture_t c = tsr_capture_start();
-    int rc = tsr_desc_create_2d_user(&d, TSR_FLOAT64, M, N, 8, 8, NULL, M);
-    tsr_capture_end(c, log, sizeof log);
-    expect_einval(rc, d, log, "array (nil) with leading dimension 45 for 45 rows", "NULL array");
-    c = tsr_capture_start();
-    rc = tsr_desc_create_2d_user(&d, TSR_FLOAT64, M, N, 8, 8, C, M - 1);
-    tsr_capture_end(c, log, sizeof log);
-    expect_einval(rc, d, log, "leading dimension 44 for 45 rows", "ld < m");
-    c = tsr_capture_start();
-    rc = tsr_desc_create_2d_user(&d, TSR_FLOAT64, M, 0, 8, 8, C, M);
-    tsr_capture_end(c, log, sizeof log);
-    expect_einval(rc, d, log, "must be positive", "n = 0");
-    c = tsr_capture_start();
-    rc = tsr_desc_create_2d_user(&d, (tsr_dtype_t)7, M, N, 8, 8, C, M);
-    tsr_capture_end(c, log, sizeof log);
-    expect_einval(rc, d, log, "unknown element type 7", "dtype");
+    tsr_desc_t *d = NULL;
+    expect_einval(TSR_FLOAT64, M, N, 8, NULL, M, "array (nil) with leading dimension 45 for 45 rows", "NULL array");
+    expect_einval(TSR_FLOAT64, M, N, 8, C, M - 1, "leading dimension 44 for 45 rows", "ld < m");
+    expect_einval(TSR_FLOAT64, M, 0, 8, C, M, "must be positive", "n = 0");
+    expect_einval((tsr_dtype_t)7, M, N, 8, C, M, "unknown element type 7", "dtype");
     /* a tile that would span more elements than StarPU's 32-bit strides */
-    c = tsr_capture_start();
-    rc = tsr_desc_create_2d_user(&d, TSR_FLOAT64, M, 70000, 8, 70000, C, 70000);
-    tsr_capture_end(c, log, sizeof log);
-    expect_einval(rc, d, log, "more than StarPU's 4294967295", "ld x nb");
+    expect_einval(TSR_FLOAT64, M, 70000, 70000, C, 70000, "more than StarPU's 4294967295", "ld x nb");
     CHECK_RC(tsr_desc_create_2d_user(NULL, TSR_FLOAT64, M, N, 8, 8, C, M), TSR_EINVAL);
 
     /* the copies and reductions of the tile layer read packed tiles: refused */
     CHECK_RC(tsr_desc_create_2d_user(&d, TSR_FLOAT64, M, N, 8, 8, C, M), TSR_SUCCESS);
     uint64_t before = tsr_tasks_submitted();
     double v;
-    c = tsr_capture_start();
+    tsr_capture_t c = tsr_capture_start();
     tsr_expect_error(tsr_desc_scatter(d, A, M, 0), TSR_EINVAL, before, "scatter");
     tsr_expect_error(tsr_desc_gather(d, A, M, 0), TSR_EINVAL, before, "gather");
     tsr_expect_error(tsr_desc_fill_random(d, 1), TSR_EINVAL, before, "fill");
@@ -103,12 +96,7 @@ static void bad_arguments(void)
 /* Several ranks: refused with a message. */
 static void several_ranks(void)
 {
-    char log[4096];
-    tsr_desc_t *d = (tsr_desc_t *)1;
-    tsr_capture_t c = tsr_capture_start();
-    int rc = tsr_desc_create_2d_user(&d, TSR_FLOAT64, M, N, 8, 8, C, M);
-    tsr_capture_end(c, log, sizeof log);
-    expect_einval(rc, d, log, "one process only, not 2 ranks", "MPI");
+    expect_einval(TSR_FLOAT64, M, N, 8, C, M, "one process only, not 2 ranks", "MPI");
 }
 
 int main(int argc, char **argv)

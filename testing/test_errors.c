@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "tessera.h"
 #include "tsr_check.h"
+#include "tsr_expect.h"
 #include "tsr_testutil.h"
 
 static tsr_desc_t *make(tsr_dtype_t t, int b, int m, int n, int bb, int mb, int nb, const tsr_dist_t *dist)
@@ -22,44 +23,7 @@ static void expect_gemm_error(int code, tsr_trans_t ta, tsr_trans_t tb, tsr_desc
 {
     uint64_t before = tsr_tasks_submitted();
     int rc = tsr_gemm(ta, tb, 1.0, A, B, 0.0, C, accum);
-    if (rc != code || tsr_tasks_submitted() != before)
-        fprintf(stderr, "  case '%s': got %d (%s), %llu tasks submitted\n", what, rc, tsr_strerror(rc),
-                (unsigned long long)(tsr_tasks_submitted() - before));
-    CHECK(rc == code && tsr_tasks_submitted() == before);
-}
-
-/* What a call prints on stderr (Tessera's log), into buf. */
-typedef struct { FILE *file; int saved; } capture_t;
-
-static capture_t capture_start(void)
-{
-    capture_t c = { tmpfile(), -1 };
-    fflush(stderr);
-    if (c.file) {
-        c.saved = dup(2);
-        dup2(fileno(c.file), 2);
-    }
-    return c;
-}
-
-static void capture_end(capture_t c, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    if (!c.file)
-        return;
-    fflush(stderr);
-    dup2(c.saved, 2);
-    close(c.saved);
-    rewind(c.file);
-    buf[fread(buf, 1, size - 1, c.file)] = '\0';
-    fclose(c.file);
-}
-
-static void expect_message(const char *log, const char *text, const char *what)
-{
-    if (!strstr(log, text))
-        fprintf(stderr, "  case '%s': the message does not say '%s': %s\n", what, text, log);
-    CHECK(strstr(log, text) != NULL);
+    tsr_expect_error(rc, code, before, what);
 }
 
 static void check_before_init(void)
@@ -94,14 +58,14 @@ static void check_huge_descriptors(void)
 {
     tsr_desc_t *d = NULL;
     char log[4096];
-    capture_t c = capture_start();
+    tsr_capture_t c = tsr_capture_start();
     CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, INT_MAX, INT_MAX, 4096, 4096, NULL), TSR_EINVAL);
-    capture_end(c, log, sizeof log);
-    expect_message(log, "2147483647 x 2147483647 in tiles of 1 x 4096 x 4096: 1 x 524288 x 524288 tiles", "INT_MAX^2");
-    c = capture_start();
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "2147483647 x 2147483647 in tiles of 1 x 4096 x 4096: 1 x 524288 x 524288 tiles", "INT_MAX^2");
+    c = tsr_capture_start();
     CHECK_RC(tsr_desc_create(&d, TSR_FLOAT64, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, NULL), TSR_EINVAL);
-    capture_end(c, log, sizeof log);
-    expect_message(log, "2147483647 x 2147483647 x 2147483647", "INT_MAX^3");
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "2147483647 x 2147483647 x 2147483647", "INT_MAX^3");
     /* one tile of 70000 x 70000: more elements than StarPU's 32-bit tile strides */
     CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, 70000, 70000, 70000, 70000, NULL), TSR_EINVAL);
     CHECK(d == NULL);
@@ -203,14 +167,14 @@ static void check_gemm_aliases(void)
 {
     tsr_desc_t *X = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL), *Y = make(TSR_FLOAT32, 1, 8, 8, 1, 4, 4, NULL);
     char log[4096];
-    capture_t c = capture_start();
+    tsr_capture_t c = tsr_capture_start();
     expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, Y, X, TSR_REDUCTION_ORDERED, "C = A");
-    capture_end(c, log, sizeof log);
-    expect_message(log, "tsr_gemm: C and A are the same descriptor", "C = A");
-    c = capture_start();
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "tsr_gemm: C and A are the same descriptor", "C = A");
+    c = tsr_capture_start();
     expect_gemm_error(TSR_EINVAL, TSR_TRANS, TSR_NOTRANS, Y, X, X, TSR_REDUCTION_REDUX, "C = B");
-    capture_end(c, log, sizeof log);
-    expect_message(log, "tsr_gemm: C and B are the same descriptor", "C = B");
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "tsr_gemm: C and B are the same descriptor", "C = B");
     expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_TRANS, X, X, X, TSR_REDUCTION_ORDERED, "A = B = C");
     expect_gemm_error(TSR_EINVAL, TSR_NOTRANS, TSR_NOTRANS, X, X, X, TSR_REDUCTION_REDUX, "A = B = C, REDUX");
     CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_TRANS, 1.0, X, X, 0.0, Y, TSR_REDUCTION_REDUX), TSR_SUCCESS);
@@ -223,14 +187,14 @@ static void check_gemm_aliases(void)
 static void check_auto_tiles_null(void)
 {
     char log[4096];
-    capture_t c = capture_start();
+    tsr_capture_t c = tsr_capture_start();
     CHECK_RC(tsr_gemm_auto_tiles(TSR_FLOAT32, 64, 64, 64, TSR_REDUCTION_ORDERED, NULL), TSR_EINVAL);
-    capture_end(c, log, sizeof log);
-    expect_message(log, "tsr_gemm_auto_tiles: the output (tsr_tiles_t *) is NULL", "auto tiles, NULL");
-    c = capture_start();
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "tsr_gemm_auto_tiles: the output (tsr_tiles_t *) is NULL", "auto tiles, NULL");
+    c = tsr_capture_start();
     CHECK_RC(tsr_attention_auto_tiles(64, 16, 1, 1, 0, TSR_REDUCTION_ORDERED, NULL), TSR_EINVAL);
-    capture_end(c, log, sizeof log);
-    expect_message(log, "tsr_attention_auto_tiles: the output (tsr_tiles_t *) is NULL", "attention auto tiles, NULL");
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "tsr_attention_auto_tiles: the output (tsr_tiles_t *) is NULL", "attention auto tiles, NULL");
 }
 
 /* tsr_gemm_array's bad sizes are named in its message (it returned
@@ -239,16 +203,16 @@ static void check_gemm_array_sizes(void)
 {
     double A[4] = { 1, 2, 3, 4 }, B[4] = { 1, 0, 0, 1 }, C[4] = { 0 };
     char log[4096];
-    capture_t c = capture_start();
+    tsr_capture_t c = tsr_capture_start();
     CHECK_RC(tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 0, 2, 2, 1.0, A, 2, B, 2, 0.0, C, 2, 2,
                             TSR_REDUCTION_ORDERED), TSR_EINVAL);
-    capture_end(c, log, sizeof log);
-    expect_message(log, "tsr_gemm_array: m = 0", "gemm_array, m 0");
-    c = capture_start();
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "tsr_gemm_array: m = 0", "gemm_array, m 0");
+    c = tsr_capture_start();
     CHECK_RC(tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 2, 2, 2, 1.0, A, 2, B, 2, 0.0, C, 2, 0,
                             TSR_REDUCTION_ORDERED), TSR_EINVAL);
-    capture_end(c, log, sizeof log);
-    expect_message(log, "tsr_gemm_array: tile = 0", "gemm_array, tile 0");
+    tsr_capture_end(c, log, sizeof log);
+    tsr_expect_message(log, "tsr_gemm_array: tile = 0", "gemm_array, tile 0");
 }
 
 static void check_strerror(void)

@@ -60,48 +60,37 @@ static void c_over_a(void)
     free(A); free(B); free(ref);
 }
 
-static void expect_gemm_array_error(int rc, const char *text, uint64_t before, const char *log)
+/* tsr_gemm_array (m = n = 8, B and C 8 x 8, beta 0) refused with EINVAL, no
+ * task submitted since before, and a message saying text; the log in log. */
+static void expect_gemm_array_error(tsr_dtype_t t, tsr_trans_t ta, int k, const double *A, int lda, int tile,
+                                    tsr_reduction_t accum, const char *text, uint64_t before, char *log, size_t size)
 {
+    static double B[64], C[64];
+    tsr_capture_t c = tsr_capture_start();
+    int rc = tsr_gemm_array(t, ta, TSR_NOTRANS, 8, 8, k, 1, A, lda, B, 8, 0, C, 8, tile, accum);
+    tsr_capture_end(c, log, size);
     tsr_expect_error(rc, TSR_EINVAL, before, text);
     tsr_expect_message(log, text, text);
 }
 
 static void bad_arguments(void)
 {
-    static double A[64], B[64], C[64];
+    static double A[64];
     char log[4096];
     uint64_t before = tsr_tasks_submitted();
-    tsr_capture_t c = tsr_capture_start();
-    int rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, NULL, 8, B, 8, 0, C, 8, 4,
-                            TSR_REDUCTION_ORDERED);
-    tsr_capture_end(c, log, sizeof log);
-    expect_gemm_array_error(rc, "tsr_gemm_array: A is (nil)", before, log);
-    c = tsr_capture_start();
-    rc = tsr_gemm_array(TSR_FLOAT64, TSR_TRANS, TSR_NOTRANS, 8, 8, 4, 1, A, 3, B, 8, 0, C, 8, 4,
-                        TSR_REDUCTION_ORDERED);
-    tsr_capture_end(c, log, sizeof log);
-    expect_gemm_array_error(rc, "A is 0x", before, log);
+    const tsr_reduction_t ordered = TSR_REDUCTION_ORDERED;
+    expect_gemm_array_error(TSR_FLOAT64, TSR_NOTRANS, 8, NULL, 8, 4, ordered, "tsr_gemm_array: A is (nil)", before,
+                            log, sizeof log);
+    expect_gemm_array_error(TSR_FLOAT64, TSR_TRANS, 4, A, 3, 4, ordered, "A is 0x", before, log, sizeof log);
     tsr_expect_message(log, "with leading dimension 3, for 4 rows", "lda");
-    c = tsr_capture_start();
-    rc = tsr_gemm_array(TSR_FLOAT64, (tsr_trans_t)5, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 4,
-                        TSR_REDUCTION_ORDERED);
-    tsr_capture_end(c, log, sizeof log);
-    expect_gemm_array_error(rc, "tsr_gemm_array: bad transpose (5, 0)", before, log);
-    c = tsr_capture_start();
-    rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 0,
-                        TSR_REDUCTION_ORDERED);
-    tsr_capture_end(c, log, sizeof log);
-    expect_gemm_array_error(rc, "tile = 0: m, n, k and tile must be at least 1", before, log);
-    c = tsr_capture_start();
-    rc = tsr_gemm_array(TSR_FLOAT64, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 4,
-                        (tsr_reduction_t)3);
-    tsr_capture_end(c, log, sizeof log);
-    expect_gemm_array_error(rc, "tsr_gemm_array: accum", before, log);
-    c = tsr_capture_start();
-    rc = tsr_gemm_array((tsr_dtype_t)9, TSR_NOTRANS, TSR_NOTRANS, 8, 8, 8, 1, A, 8, B, 8, 0, C, 8, 4,
-                        TSR_REDUCTION_ORDERED);
-    tsr_capture_end(c, log, sizeof log);
-    expect_gemm_array_error(rc, "tsr_gemm_array: unknown element type 9", before, log);
+    expect_gemm_array_error(TSR_FLOAT64, (tsr_trans_t)5, 8, A, 8, 4, ordered, "tsr_gemm_array: bad transpose (5, 0)",
+                            before, log, sizeof log);
+    expect_gemm_array_error(TSR_FLOAT64, TSR_NOTRANS, 8, A, 8, 0, ordered,
+                            "tile = 0: m, n, k and tile must be at least 1", before, log, sizeof log);
+    expect_gemm_array_error(TSR_FLOAT64, TSR_NOTRANS, 8, A, 8, 4, (tsr_reduction_t)3, "tsr_gemm_array: accum", before,
+                            log, sizeof log);
+    expect_gemm_array_error((tsr_dtype_t)9, TSR_NOTRANS, 8, A, 8, 4, ordered, "tsr_gemm_array: unknown element type 9",
+                            before, log, sizeof log);
 }
 
 int main(int argc, char **argv)

@@ -741,18 +741,25 @@ static double fd_loss(int IC, int OC, int BT, const double *inp, const double *W
     return L;
 }
 
+/* fd_loss's arguments, for tsr_test_central_diff. */
+typedef struct {
+    int IC, OC, BT;
+    const double *inp, *W, *bias;
+    const float *G;
+} fd_loss_args_t;
+
+static double fd_loss_of(void *arg)
+{
+    const fd_loss_args_t *a = arg;
+    return fd_loss(a->IC, a->OC, a->BT, a->inp, a->W, a->bias, a->G);
+}
+
 /* Central difference of L along x[idx] (x is one of inp, W, bias). */
 static double fd_grad(int IC, int OC, int BT, double *inp, double *W, double *bias, const float *G, double *x,
                       size_t idx)
 {
-    const double h = 1e-3;
-    double keep = x[idx];
-    x[idx] = keep + h;
-    double lp = fd_loss(IC, OC, BT, inp, W, bias, G);
-    x[idx] = keep - h;
-    double lm = fd_loss(IC, OC, BT, inp, W, bias, G);
-    x[idx] = keep;
-    return (lp - lm) / (2.0 * h);
+    fd_loss_args_t a = { IC, OC, BT, inp, W, bias, G };
+    return tsr_test_central_diff(&x[idx], 1e-3, fd_loss_of, &a);
 }
 
 /* Tessera's float32 gradient g against the finite difference fd. Error

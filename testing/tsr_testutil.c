@@ -99,3 +99,25 @@ void tsr_test_attention_ref(int heads, int T, int hd, const float *Q, const floa
         }
     free(w);
 }
+
+double tsr_test_central_diff(double *x, double h, double (*loss)(void *arg), void *arg)
+{
+    double x0 = *x;
+    *x = x0 + h;
+    double up = loss(arg);
+    *x = x0 - h;
+    double down = loss(arg);
+    *x = x0;
+    return (up - down) / (2 * h);
+}
+
+int tsr_test_scatter_bf16(tsr_desc_t *d, const float *x)
+{
+    size_t n = (size_t)d->b * d->m * d->n;
+    tsr_bf16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = tsr_float_to_bf16(x[i]);
+    int rc = tsr_desc_scatter(d, h, d->m, 0);
+    free(h);
+    return rc;
+}

@@ -17,12 +17,7 @@ tiles="256:384:1536:6288:6 128:384:1536:6288:6 128:192:768:3144:3 64:192:768:314
 PROG=replay_gpt2_tiles.sh
 # shellcheck source=lib/args.sh
 . "$(dirname "$0")/lib/args.sh"
-while [ $# -gt 0 ]; do
-  case $1 in
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
-    --exe|--model|-B|-T|--steps|--tiles) need_value "$1" $# ;;
-    *) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
-  esac
+option() {
   case $1 in
     --exe) check_path "$1" "$2"; exe=$2 ;; --model) check_name "$1" "$2"; model=$2 ;;
     -B) check_count -B "$2" 1 65536; B=$2 ;; -T) check_count -T "$2" 1 65536; T=$2 ;;
@@ -31,8 +26,8 @@ while [ $# -gt 0 ]; do
              [[ $2 =~ ^$t( $t)*$ ]] || arg_error "--tiles '$(shown "$2")': tok:ch:hid:voc:heads sets of whole numbers, separated by spaces"
              tiles=$2 ;;
   esac
-  shift 2
-done
+}
+take_all_options option help_from_comments "(see --help)" "--exe --model -B -T --steps --tiles" "$@"
 [ -x "$exe" ] || { echo "error: $(shown "$exe") not found (build first)" >&2; exit 1; }
 echo "model,B,T,tok,ch,hid,voc,heads,workers,median_ms,task_cost_us,replay_1x,replay_2x,replay_4x,replay_8x,replay_16x,measured_ms_per_step"
 for t in $tiles; do

@@ -29,12 +29,7 @@ check_words() {
   [[ $2 =~ ^$3( $3)*$ ]] || arg_error "$1 '$(shown "$2")': $4, separated by spaces"
 }
 n='(0|[1-9][0-9]{0,6})'
-while [ $# -gt 0 ]; do
-  case $1 in
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
-    --exe|--model|--bt|--tok|--voc|--ch|--hid|--heads|--qk|--split|--accum|--steps) need_value "$1" $# ;;
-    *) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
-  esac
+option() {
   case $1 in
     --exe) check_path "$1" "$2"; exe=$2 ;; --model) check_name "$1" "$2"; model=$2 ;;
     --bt) check_words "$1" "$2" "$n:$n" "B:T pairs of whole numbers"; bts=$2 ;;
@@ -48,8 +43,8 @@ while [ $# -gt 0 ]; do
     --accum) check_words "$1" "$2" "(ordered|redux)" "ordered or redux"; accums=$2 ;;
     --steps) check_count "$1" "$2" 1 100000; steps=$2 ;;
   esac
-  shift 2
-done
+}
+take_all_options option help_from_comments "(see --help)" "--exe --model --bt --tok --voc --ch --hid --heads --qk --split --accum --steps" "$@"
 [ -x "$exe" ] || { echo "error: $(shown "$exe") not found (build first)" >&2; exit 1; }
 echo "model,B,T,B_T,tok,ch,hid,voc,heads,q,k,accum,split,ranks,workers,pws,subbatches,median_ms,tokens_per_ms,mean_tokens_per_ms,peak_rss_mb"
 for bt in $bts; do

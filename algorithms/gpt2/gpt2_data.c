@@ -65,36 +65,26 @@ static int check_token_ids(const uint16_t *t, size_t n, int V, const char *path,
 
 int tsr_gpt2_tokens_read(const char *path, int V, tsr_gpt2_tokens_t *toks)
 {
-    if (!toks) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_tokens_read: NULL output");
-        return TSR_EINVAL;
-    }
-    memset(toks, 0, sizeof *toks);
-    FILE *f;
-    size_t n;
-    int rc = open_token_file(path, &f, &n);
+    int rc = tsr_gpt2_output_clear(toks, sizeof *toks, "tsr_gpt2_tokens_read");
     if (rc)
         return rc;
-    uint16_t *t = malloc(n * sizeof(uint16_t));
-    char *p = malloc(strlen(path) + 1);
-    if (!t || !p) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: out of memory for %zu tokens", TOKF, path, n);
-        free(t);
-        free(p);
-        fclose(f);
-        return TSR_ENOMEM;
-    }
-    rc = tsr_gpt2_file_read(f, t, n * sizeof(uint16_t), path, TOKF, "the tokens");
-    fclose(f);
-    if (rc) {
-        free(t);
-        free(p);
+    FILE *f;
+    size_t n;
+    if ((rc = open_token_file(path, &f, &n)))
         return rc;
-    }
+    void *body;
+    if ((rc = tsr_gpt2_file_read_body(f, n * sizeof(uint16_t), n, "tokens", path, TOKF, "the tokens", &body)))
+        return rc;
+    uint16_t *t = body;
     if ((rc = check_token_ids(t, n, V, path, 0))) {
         free(t);
-        free(p);
         return rc;
+    }
+    char *p = malloc(strlen(path) + 1);
+    if (!p) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: out of memory for %zu tokens", TOKF, path, n);
+        free(t);
+        return TSR_ENOMEM;
     }
     strcpy(p, path);
     toks->path = p;

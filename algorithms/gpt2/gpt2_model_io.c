@@ -239,6 +239,36 @@ int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const
     return TSR_EFORMAT;
 }
 
+int tsr_gpt2_file_read_body(FILE *f, size_t bytes, size_t n, const char *units, const char *path, const char *kind,
+                            const char *what, void **buf)
+{
+    *buf = NULL;
+    void *b = malloc(bytes);
+    if (!b) {
+        tsr_log(TSR_LOG_ERROR, "%s %s: out of memory for %zu %s", kind, path, n, units);
+        fclose(f);
+        return TSR_ENOMEM;
+    }
+    int rc = tsr_gpt2_file_read(f, b, bytes, path, kind, what);
+    fclose(f);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    *buf = b;
+    return 0;
+}
+
+int tsr_gpt2_output_clear(void *out, size_t size, const char *fn)
+{
+    if (!out) {
+        tsr_log(TSR_LOG_ERROR, "%s: NULL output", fn);
+        return TSR_EINVAL;
+    }
+    memset(out, 0, size);
+    return 0;
+}
+
 int tsr_gpt2_read_header(FILE *f, int64_t fsize, const char *path, const char *kind, int32_t magic,
                          const char *is_not, int32_t h[TSR_GPT2_HEADER_INTS])
 {
@@ -354,18 +384,10 @@ int tsr_gpt2_checkpoint_read(const char *path, tsr_gpt2_config_t *cfg, float **p
     if (rc)
         return rc;
     size_t np = tsr_gpt2_num_params(&c);
-    float *p = malloc(np * sizeof(float));
-    if (!p) {
-        tsr_log(TSR_LOG_ERROR, "%s %s: out of memory for %zu parameters", CKPT, path, np);
-        fclose(f);
-        return TSR_ENOMEM;
-    }
-    rc = tsr_gpt2_file_read(f, p, np * sizeof(float), path, CKPT, "the parameters");
-    fclose(f);
-    if (rc) {
-        free(p);
+    void *p;
+    rc = tsr_gpt2_file_read_body(f, np * sizeof(float), np, "parameters", path, CKPT, "the parameters", &p);
+    if (rc)
         return rc;
-    }
     *cfg = c;
     *params = p;
     return 0;

@@ -89,6 +89,14 @@ int tsr_gpt2_checkpoint_write(const char *path, const tsr_gpt2_config_t *cfg, co
 int tsr_gpt2_file_open(const char *path, const char *kind, FILE **f, int64_t *size);
 int tsr_gpt2_file_read(FILE *f, void *buf, size_t bytes, const char *path, const char *kind,
                        const char *what);
+/* The rest of f (bytes) into a new malloc'd *buf (NULL on error; free() it),
+ * f closed either way: TSR_ENOMEM ("out of memory for <n> <units>") or
+ * tsr_gpt2_file_read's errors (what: the part read). */
+int tsr_gpt2_file_read_body(FILE *f, size_t bytes, size_t n, const char *units, const char *path, const char *kind,
+                            const char *what, void **buf);
+/* The check of a reader's output argument: TSR_EINVAL ("<fn>: NULL output")
+ * when out is NULL, else out (size bytes) zeroed and 0. */
+int tsr_gpt2_output_clear(void *out, size_t size, const char *fn);
 /* A file's identity: its size and the FNV-1a 64 hash of its bytes, read in
  * 1 MiB pieces (regular files only; opened non-blocking, so a FIFO never
  * blocks). Quiet: on failure size is -1 and err the errno (EINVAL for a file

@@ -12,15 +12,13 @@ static const char *const TOKZ = "tokenizer file";
 
 int tsr_gpt2_tokenizer_read(const char *path, tsr_gpt2_tokenizer_t *tok)
 {
-    if (!tok) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_tokenizer_read: NULL output");
-        return TSR_EINVAL;
-    }
-    memset(tok, 0, sizeof *tok);
+    int rc = tsr_gpt2_output_clear(tok, sizeof *tok, "tsr_gpt2_tokenizer_read");
+    if (rc)
+        return rc;
     FILE *f;
     int64_t fsize;
     uint32_t h[TSR_GPT2_HEADER_INTS];
-    int rc = tsr_gpt2_file_open_header(path, TOKZ, TSR_GPT2_TOKENIZER_MAGIC, "a GPT-2 decode table", &f, &fsize,
+    rc = tsr_gpt2_file_open_header(path, TOKZ, TSR_GPT2_TOKENIZER_MAGIC, "a GPT-2 decode table", &f, &fsize,
                                        (int32_t *)h);
     if (rc)
         return rc;

@@ -67,3 +67,43 @@ check_path() {
 '*) arg_error "$1 '$(shown "$2")': a path, not empty and without a newline" ;;
     esac
 }
+
+# take_options HANDLER HELP HINT KNOWN [ARGS...]: the scripts' option loop,
+# every option with a value, up to the first argument that is not an option
+# (options_taken: how many arguments it took, for the caller's shift). -h or
+# --help runs HELP and exits 0; an option not among KNOWN (a space-separated
+# list; empty: any) is "unknown option ... HINT", exit 2; one without a value
+# too (need_value); else HANDLER OPTION VALUE checks and keeps the value, or
+# returns nonzero for an option it does not know (unknown too).
+take_options() {
+    _to_handler=$1 _to_help=$2 _to_hint=$3 _to_known=$4
+    shift 4
+    options_taken=0
+    while [ $# -gt 0 ]; do
+        case $1 in
+            -h | --help) "$_to_help"; exit 0 ;;
+            -*) ;;
+            *) return 0 ;;
+        esac
+        case " $_to_known " in
+            '  ' | *" $1 "*) need_value "$1" $# ;;
+            *) arg_error "unknown option '$(shown "$1")' $_to_hint" ;;
+        esac
+        "$_to_handler" "$1" "$2" || arg_error "unknown option '$(shown "$1")' $_to_hint"
+        shift 2
+        options_taken=$((options_taken + 2))
+    done
+}
+
+# take_all_options HANDLER HELP HINT KNOWN [ARGS...]: take_options for a
+# script without arguments of its own (an argument left is an unknown option)
+take_all_options() {
+    _tao_hint=$3
+    take_options "$@"
+    shift $((options_taken + 4))
+    [ $# -eq 0 ] || arg_error "unknown option '$(shown "$1")' $_tao_hint"
+}
+
+# help_from_comments: the comment lines of the script from line 2 to its
+# 'set -euo' line, its --help
+help_from_comments() { sed -n '2,/^set -euo/p' "$0" | grep '^#'; }

@@ -20,19 +20,22 @@
 threads=2 niter=3 rounds=3 build=build
 extra_option() { return 1; }
 
+tiles_auto_help() { echo "$usage"; }
+tiles_auto_option() {
+  case $1 in
+    --threads) check_count --threads "$2" 1 4096; threads=$2 ;;
+    --niter) check_count --niter "$2" 1 1000; niter=$2 ;;
+    --rounds) check_count --rounds "$2" 0 1000; rounds=$2 ;;
+    --build) check_path --build "$2"; build=$2 ;;
+    --out) check_path --out "$2"; out=$2 ;;
+    *) extra_option "$1" "$2" ;;
+  esac
+}
+
 tiles_auto_main() {
-  while [ $# -gt 0 ]; do
-    case $1 in -h | --help) echo "$usage"; exit 0 ;; -*) need_value "$1" $# ;; *) arg_error "$usage" ;; esac
-    case $1 in
-      --threads) check_count --threads "$2" 1 4096; threads=$2 ;;
-      --niter) check_count --niter "$2" 1 1000; niter=$2 ;;
-      --rounds) check_count --rounds "$2" 0 1000; rounds=$2 ;;
-      --build) check_path --build "$2"; build=$2 ;;
-      --out) check_path --out "$2"; out=$2 ;;
-      *) extra_option "$1" "$2" || arg_error "unknown option '$(shown "$1")' ($usage)" ;;
-    esac
-    shift 2
-  done
+  take_options tiles_auto_option tiles_auto_help "($usage)" "" "$@"
+  shift "$options_taken"
+  [ $# -eq 0 ] || arg_error "$usage"
   exe=$build/$exe_name
   [ -x "$exe" ] || { echo "missing $(shown "$exe") (build it first)" >&2; exit 1; }
   sweep > "$out"

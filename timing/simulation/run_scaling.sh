@@ -34,18 +34,12 @@ root=$(cd "$here/../.." && pwd)
 PROG=run_scaling
 # shellcheck source=../lib/args.sh
 . "$root/timing/lib/args.sh"
-die() { echo "run_scaling: error: $*" >&2; exit 2; }
 usage="usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] [--steps N] OUT.csv"
 scenarios=(weak-T256 weak-T1024 strong-T256 strong-T1024)
 
 models=epyc-avx512-2c nodes_list="1,2,4,8,16,32,64" only="" placements="sharded,rank0" workers=16 steps=4
-while [ $# -gt 0 ]; do
-    case $1 in
-        --models | --nodes | --only | --placements | --steps) need_value "$1" $# ;;
-        -h | --help) echo "$usage"; exit 0 ;;
-        -*) die "unknown option '$(shown "$1")' ($usage)" ;;
-        *) break ;;
-    esac
+show_help() { echo "$usage"; }
+option() {
     case $1 in
         --models) check_name --models "$2"; models=$2 ;;
         --nodes) check_list --nodes "$2" check_count 1 64; nodes_list=$2 ;;
@@ -53,12 +47,13 @@ while [ $# -gt 0 ]; do
         --placements) check_list --placements "$2" check_word sharded rank0; placements=$2 ;;
         --steps) check_count --steps "$2" 1 99; steps=$2 ;;
     esac
-    shift 2
-done
-[ $# -eq 1 ] || die "$usage"
+}
+take_options option show_help "($usage)" "--models --nodes --only --placements --steps" "$@"
+shift "$options_taken"
+[ $# -eq 1 ] || arg_error "$usage"
 csv=$1
 check_path OUT.csv "$csv"
-[ -e "$csv" ] && die "$(shown "$csv") exists: name a new file"
+[ -e "$csv" ] && arg_error "$(shown "$csv") exists: name a new file"
 # the validation file holds 32768 tokens, less than one batch of 128 x 256: the
 # training file stands in for it (no validation runs)
 train=$root/algorithms/gpt2/data/tiny_shakespeare_train.bin
@@ -75,14 +70,14 @@ run_point() {     # scenario placement nodes B T
           -B "$B" -T "$T" --steps "$steps" "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" \
           --val "$train" 2>&1) || rc=$?
     grep -v "MPI_Init_thread level" <<<"$out" >"$log" || true
-    [ "$rc" = 0 ] || die "$scenario $placement on $n nodes failed (output: $log)"
+    [ "$rc" = 0 ] || arg_error "$scenario $placement on $n nodes failed (output: $log)"
     if [ "$steps" -ge 3 ]; then
         step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
     else
         step=$(sed -n 's/^summary: [0-9]* steps in \([0-9.]*\) ms.*/\1/p' <<<"$out" |
                awk -v n="$steps" 'NF { printf "%.1f", $1 / n }')
     fi
-    [ -n "$step" ] || die "no step time for $scenario $placement on $n nodes (output: $log)"
+    [ -n "$step" ] || arg_error "no step time for $scenario $placement on $n nodes (output: $log)"
     state=$(awk '/^rank 0 holds / { print $4 + $8 }' <<<"$out")
     tpm=$(awk -v b="$B" -v t="$T" -v s="$step" 'BEGIN { printf "%.4f", b * t / s }')
     per_node=$(awk -v x="$tpm" -v n="$n" 'BEGIN { printf "%.4f", x / n }')

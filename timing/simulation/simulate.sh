@@ -27,16 +27,10 @@ root=$(cd "$here/../.." && pwd)
 PROG=simulate
 # shellcheck source=../lib/args.sh
 . "$root/timing/lib/args.sh"
-die() { echo "simulate: error: $*" >&2; exit 2; }
 
 nodes=1 workers=16 gpus=0 models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
-while [ $# -gt 0 ]; do
-    case $1 in
-        --nodes | --workers | --gpus | --models | --platform | --build) need_value "$1" $# ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        -*) die "unknown option '$(shown "$1")' (see --help)" ;;
-        *) break ;;
-    esac
+show_help() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+option() {
     case $1 in
         --nodes) check_count --nodes "$2" 1 64; nodes=$2 ;;
         --workers) check_count --workers "$2" 0 64; workers=$2 ;;
@@ -45,30 +39,31 @@ while [ $# -gt 0 ]; do
         --platform) check_path --platform "$2"; platform=$2 ;;
         --build) check_path --build "$2"; build=$2 ;;
     esac
-    shift 2
-done
-[ $# -ge 1 ] || die "no program given (tsr_gpt2 or time_gemm; see --help)"
+}
+take_options option show_help "(see --help)" "--nodes --workers --gpus --models --platform --build" "$@"
+shift "$options_taken"
+[ $# -ge 1 ] || arg_error "no program given (tsr_gpt2 or time_gemm; see --help)"
 program=$1
 shift
 case $program in
     tsr_gpt2) target=tsr_gpt2 path=algorithms/gpt2/tsr_gpt2 ;;
     time_gemm) target=time_gemm path=timing/time_gemm ;;
-    *) die "program '$(shown "$program")': only tsr_gpt2 and time_gemm run in simulation" ;;
+    *) arg_error "program '$(shown "$program")': only tsr_gpt2 and time_gemm run in simulation" ;;
 esac
-[ "$workers" -ge $((gpus > 0 ? 0 : 1)) ] || die "--workers 0: only with --gpus (the GPU alone)"
-[ -f "$platform" ] && [ -r "$platform" ] || die "--platform '$(shown "$platform")' is not a readable file"
+[ "$workers" -ge $((gpus > 0 ? 0 : 1)) ] || arg_error "--workers 0: only with --gpus (the GPU alone)"
+[ -f "$platform" ] && [ -r "$platform" ] || arg_error "--platform '$(shown "$platform")' is not a readable file"
 if [ -z "$models" ]; then
     found=$(cd "$here/perfmodels" 2>/dev/null && for d in */; do [ -d "$d" ] && echo "${d%/}"; done)
     [ "$(echo "$found" | grep -c .)" = 1 ] ||
-        die "name the performance models with --models (there are: $(shown "$(echo "$found" | tr '\n' ' ')"))"
+        arg_error "name the performance models with --models (there are: $(shown "$(echo "$found" | tr '\n' ' ')"))"
     models=$found
     check_name "the performance models' name" "$models"
 fi
 model_dir=$here/perfmodels/$models
-[ -f "$model_dir/bus/$models.platform.v4.xml" ] || die "no performance models at $model_dir (calibrate.sh makes them)"
+[ -f "$model_dir/bus/$models.platform.v4.xml" ] || arg_error "no performance models at $model_dir (calibrate.sh makes them)"
 have_gpus=$(sed -n 's/^\([0-9]*\) # Number of CUDA nodes.*/\1/p' "$model_dir/bus/$models.config")
 [ "$gpus" -le "${have_gpus:-0}" ] ||
-    die "--gpus $gpus: the models '$models' come from a node with ${have_gpus:-0} GPU(s)"
+    arg_error "--gpus $gpus: the models '$models' come from a node with ${have_gpus:-0} GPU(s)"
 
 # Every simulated rank's memory mappings (its stacks, privatised data, folded
 # tile copies) are this process's: about 2300 a rank in a 124M step (8 nodes),
@@ -76,7 +71,7 @@ have_gpus=$(sed -n 's/^\([0-9]*\) # Number of CUDA nodes.*/\1/p' "$model_dir/bus
 # an allocation failure inside StarPU
 maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 0)
 if [ "$maps" -gt 0 ] && [ "$maps" -lt $((nodes * 3500)) ]; then
-    die "$nodes simulated nodes need about $((nodes * 3500)) memory mappings and vm.max_map_count is $maps: raise it (as root: sysctl -w vm.max_map_count=$((nodes * 8000)))"
+    arg_error "$nodes simulated nodes need about $((nodes * 3500)) memory mappings and vm.max_map_count is $maps: raise it (as root: sysctl -w vm.max_map_count=$((nodes * 8000)))"
 fi
 
 # ---- the simulation runtime and build (cached) ------------------------------
@@ -85,7 +80,7 @@ prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
 # runtime's options change; any other is left alone
 marker=$build/.made-by-simulate.sh
 if [ -f "$build/CMakeCache.txt" ] && ! grep -q -x -F -e "TSR_STARPU_PREFIX:INTERNAL=$prefix" "$build/CMakeCache.txt"; then
-    [ -f "$marker" ] || die "$build was configured against another StarPU; remove it or name another --build"
+    [ -f "$marker" ] || arg_error "$build was configured against another StarPU; remove it or name another --build"
     echo "simulate: $build was made for another simulation runtime: making it again" >&2
     rm -rf -- "$build"
 fi
@@ -103,7 +98,7 @@ wrapper=()
 if [ "$nodes" -gt 16 ]; then
     simgrid_prefix=$(bash "$root/deps/simgrid/build.sh")
     [[ $simgrid_prefix =~ ^[A-Za-z0-9/._+-]+$ ]] ||
-        die "the SimGrid prefix '$simgrid_prefix' has characters smpirun's -wrapper cannot carry"
+        arg_error "the SimGrid prefix '$simgrid_prefix' has characters smpirun's -wrapper cannot carry"
     wrapper=(-wrapper "env LD_PRELOAD=$simgrid_prefix/lib/libsimgrid.so.3.32")
 fi
 
