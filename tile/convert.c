@@ -20,6 +20,12 @@ void tsr_desc_keep_received(tsr_desc_t *d, int keep)
         d->keep_received = keep != 0;
 }
 
+void tsr_desc_alloc_on_write(tsr_desc_t *d)
+{
+    if (d && !d->user)
+        d->alloc_on_write = 1;
+}
+
 /* Drops the StarPU-MPI copies of d's tiles this rank received. */
 static void drop_received(tsr_desc_t *d)
 {
@@ -35,6 +41,56 @@ static void drop_received(tsr_desc_t *d)
 #endif
 }
 
+#if TSR_USE_MPI
+/* A task that runs nowhere: StarPU orders it after the accesses to its
+ * tiles submitted before it and before those submitted after it, and
+ * touches no data (no allocation, no transfer, the values and their copies
+ * stay as they are). Its modes are writes only because StarPU refuses to
+ * let a task read a tile nobody has written yet (a copy not received). */
+static struct starpu_codelet gate_cl = {
+    .where = STARPU_NOWHERE,
+    .nbuffers = 2,
+    .modes = { STARPU_W, STARPU_W },
+    .name = "fetch_gate",
+};
+
+/* The handle of the first tile of d this rank owns (NULL: none). */
+static starpu_data_handle_t first_local_handle(tsr_desc_t *d)
+{
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++)
+                if (tsr_tile_is_local(d, bi, i, j))
+                    return tsr_tile_handle(d, bi, i, j);
+    return NULL;
+}
+#endif
+
+int tsr_desc_fetch_after(tsr_desc_t *d, tsr_desc_t *gate)
+{
+#if TSR_USE_MPI
+    if (!d || !gate || !tsr_ctx.mpi_active)
+        return TSR_SUCCESS;
+    starpu_data_handle_t g = first_local_handle(gate);
+    if (!g)
+        return TSR_SUCCESS;
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+                int ret = h ? starpu_task_insert(&gate_cl, STARPU_W, h, STARPU_W, g, 0) : 0;
+                if (!h || ret) {
+                    tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: %s", h ? "task submission failed" : "out of memory");
+                    return h ? TSR_ERUNTIME : TSR_ENOMEM;
+                }
+            }
+#else
+    (void)d;
+    (void)gate;
+#endif
+    return TSR_SUCCESS;
+}
+
 void tsr_desc_flush(tsr_desc_t *d)
 {
     if (!d->keep_received)
@@ -46,14 +102,22 @@ void tsr_desc_invalidate(tsr_desc_t *d)
     if (!d)
         return;
     drop_received(d); /* MPI: its copies elsewhere are dead too */
-    int n = tsr_desc_ntiles(d);
-    for (int t = 0; t < n; t++)
-        if (d->handles[t] && d->storage[t]) /* registered, owned here */
-            starpu_data_invalidate_submit(d->handles[t]);
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                starpu_data_handle_t h = tsr_tile_registered_handle(d, bi, i, j);
+                if (h && !d->user && tsr_tile_is_local(d, bi, i, j)) /* owned here, not the caller's array */
+                    starpu_data_invalidate_submit(h);
+            }
 }
 
 int tsr_desc_refuse_user(const tsr_desc_t *d)
 {
+    if (d->alloc_on_write) {
+        tsr_log(TSR_LOG_ERROR, "descriptor %d has its tiles allocated on write (tsr_desc_alloc_on_write): no storage "
+                "to read or write outside tasks", d->id);
+        return TSR_EINVAL;
+    }
     if (!d->user)
         return TSR_SUCCESS;
     tsr_log(TSR_LOG_ERROR, "descriptor %d is over the caller's array (tsr_desc_create_user): read or write the array "
@@ -126,21 +190,24 @@ static int check_user_buffer(const tsr_desc_t *d, const void *A, int lda, int ro
     return TSR_SUCCESS;
 }
 
-double tsr_desc_received_bytes(const tsr_desc_t *d)
+double tsr_desc_resident_bytes(const tsr_desc_t *d, int owned)
 {
     double bytes = 0;
-#if TSR_USE_MPI
-    for (int bi = 0; d && tsr_ctx.mpi_active && bi < d->bt; bi++)
+    if (!d || (owned && !d->alloc_on_write))
+        return 0;
+    for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++) {
                 starpu_data_handle_t h = tsr_tile_registered_handle(d, bi, i, j);
-                if (h && !tsr_tile_is_local(d, bi, i, j) && starpu_mpi_cached_receive(h))
+                if (h && tsr_tile_is_local(d, bi, i, j) == owned && starpu_data_is_on_node(h, STARPU_MAIN_RAM))
                     bytes += (double)tile_bytes(d, bi, i, j);
             }
-#else
-    (void)d;
-#endif
     return bytes;
+}
+
+double tsr_runtime_allocated_bytes(void)
+{
+    return tsr_ctx.initialized ? (double)starpu_memory_get_used(STARPU_MAIN_RAM) : 0;
 }
 
 /* Move one tile between the root's buffer and the owner's storage. */

@@ -355,6 +355,8 @@ starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
         ptr = user_tile(d, bi, i, j);
         ld = d->user_ld;
         zstride = (size_t)ld * (depth > 1 ? d->n : cols); /* depth 1: never used, kept in 32 bits */
+    } else if (owner == tsr_ctx.rank && d->alloc_on_write) {
+        home = -1; /* StarPU allocates it on the first write, frees it on invalidation */
     } else if (owner == tsr_ctx.rank) {
         size_t bytes = tile_bytes(d, bi, i, j);
         void *p = tile_alloc(d, bytes);

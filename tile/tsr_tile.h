@@ -54,6 +54,7 @@ typedef struct tsr_desc {
     starpu_data_handle_t *handles; /* registered lazily */
     int id;
     int keep_received;  /* tsr_desc_keep_received: flushes leave received copies */
+    int alloc_on_write; /* tsr_desc_alloc_on_write: owned tiles have no storage of their own */
     void *user;         /* tsr_desc_create_user: the caller's array the tiles view, else NULL */
     int user_ld;        /* its leading dimension */
 } tsr_desc_t;
@@ -115,9 +116,33 @@ void tsr_desc_flush(tsr_desc_t *d);
  * data read several times between writes, such as a model's parameters
  * within a training step (fetched once a step instead of once a read). */
 void tsr_desc_keep_received(tsr_desc_t *d, int keep);
-/* Bytes of other ranks' tiles of d this rank holds a received copy of now
- * (StarPU-MPI's cache; 0 without MPI). */
-double tsr_desc_received_bytes(const tsr_desc_t *d);
+/* Give d's owned tiles no storage of their own: StarPU allocates a tile when
+ * a task first writes it and frees it when tsr_desc_invalidate's
+ * invalidation runs, so a tile holds memory only from its first write to
+ * its last read before an invalidation (a gradient that lives from the
+ * backward to its reduction). Call before the first task uses d. A tile
+ * must be written before it is read; scatter, gather, fill, norm and sum
+ * refuse d (TSR_EINVAL). Without CUDA workers the memory goes back at once;
+ * with them StarPU keeps it for its next allocation of the same size. */
+void tsr_desc_alloc_on_write(tsr_desc_t *d);
+/* Under MPI, hold back the transfers of d's tiles until the tasks submitted
+ * so far that write this rank's first tile of gate are done: on a tile's
+ * owner its next send, elsewhere its next receive (and the buffer it lands
+ * in) wait for them. For data dropped after a use (tsr_desc_flush) and read
+ * again later: it comes back only shortly before the tasks that read it (a
+ * prefetch window), instead of as soon as its owner has it. Every rank
+ * calls it at the same point, each gated by its own tile; a rank owning no
+ * tile of gate does nothing, and so does a run without MPI. */
+int tsr_desc_fetch_after(tsr_desc_t *d, tsr_desc_t *gate);
+/* Bytes of d's tiles that StarPU allocated in this process's memory and
+ * that hold a value now: with owned 0 the copies of other ranks' tiles
+ * (received, or on their way to be dropped), with owned 1 the tiles of an
+ * alloc-on-write descriptor this rank owns (0 otherwise). A sample: it may
+ * be called from another thread while tasks run. */
+double tsr_desc_resident_bytes(const tsr_desc_t *d, int owned);
+/* Bytes StarPU has allocated itself in this process's memory now: copies of
+ * other ranks' tiles, alloc-on-write tiles, receive buffers. */
+double tsr_runtime_allocated_bytes(void);
 
 /* User buffer layout: column-major b x (m x n), leading dimension lda >= m,
  * matrix bi starts at A + bi * lda * n elements. */
