@@ -319,12 +319,12 @@ static int create_param_sets(tsr_gpt2_model_t *m, int state_on_rank0)
         tsr_dist_t dist = tsr_dist_single(0);
         if (sharded)
             dist = tsr_dist_custom(owner_shard, &m->shard[s]);
+        /* a rank drops the copy of another rank's parameter tile after each
+         * use (the algorithms flush what they read) and fetches it again
+         * for the next, a prefetch window ahead (fetch_params_after): ZeRO-3 */
         for (int k = 0; k < 5; k++)
             if (has[k])
                 (*sets[k])[s] = make(&rc, types[k], 1, rows, cols, 1, rt, ct, &dist);
-        /* a step reads each parameter tile in the forward and the backward:
-         * one fetch a step from its owner, dropped when AdamW rewrites it */
-        tsr_desc_keep_received(m->params[s], 1);
     }
     return rc;
 }
@@ -335,7 +335,11 @@ static tsr_desc_t **summed_grads(const tsr_gpt2_model_t *m) { return m->grad_sum
 /* Gradients shaped like the parameters, on the rank of the sub-batch's first
  * sample: each rank's sub-batches compute their weight gradients locally,
  * and only the finished partial gradients travel, each tile to the owner of
- * its parameter tile, to be added there. */
+ * its parameter tile, to be added there. When they are summed into
+ * grad_sum (ZeRO-2) a tile holds memory only from its first write in the
+ * backward to its reduction (tsr_desc_alloc_on_write): the layers' gradients
+ * are reduced as the backward produces them, so the whole model's partial
+ * gradients never exist at once. */
 static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 {
     tsr_dist_t root = tsr_dist_single(first * tsr_size() / m->B);
@@ -346,6 +350,8 @@ static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
         int rows, cols, rt, ct;
         param_shape(m, s, &rows, &cols, &rt, &ct);
         b->grads[s] = make(&rc, m->dtype, 1, rows, cols, 1, rt, ct, &root);
+        if (m->grad_sum)
+            tsr_desc_alloc_on_write(b->grads[s]);
     }
     return rc;
 }
@@ -500,10 +506,11 @@ static void destroy_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     free(b->targets);
 }
 
-/* Adds to *(double *)arg the bytes of d's tiles this rank owns. */
+/* Adds to *(double *)arg the bytes of d's tiles this rank owns and holds
+ * for good (not those allocated on write: tsr_gpt2_live_bytes). */
 static void add_owned_bytes(tsr_desc_t *d, void *arg)
 {
-    for (int bi = 0; d && bi < d->bt; bi++)
+    for (int bi = 0; d && !d->alloc_on_write && bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++)
                 if (tsr_tile_is_local(d, bi, i, j))
@@ -542,11 +549,17 @@ void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int ns
     double share = sharded ? 1.0 / nranks : 1.0; /* rank 0's part of the state */
     mem->params = np * (es + (dtype == TSR_BFLOAT16 ? 4 : 0)) * share;
     mem->adam = 2 * np * 4 * share;
-    /* the sub-batches whose first sample is on rank 0 keep their gradients there */
+    /* the sub-batches whose first sample is on rank 0 keep their gradients
+     * there: all of them, or, summed into the shards as the backward goes
+     * (alloc-on-write), the token embedding's (the LM head's gradient waits
+     * there for the encoder's) and a layer or two, left out here */
     int subs = 0;
     for (int r = 0; r < nsub; r++)
         subs += (long)r * (B / nsub) * nranks / B == 0;
-    mem->grads = np * es * (subs + (sharded && nsub > 1 ? share : 0));
+    if (sharded && nsub > 1)
+        mem->grads = np * es * share + subs * (double)Vp * C * es;
+    else
+        mem->grads = np * es * subs;
     /* rank 0's samples; per token (create_batch): encoded, per layer ln1 and
      * its statistics, q k v and the attention output, its statistics, res2,
      * ln2, fch, gelu, res3; lnf, logits; the backward's dres, dln, dfch and
@@ -563,12 +576,17 @@ void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int ns
     mem->total = mem->params + mem->adam + mem->grads + mem->acts;
 }
 
-double tsr_gpt2_cached_param_bytes(const tsr_gpt2_model_t *m)
+void tsr_gpt2_live_bytes(const tsr_gpt2_model_t *m, tsr_gpt2_live_t *live)
 {
-    double bytes = 0;
-    for (int s = 0; m->params && s < m->ntensors; s++)
-        bytes += tsr_desc_received_bytes(m->params[s]);
-    return bytes;
+    live->cached = live->grads = 0;
+    for (int s = 0; m->params && s < m->ntensors; s++) {
+        live->cached += tsr_desc_resident_bytes(m->params[s], 0);
+        for (int r = 0; r < m->nsub; r++)
+            live->grads += tsr_desc_resident_bytes(m->sub[r].grads[s], 1);
+    }
+    live->buffers = tsr_runtime_allocated_bytes() - live->cached - live->grads;
+    if (live->buffers < 0) /* the samples are not taken at one instant */
+        live->buffers = 0;
 }
 
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
@@ -705,21 +723,83 @@ static int block_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_de
 
 static tsr_desc_t *block_input(tsr_gpt2_batch_t *b, int l) { return l == 0 ? b->encoded : b->acts[l - 1].res3; }
 
-/* Submit one sub-batch's forward (and loss tasks when it has targets). */
-static int batch_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss)
+/* Whether some of the sub-batch's samples are this rank's (owner_2d). */
+static int has_samples_here(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    int P = tsr_size(), me = tsr_rank();
+    return b->dist2d.first * P / m->B <= me && (b->dist2d.first + b->B - 1) * P / m->B >= me;
+}
+
+/* Hold back the transfers of set[first .. first + n) until this rank's last
+ * sub-batch's (first) tile of gate(b, l) is written by the tasks submitted so far
+ * (tsr_desc_fetch_after; every rank calls it, each with its own gate). The
+ * tasks run a few layers behind their submission, so without it the
+ * copies of every layer's parameters (and partial gradients) would be
+ * received as soon as their owners have them, and held at once. */
+static int fetch_after(tsr_gpt2_model_t *m, tsr_desc_t **set, int first, int n,
+                       tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
+{
+    tsr_desc_t *g = NULL;
+    if (tsr_size() < 2)
+        return TSR_SUCCESS;
+    for (int r = m->nsub - 1; r >= 0 && !g; r--)
+        if (has_samples_here(m, &m->sub[r]))
+            g = gate(&m->sub[r], l);
+    for (int s = first; g && s < first + n; s++) {
+        int rc = tsr_desc_fetch_after(set[s], g);
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
+static int fetch_layer_after(tsr_gpt2_model_t *m, int layer, tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
+{
+    return fetch_after(m, m->params, slot(layer, 0), TSR_GPT2_PER_LAYER, gate, l);
+}
+
+/* The gates of the prefetch window: the forward fetches layer l + 1 once
+ * layer l's input is written, the backward layer l - 1 once d(res3) of
+ * layer l is; a step's first fetches wait for the last step's backward,
+ * the backward's first for the logits. */
+static tsr_desc_t *input_gate(tsr_gpt2_batch_t *b, int l) { return block_input(b, l); }
+static tsr_desc_t *dres_gate(tsr_gpt2_batch_t *b, int l) { (void)l; return b->dres; }
+static tsr_desc_t *logits_gate(tsr_gpt2_batch_t *b, int l) { (void)l; return b->logits; }
+
+static int loss_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss)
 {
     tsr_desc_t **p = m->params;
     tsr_reduction_t acc = m->tiles.accum;
-    int rc = tsr_encoder_forward(b->encoded, p[WTE], p[WPE], b->inputs, b->B, m->T);
-    for (int l = 0; l < m->cfg.L && !rc; l++)
-        rc = block_forward(m, b, l, block_input(b, l));
-    if (!rc)
-        rc = tsr_layernorm_forward(block_input(b, m->cfg.L), p[LNFW], p[LNFB], b->lnf, b->lnf_mean, b->lnf_rstd,
-                                   acc);
+    int rc = tsr_layernorm_forward(block_input(b, m->cfg.L), p[LNFW], p[LNFB], b->lnf, b->lnf_mean, b->lnf_rstd, acc);
     if (!rc)
         rc = tsr_linear_forward(b->lnf, p[WTE], NULL, b->logits, acc); /* tied LM head */
     if (!rc && with_loss)
         rc = tsr_crossentropy_forward(b->logits, b->ce_stats, b->losses, b->targets, m->cfg.V, acc);
+    return rc;
+}
+
+/* Submit the forward (and loss tasks with targets), layer by layer over the
+ * sub-batches, so that every rank reaches a layer's prefetch gate at the
+ * same point of the flow. */
+static int forward_layers(tsr_gpt2_model_t *m, int with_loss)
+{
+    tsr_desc_t **p = m->params;
+    int L = m->cfg.L;
+    int rc = fetch_after(m, p, WTE, 2, dres_gate, 0);
+    if (!rc)
+        rc = fetch_layer_after(m, 0, dres_gate, 0);
+    for (int r = 0; r < m->nsub && !rc; r++)
+        rc = tsr_encoder_forward(m->sub[r].encoded, p[WTE], p[WPE], m->sub[r].inputs, m->sub[r].B, m->T);
+    for (int l = 0; l < L && !rc; l++) {
+        if (l + 1 < L)
+            rc = fetch_layer_after(m, l + 1, input_gate, l);
+        else if (!(rc = fetch_after(m, p, WTE, 1, input_gate, l))) /* the LM head's */
+            rc = fetch_after(m, p, LNFW, 2, input_gate, l);
+        for (int r = 0; r < m->nsub && !rc; r++)
+            rc = block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l));
+    }
+    for (int r = 0; r < m->nsub && !rc; r++)
+        rc = loss_forward(m, &m->sub[r], with_loss);
     return rc;
 }
 
@@ -736,9 +816,8 @@ int tsr_gpt2_forward_submit(tsr_gpt2_model_t *m, const int *inputs, const int *t
         memcpy(b->inputs, inputs + first, n * sizeof(int));
         if (targets)
             memcpy(b->targets, targets + first, n * sizeof(int));
-        rc = batch_forward(m, b, targets != NULL);
     }
-    return rc;
+    return rc ? rc : forward_layers(m, targets != NULL);
 }
 
 int tsr_gpt2_loss(tsr_gpt2_model_t *m, float *loss)
@@ -841,28 +920,40 @@ static void invalidate_layer(tsr_gpt2_batch_t *b, int l)
     invalidate((tsr_desc_t *const *)&b->acts[l], sizeof b->acts[l] / sizeof(tsr_desc_t *));
 }
 
-static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+/* The loss, LM head and final layernorm backward of one sub-batch; the LM
+ * head's weight gradient waits for embeddings_backward (the logits' gradient
+ * is smaller than the token embedding's, which would otherwise be held
+ * through the whole backward). */
+static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
     tsr_desc_t **p = m->params, **g = b->grads;
     tsr_reduction_t acc = m->tiles.accum;
     float dloss = 1.0f / ((float)m->B * m->T); /* the whole batch's mean loss */
     int rc = tsr_crossentropy_backward(b->logits, b->ce_stats, b->targets, m->cfg.V, dloss); /* in place */
     if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */
-        rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, b->dln, g[WTE], NULL, TSR_OVERWRITE,
-                                 TSR_OVERWRITE, acc);
+        rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, b->dln, NULL, NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
     if (!rc)
         rc = tsr_layernorm_backward(b->dln, block_input(b, m->cfg.L), p[LNFW], b->lnf_mean, b->lnf_rstd, b->dres,
                                     g[LNFW], g[LNFB], TSR_OVERWRITE, TSR_OVERWRITE, acc, b->ln_work);
     if (!rc) {
-        tsr_desc_t *head[] = { b->logits, b->ce_stats, b->lnf, b->lnf_mean, b->lnf_rstd };
+        tsr_desc_t *head[] = { b->ce_stats, b->lnf_mean, b->lnf_rstd };
         invalidate(head, sizeof head / sizeof head[0]);
     }
-    for (int l = m->cfg.L - 1; l >= 0 && !rc; l--) {
-        rc = block_backward(m, b, l, block_input(b, l));
-        if (!rc)
-            invalidate_layer(b, l);
+    return rc;
+}
+
+/* The LM head's and the embeddings' weight gradients of one sub-batch,
+ * then its scratch is dead. */
+static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
+{
+    tsr_desc_t **p = m->params, **g = b->grads;
+    tsr_reduction_t acc = m->tiles.accum;
+    int rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, NULL, g[WTE], NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
+    if (!rc) {
+        tsr_desc_t *head[] = { b->logits, b->lnf };
+        invalidate(head, sizeof head / sizeof head[0]);
     }
-    if (!rc) /* wte already holds the LM head's gradient: add to it */
+    if (!rc) /* wte holds the LM head's gradient: add to it */
         rc = tsr_encoder_backward(g[WTE], NULL, b->dres, b->inputs, b->B, m->T, TSR_ACCUMULATE, acc);
     if (!rc)
         rc = tsr_encoder_backward(NULL, g[WPE], b->dres, b->inputs, b->B, m->T, TSR_OVERWRITE, acc);
@@ -874,21 +965,28 @@ static int batch_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     return rc;
 }
 
-/* The sharded sum, placed like the parameters: a tree over the sub-batches
- * (log2 deep rather than a chain of nsub - 1 additions on each tile's owner,
- * which the last gradients of a step, all ready at once, wait for). */
-static int sum_grads_by_tree(tsr_gpt2_model_t *m)
+/* The sharded sum of slots [first, first + n), placed like the parameters:
+ * a tree over the sub-batches (log2 deep rather than a chain of nsub - 1
+ * additions on each tile's owner, which the last gradients of a step, all
+ * ready at once, wait for). Submitted as soon as the backward has submitted
+ * the slots' last writes, with the partial gradients' transfers held back
+ * until this rank's backward is as far (so a rank holds the partial
+ * gradients of a layer or two, not of the model); the partial gradients
+ * are dead afterwards (their memory goes back: tsr_desc_alloc_on_write). */
+static int sum_grads_by_tree(tsr_gpt2_model_t *m, int first, int n)
 {
     tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
     int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
-    for (int s = 0; s < m->ntensors && !rc; s++) {
+    for (int r = 0; r < m->nsub && !rc; r++)
+        rc = fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
+    for (int s = first; s < first + n && !rc; s++) {
         for (int r = 0; r < m->nsub; r++)
             parts[r] = m->sub[r].grads[s];
         rc = tsr_sum_tree(parts, m->nsub, m->grad_sum[s]);
     }
     free(parts);
     for (int r = 0; r < m->nsub && !rc; r++)
-        invalidate(m->sub[r].grads, m->ntensors);
+        invalidate(m->sub[r].grads + first, n);
     return rc;
 }
 
@@ -908,14 +1006,37 @@ static int sum_grads_in_order(tsr_gpt2_model_t *m)
     return TSR_SUCCESS;
 }
 
+/* Layer by layer over the sub-batches (as the forward), each layer's
+ * parameters fetched a layer ahead and, sharded, its gradients summed as
+ * soon as they are written. */
 int tsr_gpt2_backward(tsr_gpt2_model_t *m)
 {
-    int rc = 0;
+    tsr_desc_t **p = m->params;
+    int L = m->cfg.L, rc = fetch_after(m, p, WTE, 1, logits_gate, 0);
+    if (!rc)
+        rc = fetch_after(m, p, LNFW, 2, logits_gate, 0);
+    if (!rc)
+        rc = fetch_layer_after(m, L - 1, logits_gate, 0);
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = batch_backward(m, &m->sub[r]);
+        rc = head_backward(m, &m->sub[r]);
+    if (!rc && m->grad_sum)
+        rc = sum_grads_by_tree(m, LNFW, 2);
+    for (int l = L - 1; l >= 0 && !rc; l--) {
+        if (l > 0)
+            rc = fetch_layer_after(m, l - 1, dres_gate, l);
+        for (int r = 0; r < m->nsub && !rc; r++) {
+            rc = block_backward(m, &m->sub[r], l, block_input(&m->sub[r], l));
+            if (!rc)
+                invalidate_layer(&m->sub[r], l);
+        }
+        if (!rc && m->grad_sum)
+            rc = sum_grads_by_tree(m, slot(l, 0), TSR_GPT2_PER_LAYER);
+    }
+    for (int r = 0; r < m->nsub && !rc; r++)
+        rc = embeddings_backward(m, &m->sub[r]);
     if (rc)
         return rc;
-    return m->grad_sum ? sum_grads_by_tree(m) : sum_grads_in_order(m);
+    return m->grad_sum ? sum_grads_by_tree(m, WTE, 2) : sum_grads_in_order(m);
 }
 
 int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,

@@ -153,14 +153,17 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
                                 const tsr_gpt2_tiles_t *tiles, int state_on_rank0, tsr_dtype_t dtype);
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
 
-/* The bytes of the tiles this rank owns: parameters, AdamW moments,
- * gradients (every sub-batch's and their sum), activations and scratch. */
+/* The bytes of the tiles this rank owns for good: parameters, AdamW
+ * moments, gradients (their sum; the sub-batches' own only when they are
+ * not summed into grad_sum: otherwise tsr_gpt2_live_bytes), activations
+ * and scratch. */
 #define TSR_GPT2_BYTE_KINDS 4
 void tsr_gpt2_rank_bytes(tsr_gpt2_model_t *m, double bytes[TSR_GPT2_BYTE_KINDS]);
 /* The memory a model of these dimensions holds on its busiest rank (rank
  * 0), before anything is allocated: parameters (and bf16's float32 master
  * weights), AdamW m and v, gradients (its sub-batches' and, sharded, their
- * sum) and activations with the loss's scratch, for nranks ranks (state
+ * sum; sharded, of its sub-batches' only the token embedding's, which is
+ * held through the backward) and activations with the loss's scratch, for nranks ranks (state
  * sharded over them unless state_on_rank0; activations split by sample).
  * tiles NULL: not chosen yet (--tiles auto), the projections' split/merge
  * buffers counted. Bytes; total is the sum of the four. */
@@ -169,10 +172,16 @@ typedef struct {
 } tsr_gpt2_memory_t;
 void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, const tsr_gpt2_tiles_t *tiles,
                               int nranks, int state_on_rank0, tsr_dtype_t dtype, tsr_gpt2_memory_t *mem);
-/* The bytes of other ranks' parameter tiles this rank holds copies of now:
- * fetched for this step's forward and backward (StarPU-MPI marks them as its
- * tasks are submitted), dropped when the update is submitted. */
-double tsr_gpt2_cached_param_bytes(const tsr_gpt2_model_t *m);
+/* What this rank holds now besides the tiles it owns (a sample, callable
+ * from another thread while the step runs): copies of other ranks'
+ * parameter tiles (fetched a layer ahead of their use, dropped after it),
+ * its own partial gradients (from their write in the backward to their
+ * reduction), and the runtime's other buffers (other ranks' partial
+ * gradients received for a sum, receive buffers). Bytes. */
+typedef struct {
+    double cached, grads, buffers;
+} tsr_gpt2_live_t;
+void tsr_gpt2_live_bytes(const tsr_gpt2_model_t *m, tsr_gpt2_live_t *live);
 
 /* Flat parameter array in checkpoint order <-> descriptors. The array lives
  * on rank 0 (other ranks pass NULL). Collective. In bf16 the scatter sets

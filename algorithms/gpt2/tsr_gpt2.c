@@ -3,6 +3,7 @@
  * slice of the batch and rank 0 prints. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,8 +49,6 @@ static int train_step(trainer_t *t, float *loss, double *ms, double *submit_ms, 
         rc = tsr_gpt2_forward_submit(&t->model, t->inputs, t->targets);
     if (!rc)
         rc = tsr_gpt2_backward(&t->model);
-    if (!rc && t->sent_to) /* --profile: the step's fetches, before the update drops them */
-        t->step_cached_params = tsr_gpt2_cached_param_bytes(&t->model);
     if (!rc)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
     *submit_ms = (tsr_wtime() - t0) * 1e3;
@@ -110,8 +109,6 @@ static int train(trainer_t *t)
         if (t->sent_to && kind == STEP_STEADY && !rc) {
             tsr_comm_bytes_sent(t->sent_to);
             t->comm_steps++;
-            if (t->step_cached_params > t->cached_params)
-                t->cached_params = t->step_cached_params;
         }
         t->step_tasks = tsr_tasks_submitted() - tasks_before;
         if (rc)
@@ -243,6 +240,14 @@ static int stop(trainer_t *t, int rc)
 
 int main(int argc, char **argv)
 {
+    /* The tiles a rank holds for a while (other ranks' parameters, its
+     * partial gradients, receive buffers) are malloc'd by StarPU and freed
+     * after their last use. glibc maps large blocks of their own, but after
+     * the first such block is freed it raises that threshold (up to 32 MB),
+     * and later tiles come from the heap, whose freed holes stay in the
+     * process: a fixed threshold gives every tile its own mapping, returned
+     * when freed, so the peak RSS follows what is held. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     trainer_t t;
     memset(&t, 0, sizeof t);
     int status = gpt2_command_line(argc, argv, &t.opt);
@@ -252,8 +257,11 @@ int main(int argc, char **argv)
     if (status >= 0)
         return status;
     int rc = gpt2_setup(&t), first = t.step;
+    if (!rc && t.opt.profile)
+        gpt2_sampler_start(&t);
     if (!rc)
         rc = train(&t);
+    gpt2_sampler_stop(&t);
     if (!rc)
         rc = gpt2_finish(&t);
     if (!rc) {

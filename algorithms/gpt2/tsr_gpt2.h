@@ -4,6 +4,7 @@
  * main and the training loop. */
 #ifndef TSR_GPT2_H
 #define TSR_GPT2_H
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,9 +53,9 @@ typedef struct {
     FILE *csv;
     double *step_ms;       /* per step, for the summary */
     double *submit_ms;     /* per step: the time its tasks took to submit */
-    double cached_params;        /* --profile: most bytes of other ranks' parameters held in
-                                  * a steady step; step_cached_params: in the last step */
-    double step_cached_params;
+    tsr_gpt2_live_t live_peak;   /* --profile: the most of each kind held while training */
+    pthread_t sampler;           /* --profile: samples live_peak (gpt2_sampler_start) */
+    volatile int sampling;       /* the sampler runs while set */
     double *sent_from, *sent_to; /* --profile: bytes sent to each rank before the
                                   * first steady step and after the last one */
     int comm_steps;        /* steady steps between them */
@@ -93,5 +94,10 @@ void gpt2_progress(const trainer_t *t, int step, double elapsed_ms);
 void gpt2_clear_progress(void);
 void gpt2_summary(const trainer_t *t, int first);
 void gpt2_rank_report(trainer_t *t);
+/* --profile: sample what each rank holds besides its own tiles
+ * (tsr_gpt2_live_bytes) every 10 ms from a thread of its own, from start to
+ * stop, keeping each kind's peak in t->live_peak. */
+void gpt2_sampler_start(trainer_t *t);
+void gpt2_sampler_stop(trainer_t *t);
 
 #endif

@@ -124,11 +124,44 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* --profile: what each rank holds (the tiles it owns) and sends and
- * receives a steady step, and its peak RSS (collective; rank 0 prints). */
+static void *sample_live_bytes(void *arg)
+{
+    trainer_t *t = arg;
+    tsr_gpt2_live_t *peak = &t->live_peak;
+    while (t->sampling) {
+        tsr_gpt2_live_t now;
+        tsr_gpt2_live_bytes(&t->model, &now);
+        peak->cached = fmax(peak->cached, now.cached);
+        peak->grads = fmax(peak->grads, now.grads);
+        peak->buffers = fmax(peak->buffers, now.buffers);
+        usleep(10000);
+    }
+    return NULL;
+}
+
+void gpt2_sampler_start(trainer_t *t)
+{
+    t->sampling = 1;
+    if (pthread_create(&t->sampler, NULL, sample_live_bytes, t) != 0)
+        t->sampling = 0; /* the report then shows zeros */
+}
+
+void gpt2_sampler_stop(trainer_t *t)
+{
+    if (!t->sampling)
+        return;
+    t->sampling = 0;
+    pthread_join(t->sampler, NULL);
+}
+
+/* --profile: what each rank holds (the tiles it owns, and the peak of what
+ * it holds for a while: other ranks' parameters, its partial gradients,
+ * receive buffers), its peak RSS, and what it sends and receives a steady
+ * step (collective; rank 0 prints). */
+enum { OWNED_KINDS = TSR_GPT2_BYTE_KINDS, LIVE_KINDS = 3, RSS = OWNED_KINDS + LIVE_KINDS, STEPS, SENT };
 void gpt2_rank_report(trainer_t *t)
 {
-    int size = tsr_size(), n = TSR_GPT2_BYTE_KINDS + 3 + size;
+    int size = tsr_size(), n = SENT + size;
     double *mine = calloc((size_t)n, sizeof(double)), *all = calloc((size_t)n * size, sizeof(double));
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -138,26 +171,29 @@ void gpt2_rank_report(trainer_t *t)
         return;
     }
     tsr_gpt2_rank_bytes(&t->model, mine);
-    mine[TSR_GPT2_BYTE_KINDS] = ru.ru_maxrss * 1024.0;
-    mine[TSR_GPT2_BYTE_KINDS + 1] = t->comm_steps;
-    mine[TSR_GPT2_BYTE_KINDS + 2] = t->cached_params;
+    mine[OWNED_KINDS] = t->live_peak.cached;
+    mine[OWNED_KINDS + 1] = t->live_peak.grads;
+    mine[OWNED_KINDS + 2] = t->live_peak.buffers;
+    mine[RSS] = ru.ru_maxrss * 1024.0;
+    mine[STEPS] = t->comm_steps;
     for (int r = 0; r < size; r++) /* bytes sent to rank r a steady step */
-        mine[TSR_GPT2_BYTE_KINDS + 3 + r] = t->comm_steps ? (t->sent_to[r] - t->sent_from[r]) / t->comm_steps : 0;
+        mine[SENT + r] = t->comm_steps ? (t->sent_to[r] - t->sent_from[r]) / t->comm_steps : 0;
     if (tsr_allgather(mine, all, (size_t)n * sizeof(double)) == 0 && tsr_rank() == 0)
         for (int r = 0; r < size; r++) {
             const double *v = all + (size_t)r * n;
             double sent = 0, received = 0;
             for (int q = 0; q < size; q++) {
-                sent += v[TSR_GPT2_BYTE_KINDS + 3 + q];
-                received += all[(size_t)q * n + TSR_GPT2_BYTE_KINDS + 3 + r];
+                sent += v[SENT + q];
+                received += all[(size_t)q * n + SENT + r];
             }
             printf("rank %d holds %.1f MB of parameters, %.1f MB of AdamW state, %.1f MB of gradients, %.1f MB of "
-                   "activations; peak RSS %.1f MB", r, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6, v[3] / 1e6,
-                   v[TSR_GPT2_BYTE_KINDS] / 1e6);
+                   "activations of its own; at most %.1f MB of other ranks' parameters cached, %.1f MB of its "
+                   "partial gradients, %.1f MB of other buffers; peak RSS %.1f MB", r, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6,
+                   v[3] / 1e6, v[OWNED_KINDS] / 1e6, v[OWNED_KINDS + 1] / 1e6, v[OWNED_KINDS + 2] / 1e6,
+                   v[RSS] / 1e6);
             if (size > 1)
-                printf("; a steady step: %.2f MB sent, %.2f MB received (over %d steps); up to %.1f MB of other "
-                       "ranks' parameters cached", sent / 1e6, received / 1e6, (int)v[TSR_GPT2_BYTE_KINDS + 1],
-                       v[TSR_GPT2_BYTE_KINDS + 2] / 1e6);
+                printf("; a steady step: %.2f MB sent, %.2f MB received (over %d steps)", sent / 1e6,
+                       received / 1e6, (int)v[STEPS]);
             printf("\n");
         }
     free(mine);
