@@ -125,14 +125,16 @@ void tsr_desc_keep_received(tsr_desc_t *d, int keep);
  * refuse d (TSR_EINVAL). Without CUDA workers the memory goes back at once;
  * with them StarPU keeps it for its next allocation of the same size. */
 void tsr_desc_alloc_on_write(tsr_desc_t *d);
-/* Under MPI, hold back the transfers of d's tiles until the tasks submitted
- * so far that write this rank's first tile of gate are done: on a tile's
- * owner its next send, elsewhere its next receive (and the buffer it lands
- * in) wait for them. For data dropped after a use (tsr_desc_flush) and read
- * again later: it comes back only shortly before the tasks that read it (a
- * prefetch window), instead of as soon as its owner has it. Every rank
- * calls it at the same point, each gated by its own tile; a rank owning no
- * tile of gate does nothing, and so does a run without MPI. */
+/* Under MPI, hold back the next access to each of d's tiles until the tasks
+ * submitted so far that write this rank's first tile of gate are done: on a
+ * tile's owner its next send (and its next task), elsewhere its next receive
+ * (and the buffer it lands in) wait for them. For data dropped after a use
+ * (tsr_desc_flush) and read again later: it comes back only shortly before
+ * the tasks that read it (a prefetch window), instead of as soon as its
+ * owner has it; or for an alloc-on-write tile whose first writer would
+ * otherwise run early. Every rank calls it at the same point, each gated by
+ * its own tile; a rank owning no tile of gate does nothing, and so does a
+ * run without MPI. */
 int tsr_desc_fetch_after(tsr_desc_t *d, tsr_desc_t *gate);
 /* Bytes of d's tiles that StarPU allocated in this process's memory and
  * that hold a value now: with owned 0 the copies of other ranks' tiles

@@ -943,12 +943,16 @@ static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 }
 
 /* The LM head's and the embeddings' weight gradients of one sub-batch,
- * then its scratch is dead. */
+ * then its scratch is dead. Under MPI the LM head's waits for the rest of
+ * the backward (tsr_desc_fetch_after: its tasks are ready from the start, and
+ * would otherwise make the token embedding's gradient first). */
 static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
     tsr_desc_t **p = m->params, **g = b->grads;
     tsr_reduction_t acc = m->tiles.accum;
-    int rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, NULL, g[WTE], NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
+    int rc = m->grad_sum ? tsr_desc_fetch_after(g[WTE], b->dres) : TSR_SUCCESS;
+    if (!rc)
+        rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, NULL, g[WTE], NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
     if (!rc) {
         tsr_desc_t *head[] = { b->logits, b->lnf };
         invalidate(head, sizeof head / sizeof head[0]);
