@@ -224,6 +224,45 @@ static void check_keep_received(void)
     tsr_desc_destroy(C);
 }
 
+/* An alloc-on-write descriptor (tsr_desc_alloc_on_write) holds memory from
+ * a task's write to its invalidation, and refuses scatter and gather:
+ * A = X I, C = A I read back, A invalidated (its memory goes back), and
+ * written and read again. */
+static void check_alloc_on_write(void)
+{
+    double a[16], id[16] = { 0 }, c[16];
+    for (int k = 0; k < 16; k++)
+        a[k] = k + 1;
+    for (int k = 0; k < 4; k++)
+        id[k * 5] = 1;
+    tsr_desc_t *X = small(0, a), *I = small(0, id), *C = small(0, id), *A = NULL;
+    tsr_dist_t on0 = tsr_dist_single(0);
+    CHECK_RC(tsr_desc_create_2d(&A, TSR_FLOAT64, 4, 4, 4, 4, &on0), TSR_SUCCESS);
+    if (!A || !X || !I || !C)
+        return;
+    tsr_desc_alloc_on_write(A);
+    CHECK_RC(tsr_desc_scatter(A, a, 4, 0), TSR_EINVAL);
+    CHECK_RC(tsr_desc_gather(A, c, 4, 0), TSR_EINVAL);
+    double whole = tsr_rank() == 0 ? 16 * sizeof(double) : 0;
+    for (int round = 0; round < 2; round++) {
+        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0 + round, X, I, 0.0, A, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, I, 0.0, C, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_desc_gather(C, c, 4, 0), TSR_SUCCESS);
+        int bad = 0;
+        for (int k = 0; tsr_rank() == 0 && k < 16; k++)
+            bad += c[k] != (1.0 + round) * a[k];
+        CHECK(bad == 0);
+        CHECK(tsr_desc_resident_bytes(A, 1) == whole);
+        tsr_desc_invalidate(A);
+        CHECK_RC(tsr_wait(), TSR_SUCCESS);
+        CHECK(tsr_desc_resident_bytes(A, 1) == 0);
+    }
+    tsr_desc_destroy(A);
+    tsr_desc_destroy(X);
+    tsr_desc_destroy(I);
+    tsr_desc_destroy(C);
+}
+
 static void check_descriptor(tsr_dtype_t dtype, tiling_t t, const tsr_dist_t *dist)
 {
     tsr_desc_t *d = NULL;
@@ -262,6 +301,7 @@ int main(int argc, char **argv)
         }
     if (size >= 2)
         check_keep_received();
+    check_alloc_on_write();
     /* the block-cyclic formula itself */
     if (size >= 4) {
         tsr_desc_t *d = NULL;
