@@ -189,6 +189,20 @@ static int parse_float(const char *s, const char *name, int positive, float *out
     return 0;
 }
 
+/* A word option: one of the n words (*out its index); expected: the message's
+ * hint when it is none. */
+static int parse_word(const char *s, const char *name, const char *const *words, int n, const char *expected,
+                      int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, words[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "error: --%s %s: %s\n", name, s, expected);
+    return -1;
+}
+
 /* A size: a positive number of bytes, or with K, M, G or T (powers of 1024,
  * e.g. 8G, 512M, 1.5T). */
 static int parse_size(const char *s, const char *name, double *out)
@@ -265,7 +279,7 @@ static int check_option_combinations(const options_t *o)
 /* Returns 0, 1 for --help, -1 on a bad option (message printed). */
 static int parse_options(int argc, char **argv, options_t *o)
 {
-    int c, seed = 42, bad = 0;
+    int c, seed = 42, bad = 0, word = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "B:T:h", long_options, NULL)) != -1 && !bad) {
         const char *name = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
@@ -295,24 +309,18 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_TK: bad = parse_int(optarg, "tile-k", 1, &o->tiles.k); break;
         case O_REDUX: o->tiles.accum = TSR_REDUCTION_REDUX; break;
         case O_TILES:
-            o->auto_tiles = strcmp(optarg, "auto") == 0;
-            if (!o->auto_tiles) {
-                fprintf(stderr, "error: --tiles %s: the only value is auto (else give --tile-* sizes)\n", optarg);
-                bad = 1;
-            }
+            bad = parse_word(optarg, "tiles", (const char *const[]){ "auto" }, 1,
+                             "the only value is auto (else give --tile-* sizes)", &word);
+            o->auto_tiles = !bad;
             break;
         case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
         case O_GPUS: bad = parse_int(optarg, "gpus", 0, &o->gpus); break;
         case O_STRICT_FP32: o->strict_fp32 = 1; break;
         case O_PRECISION:
-            if (strcmp(optarg, "fp32") == 0) {
-                o->precision = TSR_FLOAT32;
-            } else if (strcmp(optarg, "bf16") == 0) {
-                o->precision = TSR_BFLOAT16;
-            } else {
-                fprintf(stderr, "error: --precision %s: the values are fp32 and bf16\n", optarg);
-                bad = 1;
-            }
+            bad = parse_word(optarg, "precision", (const char *const[]){ "fp32", "bf16" }, 2,
+                             "the values are fp32 and bf16", &word);
+            if (!bad)
+                o->precision = word == 1 ? TSR_BFLOAT16 : TSR_FLOAT32;
             break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;
