@@ -369,8 +369,8 @@ static double host_bytes(const trainer_t *t)
 
 /* The run's memory, estimated before anything large is allocated, against
  * --max-memory or what the machine has. d2 T 64 on 2 CPU workers: 14.5 MB a
- * sample estimated, 15.4 MB of peak RSS measured (B 1, 8, 32, 96: 0.25,
- * 0.35, 0.70, 1.63 GB estimated, 0.35, 0.46, 0.83, 1.82 GB peak RSS): the
+ * sample estimated, 15.4 MB of peak RSS measured (B 1, 8, 32, 96: 0.22,
+ * 0.33, 0.67, 1.60 GB estimated, 0.35, 0.46, 0.83, 1.82 GB peak RSS): the
  * estimate stays below the peak (StarPU's per-tile data and packing buffers
  * are not counted), so a run it refuses cannot fit, and one that fits is
  * never refused; --max-memory overrides. Collective; 0 or TSR_ENOMEM
