@@ -342,9 +342,12 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     else
         tsr_config_default(&cfg);
     tsr_set_verbose(cfg.verbose);
+    tsr_workers_plan_t plan;
     int rc = validate_config(&cfg);
     if (!rc)
         rc = tsr_check_environment();
+    if (!rc)
+        rc = plan_workers(&cfg, &plan);
     if (rc)
         return rc;
 
@@ -375,9 +378,6 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         setenv("STARPU_WORKERS_NOBIND", "1", 0);
     }
 
-    tsr_workers_plan_t plan;
-    if ((rc = plan_workers(&cfg, &plan)) != 0)
-        return rc;
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     if (plan.ncpus >= 0)
