@@ -17,9 +17,11 @@
 #     -B N -T N      batch and sequence (default 8 and 1024)
 #     --model NAME   (default 124M)
 #     --alt          also time the GPU alone under lws (no performance model at all)
+#     --cpus-too     also, in the first round, CPU workers beside the GPU: every core but
+#                    one as CPU workers beside the GPU (--threads), a fresh HOME
 # Exits 1 when a bar is missed or a run fails, 77 without an NVIDIA GPU.
 set -uo pipefail
-bundle=bundle out=check_default_out rounds=3 steps=12 B=8 T=1024 model=124M alt=0
+bundle=bundle out=check_default_out rounds=3 steps=12 B=8 T=1024 model=124M alt=0 cpus_too=0
 here=$(cd "$(dirname "$0")/.." && pwd)
 PROG=check_default.sh
 # shellcheck source=../lib/args.sh
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
     -T) check_count "$1" "$2" 1 1024; T=$2; shift 2 ;;
     --model) check_word "$1" "$2" d2 124M 350M 774M 1558M; model=$2; shift 2 ;;
     --alt) alt=1; shift ;;
+    --cpus-too) cpus_too=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | grep '^#'; exit 0 ;;
     *) arg_error "unknown option '$(shown "$1")' (see --help)" ;;
   esac
@@ -51,6 +54,7 @@ libs=$bundle/lib:/usr/local/cuda/targets/x86_64-linux/lib
 kept_home=$out/explicit_home   # the explicit runs' perf models, kept over the rounds
 mkdir -p "$kept_home"
 args=(--model "$model" -B "$B" -T "$T" --steps "$steps" --val-every 0 --sample-every 0)
+extra=()   # a run's own options
 
 # median: of the numbers on stdin, one a line ("nan" when none)
 median() { sort -g | awk '{ v[++n] = $1 } END { if (!n) print "nan"; else if (n % 2) print v[(n + 1) / 2]
@@ -65,7 +69,7 @@ run() {
   local base=$out/${name}_$round t0 t1
   rm -f "$base.csv"
   t0=$(date +%s.%N)
-  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$libs" "$@" timeout 600 "$bundle/bin/tsr_gpt2" "${args[@]}" \
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$libs" "$@" timeout 600 "$bundle/bin/tsr_gpt2" "${args[@]}" "${extra[@]}" \
     --csv "$base.csv" > "$base.log" 2>&1
   local rc=$?
   t1=$(date +%s.%N)
@@ -91,6 +95,14 @@ for r in $(seq 1 "$rounds"); do
   run explicit "$r" HOME="$kept_home" STARPU_HOME="$kept_home/starpu" STARPU_NCPU=0 STARPU_SCHED=dmdas
   [ $alt = 1 ] && run gpu_lws "$r" HOME="$kept_home" STARPU_HOME="$kept_home/starpu" STARPU_NCPU=0 STARPU_SCHED=lws
   rm -rf -- "$fresh"
+  if [ $cpus_too = 1 ] && [ "$r" = 1 ]; then
+    fresh=$(mktemp -d "$out/fresh_home.XXXXXX")
+    cores=$(nproc)
+    extra=(--threads $((cores > 1 ? cores - 1 : 1)))
+    run cpus_and_gpu "$r" HOME="$fresh"
+    extra=()
+    rm -rf -- "$fresh"
+  fi
 done
 
 d=$(median_of default 5) e=$(median_of explicit 5) f=$(median_of default 4)
@@ -98,6 +110,7 @@ ratio=$(awk -v d="$d" -v e="$e" 'BEGIN { if (d == "nan" || e == "nan") print "na
 echo "default steady median $d ms, explicit GPU alone $e ms: ratio $ratio (bar <= 1.05)"
 echo "default first step (median over rounds, fresh HOME): $f ms (bar < 5000)"
 [ $alt = 1 ] && echo "GPU alone under lws: $(median_of gpu_lws 5) ms steady, first $(median_of gpu_lws 4) ms"
+[ $cpus_too = 1 ] && echo "CPU workers beside the GPU (fresh HOME): $(median_of cpus_and_gpu 5) ms steady, first $(median_of cpus_and_gpu 4) ms"
 grep -q 'GPU only' "$out"/default_1.log || { echo "FAIL: the default's runtime line does not say 'GPU only'"; failed=1; }
 awk -v r="$ratio" 'BEGIN { exit !(r != "nan" && r <= 1.05) }' || { echo "FAIL: default steady step over 1.05x"; failed=1; }
 awk -v f="$f" 'BEGIN { exit !(f != "nan" && f < 5000) }' || { echo "FAIL: default first step over 5 s"; failed=1; }
