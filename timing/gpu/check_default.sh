@@ -17,8 +17,8 @@
 #     -B N -T N      batch and sequence (default 8 and 1024)
 #     --model NAME   (default 124M)
 #     --alt          also time the GPU alone under lws (no performance model at all)
-#     --cpus-too     also, in the first round, CPU workers beside the GPU: every core but
-#                    one as CPU workers beside the GPU (--threads), a fresh HOME
+#     --cpus-too     also, in the first round, every core but one as CPU workers
+#                    beside the GPU (--threads), with a fresh HOME
 # Exits 1 when a bar is missed or a run fails, 77 without an NVIDIA GPU.
 set -uo pipefail
 bundle=bundle out=check_default_out rounds=3 steps=12 B=8 T=1024 model=124M alt=0 cpus_too=0
