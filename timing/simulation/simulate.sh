@@ -85,6 +85,9 @@ fi
 
 # ---- the simulation runtime and build (cached) ------------------------------
 prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
+# memory nodes: the host's and one a GPU (deps/starpu/build.sh --simgrid's --enable-maxnodes)
+maxnodes=$(cat "$prefix"/include/starpu/*/starpu_config.h | sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p')
+[ "$gpus" -lt "${maxnodes:-2}" ] || arg_error "--gpus $gpus: this simulation runtime has room for $((${maxnodes:-2} - 1)) GPU(s) a node (STARPU_MAXNODES $maxnodes: deps/starpu/build.sh --simgrid's --enable-maxnodes)"
 # a build this script made (its marker file) follows the runtime when the
 # runtime's options change; any other is left alone
 marker=$build/.made-by-simulate.sh
