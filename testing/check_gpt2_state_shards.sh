@@ -2,20 +2,24 @@
 # Sharded training states (docs/files.md, "Training states"), on the d2 model:
 #   ranks: a state saved by 2 ranks resumes on 1 rank (with other tiles) and
 #          on 4 ranks with the losses of the uninterrupted 2-rank run (1e-5);
+#          the same state as one file of format version 2 (written by
+#          gpt2_state_single) resumes on 2 ranks, and as version 1 (no
+#          training-file identity) on 1 rank, with those losses too;
 #   kill:  a rank killed (SIGKILL) in a save, after its shard file is written
 #          and before the commit (TSR_GPT2_TEST_DIE_IN_SAVE), rank 1 of 2 and
 #          then rank 0 alone: the previous state still resumes with the
 #          uninterrupted run's losses, and the next save removes the shard
 #          files the killed one left.
-# usage: check_gpt2_state_shards.sh ranks|kill TSR_GPT2 WORKDIR MPIRUN... NPFLAG
+# usage: check_gpt2_state_shards.sh ranks|kill TSR_GPT2 GPT2_STATE_SINGLE WORKDIR MPIRUN... NPFLAG
 set -u
-what=$1 exe=$2 work=$3; shift 3
+what=$1 exe=$2 single=$3 work=$4; shift 4
 mpirun=("$@")
 # shellcheck source=check_lib.sh
 . "$(dirname "$0")/check_lib.sh"
 check_start "$work"
 cd "$work" || exit 1
 export TSR_CACHE_DIR="$work/cache"
+data=$(cd "$(dirname "$exe")/../../.." && pwd)/algorithms/gpt2/data
 opts=(--val-every 0 --sample-every 0 --quiet --threads 1)
 run() { # run NP ARGS...: tsr_gpt2 on NP ranks (1: no mpirun)
     local np=$1; shift
@@ -43,6 +47,16 @@ ranks)
     same_losses "2 ranks -> 1 rank" one.csv
     run 4 --steps 6 --resume s.bin --csv four.csv > four.log 2>&1 || bad "resuming on 4 ranks exited $?: $(tail -2 four.log)"
     same_losses "2 ranks -> 4 ranks" four.csv
+    # single-file states: version 2, then version 1 (its 72-byte header with
+    # version 1, without version 2's 16 bytes of training-file identity)
+    "$single" s.bin "$data/tiny_shakespeare_train.bin" v2.bin > v2.log 2>&1 || bad "gpt2_state_single: $(cat v2.log)"
+    run 2 --steps 6 --resume v2.bin --csv v2.csv > v2r.log 2>&1 || bad "resuming a version 2 state exited $?: $(tail -2 v2r.log)"
+    same_losses "a version 2 state on 2 ranks" v2.csv
+    le32() { printf "\\$(printf %03o "$1")\\000\\000\\000"; }
+    { head -c 4 v2.bin; le32 1; head -c 72 v2.bin | tail -c 64; tail -c +89 v2.bin; } > v1.bin
+    run 1 --steps 6 --resume v1.bin --csv v1.csv > v1r.log 2>&1 || bad "resuming a version 1 state exited $?: $(tail -2 v1r.log)"
+    grep -q "version 1 state" v1r.log && ok || bad "no note on the version 1 state: $(grep -i note v1r.log)"
+    same_losses "a version 1 state on 1 rank" v1.csv
     ;;
 kill)
     # rank 1 of 2 dies in the second save (step 4); the first (step 2) stands
