@@ -31,7 +31,7 @@ tsr_add_test(gpt2_debug_state ${CMAKE_CURRENT_BINARY_DIR}/test_gpt2_debug_state 
 # format before sharding), for check_gpt2_state_shards.sh
 add_executable(gpt2_state_single gpt2_state_single.c)
 target_link_libraries(gpt2_state_single PRIVATE tsr_gpt2io m)
-# mutation fuzzing of the five file loaders, 5000 files each in CI (the long run:
+# mutation fuzzing of the six file loaders, 5000 files each in CI (the long run:
 # fuzz_gpt2_loaders DATA WORKDIR 1000000)
 add_executable(fuzz_gpt2_loaders fuzz_gpt2_loaders.c)
 target_link_libraries(fuzz_gpt2_loaders PRIVATE tsr_gpt2io m)

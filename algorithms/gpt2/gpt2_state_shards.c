@@ -85,16 +85,6 @@ typedef struct {
     uint64_t generation;
 } save_id_t;
 
-static void host_name(char *out, size_t n)
-{
-    if (gethostname(out, n) != 0 || !*out)
-        snprintf(out, n, "host");
-    out[n - 1] = '\0';
-    for (char *p = out; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-'))
-            *p = '_';
-}
-
 static uint64_t random_generation(void)
 {
     uint64_t g = 0;
@@ -292,12 +282,12 @@ static int check_shards_visible(const tsr_gpt2_shard_layout_t *l, const char *di
 
 /* Rank 0, after a commit: the shard files of earlier saves to this manifest
  * that it no longer names, left by this process or a dead one of this
- * host (a crash between a shard's write and the commit, or the set the
- * commit replaced). Files of other users, hosts or live processes stay. */
+ * host (a crash between a shard's write and the commit). Files of other
+ * users, hosts or live processes stay. */
 static void remove_old_shards(const tsr_gpt2_shard_layout_t *l, const char *dir, const char *base)
 {
     char host[64], prefix[NAME_MAX + 96];
-    host_name(host, sizeof host);
+    tsr_host_name(host, sizeof host);
     int plen = snprintf(prefix, sizeof prefix, "%s.shard.%s.", base, host);
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -324,6 +314,25 @@ static void remove_old_shards(const tsr_gpt2_shard_layout_t *l, const char *dir,
         closedir(d);
 }
 
+/* Rank 0, after a commit: the files of the set it replaced (prev, the
+ * previous manifest's layout; any host's) that the new one (l) does not
+ * name, regular files of this user only. */
+static void remove_replaced(const tsr_gpt2_shard_layout_t *prev, const tsr_gpt2_shard_layout_t *l, const char *dir)
+{
+    DIR *d = opendir(dir);
+    for (int f = 0; d && f < prev->nfiles; f++) {
+        int named = 0;
+        for (int g = 0; g < l->nfiles && !named; g++)
+            named = strcmp(prev->names[f], l->names[g]) == 0;
+        struct stat st;
+        if (!named && fstatat(dirfd(d), prev->names[f], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            st.st_uid == getuid())
+            unlinkat(dirfd(d), prev->names[f], 0);
+    }
+    if (d)
+        closedir(d);
+}
+
 int tsr_gpt2_state_save(tsr_gpt2_model_t *m, const char *path, const tsr_gpt2_train_state_t *st,
                         const void *loader_state, size_t loader_bytes)
 {
@@ -333,7 +342,7 @@ int tsr_gpt2_state_save(tsr_gpt2_model_t *m, const char *path, const tsr_gpt2_tr
     tsr_gpt2_shard_layout_t l;
     memset(&l, 0, sizeof l);
     if (root) {
-        host_name(id.host, sizeof id.host);
+        tsr_host_name(id.host, sizeof id.host);
         id.pid = getpid();
         id.generation = random_generation();
     }
@@ -354,7 +363,12 @@ int tsr_gpt2_state_save(tsr_gpt2_model_t *m, const char *path, const tsr_gpt2_tr
     }
     if (!tsr_any(rc))
         rc = collect_hashes(&l);
+    tsr_gpt2_shard_layout_t prev; /* the set the commit replaces (rank 0) */
+    tsr_gpt2_train_state_info_t prev_info;
+    memset(&prev, 0, sizeof prev);
     if (!tsr_any(rc) && root) {
+        if (tsr_gpt2_train_state_is_manifest(path) && tsr_gpt2_train_state_manifest_read(path, &prev_info, &prev, NULL))
+            tsr_log(TSR_LOG_INFO, "%s: the state it replaces is damaged: its shard files are left", path);
         rc = check_shards_visible(&l, dir, path);
         if (!rc)
             rc = tsr_gpt2_train_state_manifest_write(path, &m->cfg, m->B, m->T, st, &l, loader_state, loader_bytes);
@@ -365,8 +379,11 @@ int tsr_gpt2_state_save(tsr_gpt2_model_t *m, const char *path, const tsr_gpt2_tr
         if (!shard_path(dir, l.names[rank], path, shard))
             unlink(shard);
     }
-    if (!failed && root)
+    if (!failed && root) {
+        remove_replaced(&prev, &l, dir);
         remove_old_shards(&l, dir, base);
+    }
+    tsr_gpt2_shard_layout_free(&prev);
     tsr_gpt2_shard_layout_free(&l);
     return failed ? (rc ? rc : TSR_EIO) : 0;
 }

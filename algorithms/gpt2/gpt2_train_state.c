@@ -358,37 +358,41 @@ static int parse_layout(const unsigned char *buf, size_t n, const char *path, co
     size_t slot_bytes = (size_t)c.nslots * sizeof(tsr_gpt2_shard_slot_t);
     if (n < sizeof c + slot_bytes)
         goto short_file;
-    const tsr_gpt2_shard_slot_t *slots = (const void *)(buf + sizeof c);
-    size_t elems = 0;
-    for (int s = 0; s < c.nslots; s++) {
-        tsr_gpt2_shard_slot_t sl;
-        memcpy(&sl, &slots[s], sizeof sl);
-        if (sl.rows < 1 || sl.cols < 1 || sl.rtile < 1 || sl.rtile > sl.rows || sl.ctile < 1 || sl.ctile > sl.cols) {
-            tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (slot %d: %d x %d in tiles of %d x %d)", path, s, sl.rows,
-                    sl.cols, sl.rtile, sl.ctile);
-            return TSR_EFORMAT;
-        }
-        elems += (size_t)sl.rows * sl.cols;
-    }
-    if (elems != tsr_gpt2_num_params(cfg)) {
-        tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (its slots hold %zu parameters, the model %zu)", path, elems,
-                tsr_gpt2_num_params(cfg));
-        return TSR_EFORMAT;
-    }
     tsr_gpt2_shard_slot_t *copy = malloc(slot_bytes);
     if (!copy)
         return TSR_ENOMEM;
-    memcpy(copy, slots, slot_bytes);
-    int rc = tsr_gpt2_shard_layout_init(l, c.nslots, copy, c.nfiles);
+    memcpy(copy, buf + sizeof c, slot_bytes);
+    size_t elems = 0, np = tsr_gpt2_num_params(cfg), tiles = 0;
+    for (int s = 0; s < c.nslots; s++) {
+        const tsr_gpt2_shard_slot_t *sl = &copy[s];
+        if (sl->rows < 1 || sl->cols < 1 || sl->rtile < 1 || sl->rtile > sl->rows || sl->ctile < 1 ||
+            sl->ctile > sl->cols || (uint64_t)sl->rows * (uint64_t)sl->cols > np - elems) {
+            tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (slot %d: %d x %d in tiles of %d x %d, for a model of %zu "
+                    "parameters)", path, s, sl->rows, sl->cols, sl->rtile, sl->ctile, np);
+            free(copy);
+            return TSR_EFORMAT;
+        }
+        elems += (size_t)sl->rows * sl->cols;
+        tiles += slot_tiles(sl);
+    }
+    /* sizes checked before anything is allocated from them */
+    uint64_t want = sizeof c + slot_bytes + (uint64_t)c.nfiles * (8 + TSR_GPT2_SHARD_NAME) +
+                    TSR_GPT2_SHARD_KINDS * (uint64_t)tiles * sizeof(tsr_gpt2_shard_record_t);
+    int rc = 0;
+    if (elems != np) {
+        tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (its slots hold %zu parameters, the model %zu)", path, elems, np);
+        rc = TSR_EFORMAT;
+    } else if (n != want) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s (its layout takes %llu bytes, the file leaves %zu for it)", path,
+                n < want ? "truncated" : "trailing bytes", (unsigned long long)want, n);
+        rc = TSR_EFORMAT;
+    }
+    if (!rc)
+        rc = tsr_gpt2_shard_layout_init(l, c.nslots, copy, c.nfiles);
     free(copy);
     if (rc)
         return rc;
     l->generation = c.generation;
-    if (n != layout_bytes(l)) {
-        tsr_log(TSR_LOG_ERROR, "%s: %s (its layout takes %zu bytes, the file leaves %zu for it)", path,
-                n < layout_bytes(l) ? "truncated" : "trailing bytes", layout_bytes(l), n);
-        return TSR_EFORMAT;
-    }
     const unsigned char *at = buf + sizeof c + slot_bytes;
     for (int f = 0; f < l->nfiles; f++, at += 8 + TSR_GPT2_SHARD_NAME) {
         memcpy(&l->file_bytes[f], at, 8);
@@ -422,6 +426,16 @@ short_file:
     return TSR_EFORMAT;
 }
 
+int tsr_gpt2_train_state_is_manifest(const char *path)
+{
+    int32_t head[2] = { 0, 0 };
+    FILE *f = tsr_open_regular(path);
+    int is = f && fread(head, sizeof head, 1, f) == 1 && head[0] == STATE_MAGIC && head[1] == SHARDED_VERSION;
+    if (f)
+        fclose(f);
+    return is;
+}
+
 int tsr_gpt2_train_state_manifest_read(const char *path, tsr_gpt2_train_state_info_t *info,
                                        tsr_gpt2_shard_layout_t *l, void **loader_state)
 {
@@ -439,7 +453,8 @@ int tsr_gpt2_train_state_manifest_read(const char *path, tsr_gpt2_train_state_in
         rc = TSR_EFORMAT;
     }
     size_t head = sizeof(state_header_t) + sizeof(state_data_t);
-    if (!rc && ((uint64_t)size < head + info->loader_bytes + 8 || size > ((int64_t)1 << 32))) {
+    if (!rc && ((uint64_t)size < head + 8 || info->loader_bytes > (uint64_t)size - head - 8 ||
+                size > ((int64_t)1 << 32))) {
         tsr_log(TSR_LOG_ERROR, "%s: %lld bytes: %s for a manifest", path, (long long)size,
                 (uint64_t)size < head ? "truncated" : "the wrong size");
         rc = TSR_EFORMAT;

@@ -115,6 +115,9 @@ uint64_t tsr_gpt2_hash64(const void *data, size_t bytes);
 int tsr_gpt2_train_state_manifest_write(const char *path, const tsr_gpt2_config_t *cfg, int B, int T,
                                         const tsr_gpt2_train_state_t *st, const tsr_gpt2_shard_layout_t *l,
                                         const void *loader_state, size_t loader_bytes);
+/* 1 when path is a regular file that starts as a manifest does (magic and
+ * version 3), else 0; quiet, never blocks. */
+int tsr_gpt2_train_state_is_manifest(const char *path);
 /* Reads and checks a whole manifest: its header (info), its layout
  * (records inside their files, names without '/'), its hash; with
  * loader_state non-NULL also the loader's position (malloc'd,
