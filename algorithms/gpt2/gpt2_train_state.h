@@ -58,7 +58,9 @@ typedef struct {
  * For checks before a model is built. */
 int tsr_gpt2_train_state_info(const char *path, tsr_gpt2_train_state_info_t *info);
 
-/* Writes st and train's position atomically (tsr_atomic_*). */
+/* Writes st and train's position atomically (tsr_atomic_*) as one file of
+ * version 2 (tsr_gpt2 itself saves sharded states: gpt2_state_shards.h;
+ * this one serves tools and tests, gpt2_state_single). */
 int tsr_gpt2_train_state_write(const char *path, const tsr_gpt2_config_t *cfg, int B, int T,
                                const tsr_gpt2_train_state_t *st, const tsr_gpt2_loader_t *train);
 
