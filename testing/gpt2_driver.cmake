@@ -6,6 +6,15 @@ if(TSR_USE_MPI)
   tsr_add_test(gpt2_driver_mpi2 ${GPT2_DRIVER_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_driver_mpi2_work
                ${TSR_MPIRUN} 2)
   set_tests_properties(gpt2_driver_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
+  # sharded states: saved on 2 ranks, resumed on 1 and 4, and as single
+  # files of versions 2 and 1 (ranks); a rank killed between its shard and
+  # the commit leaves the previous state (kill)
+  foreach(what ranks kill)
+    tsr_add_test(gpt2_state_shards_${what} bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_state_shards.sh ${what}
+                 $<TARGET_FILE:tsr_gpt2> $<TARGET_FILE:gpt2_state_single>
+                 ${CMAKE_CURRENT_BINARY_DIR}/gpt2_state_shards_${what}_work ${TSR_MPIRUN})
+    set_tests_properties(gpt2_state_shards_${what} PROPERTIES PROCESSORS 2 LABELS mpi)
+  endforeach()
 endif()
 # the side-by-side timing script against a stand-in reference trainer
 tsr_add_test(time_gpt2_vs_reference bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_vs_reference.sh
