@@ -425,6 +425,15 @@ static void temp_destroy(tsr_desc_t *d)
     tsr_desc_destroy(d);
 }
 
+/* A forward's inputs flushed once its tasks are in: X, W and the bias, if any. */
+static void flush_fwd_inputs(tsr_desc_t *X, tsr_desc_t *W, tsr_desc_t *bias)
+{
+    tsr_desc_flush(X);
+    tsr_desc_flush(W);
+    if (bias)
+        tsr_desc_flush(bias);
+}
+
 /* ---- checks the operand tables cannot state -------------------------------------- */
 
 /* Head tensor H is [B*NH, hd, T] for C = NH*hd channels and B*T = BT tokens. */
@@ -466,10 +475,7 @@ static int linear_forward_impl(const char *fn, tsr_desc_t *inp, tsr_desc_t *W, t
         return rc;
     fwd_plan_t p = { op_2d(inp), op_2d(gelu ? pre : out), W, bias, gelu ? out : NULL };
     rc = fwd_run(&p, accum);
-    tsr_desc_flush(inp);
-    tsr_desc_flush(W);
-    if (bias)
-        tsr_desc_flush(bias);
+    flush_fwd_inputs(inp, W, bias);
     if (gelu)
         tsr_desc_flush(pre);
     return rc;
@@ -600,10 +606,7 @@ int tsr_linear_qkv_forward(tsr_desc_t *inp, tsr_desc_t *W, tsr_desc_t *bias, tsr
             rc = heads_reshape(&m, 1, 0.0);
         temp_destroy(tmp);
     }
-    tsr_desc_flush(inp);
-    tsr_desc_flush(W);
-    if (bias)
-        tsr_desc_flush(bias);
+    flush_fwd_inputs(inp, W, bias);
     return rc;
 }
 
@@ -676,10 +679,7 @@ int tsr_linear_attproj_forward(tsr_desc_t *Y, tsr_desc_t *W, tsr_desc_t *bias, t
             rc = fwd_run(&p, accum);
         temp_destroy(tmp);
     }
-    tsr_desc_flush(Y);
-    tsr_desc_flush(W);
-    if (bias)
-        tsr_desc_flush(bias);
+    flush_fwd_inputs(Y, W, bias);
     return rc;
 }
 

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 static _Atomic uint64_t tasks_submitted;
 static _Atomic uint64_t tasks_failed; /* tasks whose kernel reported an error */
 static char sched_name[64];
-static char runtime_summary[256];
+static char runtime_summary[512];
 
 void tsr_config_default(tsr_config_t *cfg)
 {
@@ -134,7 +135,7 @@ static int validate_config(const tsr_config_t *c)
     const char *env_sched = getenv("STARPU_SCHED");
     if (c->sched && check_scheduler_name(c->sched, "the configured scheduler"))
         return TSR_EINVAL;
-    if (!c->sched && env_sched && check_scheduler_name(env_sched, "STARPU_SCHED"))
+    if (env_sched && check_scheduler_name(env_sched, "STARPU_SCHED")) /* StarPU takes it over c->sched */
         return TSR_EINVAL;
     if (c->ncuda > 0 && !(STARPU_HAS_CUDA && TSR_USE_CUDA) && !tsr_simulated()) { /* a simulation has simulated GPUs */
         tsr_log(TSR_LOG_ERROR, "tsr_init: %d CUDA worker(s) requested, but %s was built without CUDA", c->ncuda,
@@ -193,44 +194,40 @@ static int count_nvidia_gpus(void)
     return n;
 }
 
-/* CUDA workers are turned off by the config or by STARPU_NCUDA=0. */
+/* CUDA workers are turned off by the config or by STARPU_NCUDA=0 (which StarPU reads over the config). */
 static int cuda_turned_off(const tsr_config_t *cfg)
 {
     const char *env = getenv("STARPU_NCUDA");
-    return cfg->ncuda == 0 || (cfg->ncuda < 0 && env && atoi(env) == 0);
+    return env ? atoi(env) == 0 : cfg->ncuda == 0;
 }
 
-/* StarPU will start CUDA workers: it has CUDA, they are not turned off, a GPU is there. */
-static int will_use_gpus(const tsr_config_t *cfg)
+/* The workers and scheduler to start (tsr_plan_workers) from this machine's
+ * GPUs, the configuration and StarPU's variables. */
+static int plan_workers(const tsr_config_t *cfg, tsr_workers_plan_t *plan)
 {
-    return STARPU_HAS_CUDA && !cuda_turned_off(cfg) && count_nvidia_gpus() > 0;
+    int gpus = tsr_simulated() ? -1 /* the simulated platform's */
+               : STARPU_HAS_CUDA && TSR_USE_CUDA ? tsr_visible_gpus(count_nvidia_gpus(), getenv("CUDA_VISIBLE_DEVICES"))
+                                                 : 0;
+    tsr_workers_in_t in = { gpus, cfg->ncpus, cfg->ncuda, cfg->sched, cfg->parallel_worker_size,
+                            getenv("STARPU_NCPU") ? getenv("STARPU_NCPU") : getenv("STARPU_NCPUS"),
+                            getenv("STARPU_NCUDA"), getenv("STARPU_SCHED") };
+    int rc = tsr_plan_workers(&in, plan);
+    if (rc)
+        tsr_log(TSR_LOG_ERROR, "tsr_init: %s", plan->reason);
+    snprintf(sched_name, sizeof sched_name, "%s", plan->sched);
+    return rc;
 }
 
-static void choose_scheduler(const tsr_config_t *cfg, struct starpu_conf *conf)
-{
-    const char *env = getenv("STARPU_SCHED");
-    if (cfg->sched)
-        snprintf(sched_name, sizeof sched_name, "%s", cfg->sched);
-    else if (env)
-        snprintf(sched_name, sizeof sched_name, "%s", env);
-    else if (cfg->parallel_worker_size > 1)
-        snprintf(sched_name, sizeof sched_name, "peager");
-    else
-        /* performance-model driven only where there are GPUs to choose from */
-        snprintf(sched_name, sizeof sched_name, "%s", will_use_gpus(cfg) ? "dmdas" : "lws");
-    conf->sched_policy_name = sched_name;
-}
-
-static void describe_runtime(int tf32)
+static void describe_runtime(int tf32, const char *reason)
 {
     int major, minor, release;
     starpu_get_version(&major, &minor, &release);
     snprintf(runtime_summary, sizeof runtime_summary,
-             "StarPU %d.%d.%d (CUDA %s, FxT %s, max %d CPUs), %d CPU + %d CUDA workers%s, scheduler %s, %d rank(s)",
+             "StarPU %d.%d.%d (CUDA %s, FxT %s, max %d CPUs), %d CPU + %d CUDA workers%s, scheduler %s, %d rank(s)%s%s",
              major, minor, release, STARPU_HAS_CUDA ? "yes" : "no", STARPU_HAS_FXT ? "yes" : "no",
              STARPU_MAXCPUS, tsr_ncpu_workers(), tsr_ncuda_workers(),
              tsr_ncuda_workers() == 0 ? "" : tf32 ? " (GEMMs in TF32)" : " (GEMMs in strict float32)", sched_name,
-             tsr_ctx.size);
+             tsr_ctx.size, *reason ? "; " : "", reason);
 }
 
 #if TSR_USE_CUDA && STARPU_HAS_CUDA
@@ -325,6 +322,16 @@ static void warn_oversubscribed(int use_mpi)
                 ranks, workers, cores, cores / ranks > 0 ? cores / ranks : 1);
 }
 
+static int start_starpu(int use_mpi, int *argc, char ***argv, struct starpu_conf *conf)
+{
+#if TSR_USE_MPI
+    if (use_mpi)
+        return starpu_mpi_init_conf(argc, argv, 0, tsr_ctx.comm, conf);
+#endif
+    (void)use_mpi;
+    return starpu_init(conf);
+}
+
 int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
 {
     if (tsr_ctx.initialized)
@@ -335,9 +342,12 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     else
         tsr_config_default(&cfg);
     tsr_set_verbose(cfg.verbose);
+    tsr_workers_plan_t plan;
     int rc = validate_config(&cfg);
     if (!rc)
         rc = tsr_check_environment();
+    if (!rc)
+        rc = plan_workers(&cfg, &plan);
     if (rc)
         return rc;
 
@@ -370,8 +380,8 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
 
     struct starpu_conf conf;
     starpu_conf_init(&conf);
-    if (cfg.ncpus > 0)
-        conf.ncpus = cfg.ncpus;
+    if (plan.ncpus >= 0)
+        conf.ncpus = plan.ncpus;
     else if (use_mpi && count_bound_cores() == 1) {
         /* StarPU-MPI would reserve this rank's only core for its progress
          * thread and start no CPU worker: the thread shares the core instead */
@@ -381,15 +391,17 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     if (cfg.ncuda >= 0)
         conf.ncuda = cfg.ncuda;
     conf.nopencl = 0;
-    choose_scheduler(&cfg, &conf);
+    conf.sched_policy_name = sched_name;
 
-    int ret;
-#if TSR_USE_MPI
-    if (use_mpi)
-        ret = starpu_mpi_init_conf(argc, argv, 0, tsr_ctx.comm, &conf);
-    else
-#endif
-        ret = starpu_init(&conf);
+    int ret = start_starpu(use_mpi, argc, argv, &conf);
+    if (ret == -ENODEV && plan.gpu_only && !getenv("STARPU_NCPU") && !getenv("STARPU_NCPUS")) {
+        /* a GPU was found but StarPU started no CUDA worker on it */
+        conf.ncpus = -1;
+        if (!cfg.sched && !getenv("STARPU_SCHED"))
+            snprintf(sched_name, sizeof sched_name, "lws");
+        snprintf(plan.reason, sizeof plan.reason, "CPU only: StarPU started no CUDA worker on the GPU found");
+        ret = start_starpu(use_mpi, argc, argv, &conf);
+    }
     if (ret != 0) {
         tsr_log(TSR_LOG_ERROR, "tsr_init: StarPU failed to start (%s)", strerror(-ret));
         return TSR_ERUNTIME;
@@ -420,7 +432,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         tsr_finalize();
         return rc ? rc : TSR_EIO;
     }
-    describe_runtime(cfg.gpu_tf32);
+    describe_runtime(cfg.gpu_tf32, plan.reason);
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
     warn_oversubscribed(use_mpi);
     if (tsr_ctx.rank == 0)

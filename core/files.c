@@ -13,9 +13,7 @@
 #include "tsr_core.h"
 #include "tsr_files.h"
 
-/* This host's name with anything but [A-Za-z0-9-] made '_' (it goes into
- * file names). */
-static void host_name(char *out, size_t n)
+void tsr_host_name(char *out, size_t n)
 {
     if (gethostname(out, n) != 0 || !*out)
         snprintf(out, n, "host");
@@ -29,7 +27,7 @@ static void host_name(char *out, size_t n)
 static int temp_prefix(const char *target, char *out, size_t n)
 {
     char host[64];
-    host_name(host, sizeof host);
+    tsr_host_name(host, sizeof host);
     int len = snprintf(out, n, "%s.tmp.%s.", target, host);
     return len < 0 || (size_t)len >= n ? -1 : len;
 }

@@ -26,6 +26,29 @@ extern tsr_context_t tsr_ctx;
 /* StarPU's start-up variables checked before it starts (core/environment.c):
  * TSR_EINVAL with a message naming the variable, else TSR_SUCCESS. */
 int tsr_check_environment(void);
+/* The workers and scheduler StarPU starts with (core/workers_plan.c): */
+typedef struct {
+    int gpus;              /* GPUs this process may use (found, within CUDA_VISIBLE_DEVICES);
+                            * 0 in a build without CUDA; -1: unknown (a simulation's platform) */
+    int ncpus, ncuda;      /* tsr_config_t's (-1: the default) */
+    const char *sched;     /* tsr_config_t's, or NULL */
+    int parallel_worker_size;
+    const char *env_ncpu, *env_ncuda, *env_sched; /* STARPU_NCPU (else STARPU_NCPUS), STARPU_NCUDA,
+                                                   * STARPU_SCHED, or NULL when unset */
+} tsr_workers_in_t;
+typedef struct {
+    int ncpus, ncuda;      /* for starpu_conf: -1 StarPU's default, 0 none, N (StarPU's variables still win) */
+    int gpu_only;          /* no CPU worker runs tasks: the GPUs run them all */
+    char sched[64];        /* the scheduler */
+    char reason[256];      /* why, for the runtime line ("" when there is nothing to say), or the error */
+} tsr_workers_plan_t;
+/* With GPUs and no CPU worker count asked for (configuration, STARPU_NCPU),
+ * the GPUs alone: CPU workers beside a GPU make GPT-2 slower (their tasks
+ * are slower than the GPU's, and dmdas first calibrates every kernel on
+ * them). TSR_EINVAL (the reason says why) when no worker would start. */
+int tsr_plan_workers(const tsr_workers_in_t *in, tsr_workers_plan_t *plan);
+/* GPUs of the found ones that CUDA_VISIBLE_DEVICES (NULL: unset) leaves visible. */
+int tsr_visible_gpus(int found, const char *cuda_visible_devices);
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */
 int64_t tsr_tag_alloc(int64_t n);
 /* FxT tracing (core/trace.c): prepare before StarPU starts (dir NULL: off);

@@ -53,9 +53,11 @@ struct tsr_recording;
 typedef int (*tsr_schedule_report_t)(const struct tsr_recording *rec);
 
 typedef struct {
-    int ncpus;          /* CPU workers; -1 = all cores (less one for StarPU-MPI under mpirun) */
+    int ncpus;          /* CPU workers; -1 = all cores (less one for StarPU-MPI under mpirun),
+                         * or none when CUDA workers will run (the GPUs alone) */
     int ncuda;          /* CUDA workers; -1 = all GPUs StarPU sees, 0 = none */
-    const char *sched;  /* StarPU scheduler; NULL = "lws" on CPU only, "dmdas" with GPUs */
+    const char *sched;  /* StarPU scheduler; NULL = "lws" on CPU only, "dmdas" with GPUs
+                         * (STARPU_SCHED, when set, wins: StarPU reads it first) */
     int parallel_worker_size; /* >1: tasks may run on combined workers of that many cores */
     tsr_mpi_mode_t mpi; /* AUTO: StarPU-MPI only when launched by mpirun with >1 process
                          * or when MPI is already initialised by the caller */
@@ -84,7 +86,7 @@ typedef struct {
  * chart); does nothing unless cfg.schedule_png or schedule_summary is set. */
 void tsr_schedule_mark(const char *label);
 
-/* Defaults: all cores, all GPUs, default scheduler, no parallel workers,
+/* Defaults: all GPUs alone where there are some, else all cores; default scheduler, no parallel workers,
  * MPI auto, verbose from $TSR_VERBOSE (default 1), TF32 from $TSR_GPU_TF32
  * (default 1). */
 void tsr_config_default(tsr_config_t *cfg);

@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* This host's name with anything but [A-Za-z0-9-] made '_' (it goes into
+ * file names), in out (n bytes). */
+void tsr_host_name(char *out, size_t n);
+
 /* A new private temporary beside target, to be renamed over it:
  * "<target>.tmp.<host>.<pid>.XXXXXX", created with O_EXCL (a planted file or
  * link of that name is never opened) and mode 0600. Returns its descriptor

@@ -120,27 +120,35 @@ static tsr_op_t op_bwd_prep = { .name = "attention_bwd_prep", .cpu = cpu_bwd_pre
                                 .nbuffers = 3, .modes = { STARPU_R, STARPU_R, STARPU_RW }, .no_float64 = 1,
                                 .cuda_bf16 = 1 };
 
-/* buffers: Q, K, V, dO, L, dQ, dK, dV */
+/* A backward task's views (buffers: Q, K, V, dO, L, dQ, dK, dV). */
+typedef struct { tsr_view_t Q, K, V, dO, L, dQ, dK, dV; } bwd_views_t;
+
+static bwd_views_t bwd_views(void *buffers[], const tsr_exec_t *ex)
+{
+    bwd_views_t v = { tsr_view(buffers[0], ex), tsr_view(buffers[1], ex), tsr_view(buffers[2], ex),
+                      tsr_view(buffers[3], ex), tsr_view(buffers[4], ex), tsr_view(buffers[5], ex),
+                      tsr_view(buffers[6], ex), tsr_view(buffers[7], ex) };
+    return v;
+}
+
 static void cpu_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
-    tsr_view_t dO = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
-    tsr_view_t dQ = tsr_view(buffers[5], ex), dK = tsr_view(buffers[6], ex), dV = tsr_view(buffers[7], ex);
-    tsr_attn_pair_t p = pair_of(Q, K, a->pos);
+    bwd_views_t v = bwd_views(buffers, ex);
+    tsr_attn_pair_t p = pair_of(v.Q, v.K, a->pos);
     size_t n = tsr_cpu_attention_bwd_scratch(p.nq, p.nk);
     float *s = scratch_alloc(n);
     if (!s) {
-        fill_nan(dQ);
-        fill_nan(dK);
-        fill_nan(dV);
+        fill_nan(v.dQ);
+        fill_nan(v.dK);
+        fill_nan(v.dV);
         return;
     }
-    for (int z = 0; z < Q.depth; z++)
-        tsr_cpu_attention_bwd_step(&p, tsr_view_at(Q, z), Q.ld, tsr_view_at(K, z), K.ld, tsr_view_at(V, z), V.ld,
-                                   tsr_view_at(dO, z), dO.ld, tsr_view_at(L, z), L.ld, tsr_view_at(dQ, z), dQ.ld,
-                                   tsr_view_at(dK, z), dK.ld, tsr_view_at(dV, z), dV.ld, a->dq_mode,
-                                   a->dkv_mode, s, tsr_task_threads());
+    for (int z = 0; z < v.Q.depth; z++)
+        tsr_cpu_attention_bwd_step(&p, tsr_view_at(v.Q, z), v.Q.ld, tsr_view_at(v.K, z), v.K.ld, tsr_view_at(v.V, z),
+                                   v.V.ld, tsr_view_at(v.dO, z), v.dO.ld, tsr_view_at(v.L, z), v.L.ld,
+                                   tsr_view_at(v.dQ, z), v.dQ.ld, tsr_view_at(v.dK, z), v.dK.ld, tsr_view_at(v.dV, z),
+                                   v.dV.ld, a->dq_mode, a->dkv_mode, s, tsr_task_threads());
     scratch_free(s, n);
 }
 
@@ -148,15 +156,13 @@ static void cpu_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 static void cuda_bwd(void *buffers[], void *cl_arg, const tsr_exec_t *ex)
 {
     const attn_args_t *a = cl_arg;
-    tsr_view_t Q = tsr_view(buffers[0], ex), K = tsr_view(buffers[1], ex), V = tsr_view(buffers[2], ex);
-    tsr_view_t dO = tsr_view(buffers[3], ex), L = tsr_view(buffers[4], ex);
-    tsr_view_t dQ = tsr_view(buffers[5], ex), dK = tsr_view(buffers[6], ex), dV = tsr_view(buffers[7], ex);
-    tsr_attn_pair_t p = pair_of(Q, K, a->pos);
+    bwd_views_t v = bwd_views(buffers, ex);
+    tsr_attn_pair_t p = pair_of(v.Q, v.K, a->pos);
     tsr_kernel_check(tsr_cuda_attention_bwd_step(
-        starpu_cublas_get_local_handle(), Q.dtype, &p, Q.depth, Q.ptr, Q.ld, head_stride(Q), K.ptr, K.ld,
-        head_stride(K), V.ptr, V.ld, head_stride(V), dO.ptr, dO.ld, head_stride(dO), L.ptr, L.ld, head_stride(L),
-        dQ.ptr, dQ.ld, head_stride(dQ), dK.ptr, dK.ld, head_stride(dK), dV.ptr, dV.ld, head_stride(dV), a->dq_mode,
-        a->dkv_mode));
+        starpu_cublas_get_local_handle(), v.Q.dtype, &p, v.Q.depth, v.Q.ptr, v.Q.ld, head_stride(v.Q), v.K.ptr,
+        v.K.ld, head_stride(v.K), v.V.ptr, v.V.ld, head_stride(v.V), v.dO.ptr, v.dO.ld, head_stride(v.dO), v.L.ptr,
+        v.L.ld, head_stride(v.L), v.dQ.ptr, v.dQ.ld, head_stride(v.dQ), v.dK.ptr, v.dK.ld, head_stride(v.dK), v.dV.ptr,
+        v.dV.ld, head_stride(v.dV), a->dq_mode, a->dkv_mode));
 }
 #endif
 

@@ -53,29 +53,22 @@ static tsr_chunked_t chunked(tsr_view_t v, int heads, int cut, int hd)
     return c;
 }
 
-/* Storage dimension of A, B and C that the chunked GEMM dimension runs along. */
-static int cut_of_a(tsr_chunk_dim_t d, tsr_trans_t ta)
+/* Storage dimension of an operand that the chunked GEMM dimension d runs
+ * along: op(X) spans the GEMM dimensions rows x cols, X stored as op(X)
+ * (TSR_NOTRANS) or transposed. */
+static int cut_of(tsr_chunk_dim_t d, tsr_chunk_dim_t rows, tsr_chunk_dim_t cols, tsr_trans_t t)
 {
-    if (d == TSR_CHUNK_M)
-        return ta == TSR_NOTRANS ? CUT_ROWS : CUT_COLS;
-    if (d == TSR_CHUNK_K)
-        return ta == TSR_NOTRANS ? CUT_COLS : CUT_ROWS;
+    if (d == rows)
+        return t == TSR_NOTRANS ? CUT_ROWS : CUT_COLS;
+    if (d == cols)
+        return t == TSR_NOTRANS ? CUT_COLS : CUT_ROWS;
     return CUT_NONE;
 }
 
-static int cut_of_b(tsr_chunk_dim_t d, tsr_trans_t tb)
-{
-    if (d == TSR_CHUNK_N)
-        return tb == TSR_NOTRANS ? CUT_COLS : CUT_ROWS;
-    if (d == TSR_CHUNK_K)
-        return tb == TSR_NOTRANS ? CUT_ROWS : CUT_COLS;
-    return CUT_NONE;
-}
-
-static int cut_of_c(tsr_chunk_dim_t d)
-{
-    return d == TSR_CHUNK_M ? CUT_ROWS : d == TSR_CHUNK_N ? CUT_COLS : CUT_NONE;
-}
+/* op(A) is m x k, op(B) k x n, C m x n. */
+static int cut_of_a(tsr_chunk_dim_t d, tsr_trans_t ta) { return cut_of(d, TSR_CHUNK_M, TSR_CHUNK_K, ta); }
+static int cut_of_b(tsr_chunk_dim_t d, tsr_trans_t tb) { return cut_of(d, TSR_CHUNK_K, TSR_CHUNK_N, tb); }
+static int cut_of_c(tsr_chunk_dim_t d) { return cut_of(d, TSR_CHUNK_M, TSR_CHUNK_N, TSR_NOTRANS); }
 
 /* The GEMM with its head operand (A, B or C, depth > 1) seen as one 2D
  * matrix through a workspace: one BLAS call on the whole tile (see

@@ -136,19 +136,26 @@ static int task_modes(enum starpu_data_access_mode *modes)
     return n;
 }
 
+/* f, an op function, on the running task's tiles, or (via_float32) on
+ * float32 copies of its bf16 tiles. */
+static void run_op_function(tsr_op_func_t f, int via_float32, void *buffers[], void *cl_arg, const tsr_exec_t *ex)
+{
+    if (!via_float32) {
+        f(buffers, cl_arg, ex);
+        return;
+    }
+    enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
+    int n = task_modes(modes);
+    run_bf16_as_float32(f, buffers, cl_arg, n, modes, ex);
+}
+
 /* The codelet functions of every op: they call the op's own with the task's
  * element type and worker. */
 static void cpu_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
     tsr_exec_t ex = { k->dtype, 0, NULL };
-    if (k->dtype == TSR_BFLOAT16) {
-        enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
-        int n = task_modes(modes);
-        run_bf16_as_float32(k->op->cpu, buffers, cl_arg, n, modes, &ex);
-        return;
-    }
-    k->op->cpu(buffers, cl_arg, &ex);
+    run_op_function(k->op->cpu, k->dtype == TSR_BFLOAT16, buffers, cl_arg, &ex);
 }
 
 #if TSR_HAVE_CUDA
@@ -172,13 +179,9 @@ static void cuda_entry(void *buffers[], void *cl_arg)
 {
     const tsr_op_codelet_t *k = current_codelet();
     tsr_exec_t ex = { k->dtype, 1, starpu_cuda_get_local_stream() };
-    if (k->dtype == TSR_BFLOAT16 && !cuda_takes_tiles(k->op, buffers)) { /* its kernels take float32 tiles */
-        enum starpu_data_access_mode modes[TSR_MAX_TASK_TILES];
-        int n = task_modes(modes);
-        run_bf16_as_float32(k->op->cuda, buffers, cl_arg, n, modes, &ex);
-        return;
-    }
-    k->op->cuda(buffers, cl_arg, &ex);
+    /* a bf16 task whose CUDA function takes float32 tiles runs on copies */
+    run_op_function(k->op->cuda, k->dtype == TSR_BFLOAT16 && !cuda_takes_tiles(k->op, buffers), buffers, cl_arg,
+                    &ex);
 }
 #elif TSR_SIMULATED_CUDA
 /* The stand-ins of a simulation build (tsr_runtime.h): StarPU on SimGrid

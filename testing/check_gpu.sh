@@ -2,7 +2,8 @@
 # Run one test program on the GPU and check that CUDA workers executed tasks.
 #   check_gpu.sh gpu-only|mixed|two-workers COMMAND [ARGS...]
 # gpu-only: no CPU worker (STARPU_NCPU=0), so every task must have a CUDA
-# implementation; mixed: CPU workers and the GPU together; two-workers: no
+# implementation; mixed: CPU workers and the GPU together (STARPU_NCPU=2:
+# without a CPU worker count the default with a GPU is the GPU alone); two-workers: no
 # CPU worker and two CUDA workers sharing the GPU (STARPU_NWORKER_PER_CUDA=2,
 # the stand-in for two GPUs). COMMAND may be an mpirun line: the ranks
 # inherit the environment and each reports its workers. The test fails
@@ -24,7 +25,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # strict float32 GEMMs: the tests compare with float32 references
 export STARPU_WORKER_STATS=1 STARPU_NCUDA=${STARPU_NCUDA:-1} TSR_GPU_TF32=0
-[ "$mode" != mixed ] && export STARPU_NCPU=0
+if [ "$mode" = mixed ]; then export STARPU_NCPU=2; else export STARPU_NCPU=0; fi
 [ "$mode" = two-workers ] && export STARPU_NWORKER_PER_CUDA=2
 "$@" 2> >(tee "$log" >&2)
 rc=$?

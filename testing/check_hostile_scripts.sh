@@ -85,6 +85,10 @@ refused "gpu_node.sh --steps payload" --steps bash "$T/gpu_node.sh" --bundle bun
 refused "gpu_node.sh --sizes 08,64" --sizes bash "$T/gpu_node.sh" --bundle bundle --llmc llmc --out gn --sizes 08,64 bf16
 refused "gpu_node.sh: an unknown stage after a good one" bogus bash "$T/gpu_node.sh" --bundle bundle --out gn correct bogus
 [ ! -e gn/correct_cpu.log ] || bad "gpu_node.sh ran a stage before refusing an unknown one"
+refused "check_default.sh --rounds payload" --rounds bash "$T/gpu/check_default.sh" --bundle bundle --rounds "$pay"
+refused "check_default.sh -B 08" -B bash "$T/gpu/check_default.sh" --bundle bundle -B 08
+refused "check_default.sh --model payload" --model bash "$T/gpu/check_default.sh" --bundle bundle --model "$pay"
+refused "simulate.sh --gpu-link payload" --gpu-link bash "$S/simulate.sh" --gpus 2 --gpu-link "$pay" tsr_gpt2
 refused "run_scaling.sh --nodes payload" --nodes bash "$S/run_scaling.sh" --nodes "$pay" rs1.csv
 refused "run_scaling.sh --nodes 3x" --nodes bash "$S/run_scaling.sh" --nodes 3x rs2.csv
 refused "run_scaling.sh --only weak-t256" --only bash "$S/run_scaling.sh" --only weak-t256 rs3.csv

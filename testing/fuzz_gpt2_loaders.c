@@ -1,6 +1,7 @@
 /* Mutation fuzzing of the GPT-2 file loaders: llm.c checkpoints, token files
  * (and the batch loader on them), the GPT-2 decode table, llm.c debug states
- * and tsr_gpt2's training states. Each iteration mutates a seed file (bundled,
+ * and tsr_gpt2's training states (single files and sharded states'
+ * manifests). Each iteration mutates a seed file (bundled,
  * or written here for the training state; the unmutated seed must load) (byte flips, header integers
  * set to edge values, truncation, appended bytes), writes it, loads it and
  * checks that the loader returned 0 or a TSR_E* code; a crash or hang fails
@@ -141,6 +142,60 @@ static int load_train_state(const char *path)
     return rc;
 }
 
+/* A sharded state's manifest for the tiny model (one shard file, named but
+ * not read: the manifest's own checks): slot 0 holds all but one parameter
+ * per other slot, each slot one tile. */
+static int write_manifest_seed(const char *path)
+{
+    size_t np = tsr_gpt2_num_params(&tiny_cfg);
+    int nslots = 4 + 12 * tiny_cfg.L;
+    tsr_gpt2_shard_slot_t slots[64];
+    for (int s = 0; s < nslots; s++)
+        slots[s] = (tsr_gpt2_shard_slot_t){ s ? 1 : (int)np - (nslots - 1), 1, s ? 1 : (int)np - (nslots - 1), 1 };
+    tsr_gpt2_shard_layout_t l;
+    tsr_gpt2_train_state_t st = { 3, 1234567, NULL, NULL, NULL, { 0, 0, 0 } };
+    tsr_gpt2_loader_t ld;
+    int rc = tsr_gpt2_shard_layout_init(&l, nslots, slots, 1);
+    if (rc)
+        return rc;
+    l.generation = 42;
+    l.file_bytes[0] = sizeof(tsr_gpt2_shard_header_t);
+    snprintf(l.names[0], TSR_GPT2_SHARD_NAME, "seed.shard.r0");
+    for (size_t r = 0; r < l.nrecords; r++) {
+        int s = (int)(r % l.per_kind);
+        l.records[r].offset = l.file_bytes[0];
+        l.file_bytes[0] += (uint64_t)slots[s].rows * sizeof(float);
+    }
+    size_t lb = 0;
+    void *ls = NULL;
+    rc = open_val_loader(&ld);
+    if (!rc)
+        rc = tsr_gpt2_file_id(val_tokens, &st.data);
+    if (!rc) {
+        lb = tsr_gpt2_loader_state_bytes(&ld);
+        rc = (ls = malloc(lb)) ? tsr_gpt2_loader_save_state(&ld, ls, lb) : TSR_ENOMEM;
+    }
+    if (!rc)
+        rc = tsr_gpt2_train_state_manifest_write(path, &tiny_cfg, 2, 8, &st, &l, ls, lb);
+    free(ls);
+    tsr_gpt2_loader_free(&ld);
+    tsr_gpt2_shard_layout_free(&l);
+    return rc;
+}
+
+static int load_manifest(const char *path)
+{
+    tsr_gpt2_train_state_info_t info;
+    tsr_gpt2_shard_layout_t l;
+    void *ls;
+    int rc = tsr_gpt2_train_state_manifest_read(path, &info, &l, &ls);
+    if (!rc) {
+        tsr_gpt2_shard_layout_free(&l);
+        free(ls);
+    }
+    return rc;
+}
+
 static const struct {
     const char *name, *seed_file; /* seed_file in DATA_DIR, or NULL: written by make_seed in WORKDIR */
     int (*make_seed)(const char *path);
@@ -151,6 +206,7 @@ static const struct {
     { "tokenizer", "gpt2_tokenizer.bin", NULL, load_tokenizer },
     { "debug_state", "micro_debug_state.bin", NULL, load_debug_state },
     { "train_state", NULL, write_train_state_seed, load_train_state },
+    { "train_manifest", NULL, write_manifest_seed, load_manifest },
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,15 @@ if(TSR_USE_MPI)
   tsr_add_test(gpt2_driver_mpi2 ${GPT2_DRIVER_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_driver_mpi2_work
                ${TSR_MPIRUN} 2)
   set_tests_properties(gpt2_driver_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
+  # sharded states: saved on 2 ranks, resumed on 1 and 4, and as single
+  # files of versions 2 and 1 (ranks); a rank killed between its shard and
+  # the commit leaves the previous state (kill)
+  foreach(what ranks kill)
+    tsr_add_test(gpt2_state_shards_${what} bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_state_shards.sh ${what}
+                 $<TARGET_FILE:tsr_gpt2> $<TARGET_FILE:gpt2_state_single>
+                 ${CMAKE_CURRENT_BINARY_DIR}/gpt2_state_shards_${what}_work ${TSR_MPIRUN})
+    set_tests_properties(gpt2_state_shards_${what} PROPERTIES PROCESSORS 2 LABELS mpi)
+  endforeach()
 endif()
 # the side-by-side timing script against a stand-in reference trainer
 tsr_add_test(time_gpt2_vs_reference bash ${CMAKE_CURRENT_SOURCE_DIR}/check_time_vs_reference.sh
@@ -81,3 +90,11 @@ endif()
 # before the model is built; under mpirun ranks whose same-named files differ
 # and a batch the ranks cannot split (the MPI variant runs those alone)
 tsr_add_hostile_test(hostile_inputs hostile_inputs_mpi check_hostile_inputs.sh)
+# GPT-2 medium, large and XL (350M, 774M, 1558M): the memory estimate each
+# prints and its refusal under --max-memory; 350M's first step against its
+# estimate (about 6 GB of memory, a minute on 2 cores: alone)
+set(GPT2_PRESETS_CHECK bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_presets.sh $<TARGET_FILE:tsr_gpt2>)
+tsr_add_test(gpt2_presets_memory ${GPT2_PRESETS_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_presets_work refuse)
+set_tests_properties(gpt2_presets_memory PROPERTIES LABELS gpt2)
+tsr_add_test(gpt2_350M_step ${GPT2_PRESETS_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_350M_work step)
+set_tests_properties(gpt2_350M_step PROPERTIES LABELS "gpt2;slow" RUN_SERIAL TRUE TIMEOUT 240)

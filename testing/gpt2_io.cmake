@@ -27,7 +27,11 @@ tsr_add_test(gpt2_model_io ${CMAKE_CURRENT_BINARY_DIR}/test_gpt2_model_io ${GPT2
 tsr_add_test(gpt2_data ${CMAKE_CURRENT_BINARY_DIR}/test_gpt2_data ${GPT2_DATA} ${GPT2_TMP}_data)
 tsr_add_test(gpt2_tokenizer ${CMAKE_CURRENT_BINARY_DIR}/test_gpt2_tokenizer ${GPT2_DATA} ${GPT2_TMP}_tokenizer)
 tsr_add_test(gpt2_debug_state ${CMAKE_CURRENT_BINARY_DIR}/test_gpt2_debug_state ${GPT2_DATA} ${GPT2_TMP}_debug_state)
-# mutation fuzzing of the five file loaders, 5000 files each in CI (the long run:
+# a sharded training state as one single-file state of version 2 (the
+# format before sharding), for check_gpt2_state_shards.sh
+add_executable(gpt2_state_single gpt2_state_single.c)
+target_link_libraries(gpt2_state_single PRIVATE tsr_gpt2io m)
+# mutation fuzzing of the six file loaders, 5000 files each in CI (the long run:
 # fuzz_gpt2_loaders DATA WORKDIR 1000000)
 add_executable(fuzz_gpt2_loaders fuzz_gpt2_loaders.c)
 target_link_libraries(fuzz_gpt2_loaders PRIVATE tsr_gpt2io m)

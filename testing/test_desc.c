@@ -263,6 +263,61 @@ static void check_alloc_on_write(void)
     tsr_desc_destroy(C);
 }
 
+/* tsr_desc_write_local / tsr_desc_read_local on a float32 37 x 29 matrix
+ * (tiles 8 x 5): every rank writes the same block across tile edges into
+ * the tiles it owns; the gathered matrix holds the block over the random
+ * fill, and every rank's tiles, read locally, hold the same. */
+#define LOCAL_R0 3
+#define LOCAL_C0 4
+#define LOCAL_ROWS 20
+#define LOCAL_COLS 17
+static float local_want(int r, int c)
+{
+    int in = r >= LOCAL_R0 && r < LOCAL_R0 + LOCAL_ROWS && c >= LOCAL_C0 && c < LOCAL_C0 + LOCAL_COLS;
+    return in ? 1000.0f + (float)((c - LOCAL_C0) * LOCAL_ROWS + r - LOCAL_R0) : (float)tsr_random_value(3, 0, r, c);
+}
+
+static int check_local_tile(const tsr_desc_t *d, int bi, int i, int j, const void *tile, void *arg)
+{
+    const float *t = tile;
+    long *counts = arg; /* elements visited, elements wrong */
+    (void)bi;
+    for (int c = 0; c < tsr_tile_cols(d, j); c++)
+        for (int r = 0; r < tsr_tile_rows(d, i); r++, counts[0]++)
+            counts[1] += *t++ != local_want(i * d->mb + r, j * d->nb + c);
+    return 0;
+}
+
+static void check_local_access(const tsr_dist_t *dist)
+{
+    tsr_desc_t *d = NULL;
+    CHECK_RC(tsr_desc_create_2d(&d, TSR_FLOAT32, 37, 29, 8, 5, dist), TSR_SUCCESS);
+    if (!d)
+        return;
+    CHECK_RC(tsr_desc_fill_random(d, 3), TSR_SUCCESS);
+    float block[LOCAL_ROWS * LOCAL_COLS], *all = tsr_rank() == 0 ? malloc(37 * 29 * sizeof(float)) : NULL;
+    for (int k = 0; k < LOCAL_ROWS * LOCAL_COLS; k++)
+        block[k] = 1000.0f + (float)k;
+    CHECK_RC(tsr_desc_write_local(d, LOCAL_R0, LOCAL_C0, LOCAL_ROWS, LOCAL_COLS, block, LOCAL_ROWS), TSR_SUCCESS);
+    CHECK_RC(tsr_desc_write_local(d, 30, 0, 8, 1, block, 8), TSR_EINVAL); /* rows 30..37: past the edge */
+    long counts[2] = { 0, 0 }, *every = calloc(2 * (size_t)tsr_size(), sizeof *every);
+    CHECK_RC(tsr_desc_read_local(d, check_local_tile, counts), TSR_SUCCESS);
+    CHECK(counts[1] == 0);
+    CHECK_RC(tsr_allgather(counts, every, sizeof counts), TSR_SUCCESS);
+    long total = 0;
+    for (int r = 0; r < tsr_size(); r++)
+        total += every[2 * r];
+    CHECK(total == 37 * 29); /* every tile visited once, by its owner */
+    CHECK_RC(tsr_desc_gather(d, all, 37, 0), TSR_SUCCESS);
+    int bad = 0;
+    for (int k = 0; all && k < 37 * 29; k++)
+        bad += all[k] != local_want(k % 37, k / 37);
+    CHECK(bad == 0);
+    free(all);
+    free(every);
+    tsr_desc_destroy(d);
+}
+
 static void check_descriptor(tsr_dtype_t dtype, tiling_t t, const tsr_dist_t *dist)
 {
     tsr_desc_t *d = NULL;
@@ -299,6 +354,13 @@ int main(int argc, char **argv)
             tsr_dist_t custom = tsr_dist_custom(diagonal_owner, &size);
             check_descriptor(dt, tilings[t], &custom);
         }
+    for (int P = 1; P <= size; P++) {
+        tsr_dist_t grid = tsr_dist_block_cyclic(P, size / P);
+        if (size % P == 0)
+            check_local_access(&grid);
+    }
+    tsr_dist_t custom = tsr_dist_custom(diagonal_owner, &size);
+    check_local_access(&custom);
     if (size >= 2)
         check_keep_received();
     check_alloc_on_write();

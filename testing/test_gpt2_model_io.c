@@ -17,6 +17,16 @@ static void test_presets(void)
     CHECK_RC(tsr_gpt2_config_preset("124M", &c), 0);
     CHECK(c.maxT == 1024 && c.V == 50257 && c.Vp == 50304 && c.L == 12 && c.NH == 12 && c.C == 768);
     CHECK(tsr_gpt2_num_params(&c) == 124475904);
+    /* llm.c's d24, d36, d48 (train_gpt2.cu): layers, heads, channels; maxT 1024 */
+    const struct { const char *name; int L, NH, C; size_t np; } larger[] = {
+        { "350M", 24, 16, 1024, 354871296 }, { "774M", 36, 20, 1280, 774090240 },
+        { "1558M", 48, 25, 1600, 1557686400 } };
+    for (size_t i = 0; i < sizeof larger / sizeof larger[0]; i++) {
+        CHECK_RC(tsr_gpt2_config_preset(larger[i].name, &c), 0);
+        CHECK(c.maxT == 1024 && c.V == 50257 && c.Vp == 50304 && c.L == larger[i].L && c.NH == larger[i].NH &&
+              c.C == larger[i].C);
+        CHECK(tsr_gpt2_num_params(&c) == larger[i].np);
+    }
     CHECK_RC(tsr_gpt2_config_preset("d2", &c), 0);
     CHECK(c.maxT == 64 && c.V == 50257 && c.Vp == 50304 && c.L == 2 && c.NH == 4 && c.C == 128);
     CHECK(tsr_gpt2_num_params(&c) == 6843904);

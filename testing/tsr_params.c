@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "tsr_params.h"
 #include "tsr_schedule_report.h"
 
@@ -309,6 +310,12 @@ int tsr_driver_init(const char *prog, int ncpus, const tsr_param_t *trace, int *
     if (tsr_rank() == 0)
         fprintf(stderr, "%s: %s; %s\n", prog, tsr_runtime_summary(), tsr_blas_description());
     return 0;
+}
+
+int tsr_baseline_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return tsr_ncpu_workers() > 0 ? tsr_ncpu_workers() : cores > 0 ? (int)cores : 1;
 }
 
 /* Every case of one worker count, between tsr_init and tsr_finalize. */

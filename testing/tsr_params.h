@@ -50,6 +50,9 @@ int tsr_params_cli(int argc, char **argv, const char *about, tsr_param_t *params
 /* tsr_init with ncpus CPU workers and --trace (NULL: none); rank 0 prints
  * "PROG: <runtime>; <BLAS>" on stderr. 0, or 1 after saying what failed. */
 int tsr_driver_init(const char *prog, int ncpus, const tsr_param_t *trace, int *argc, char ***argv);
+/* Threads for a CPU baseline (BLAS, naive loops) beside Tessera's run: one a
+ * CPU worker, or every core when the GPUs run Tessera alone (no CPU worker). */
+int tsr_baseline_threads(void);
 /* Every value of p is a or b / is >= min; else a message naming the option
  * and -1. */
 int tsr_param_check_words(const tsr_param_t *p, const char *a, const char *b);

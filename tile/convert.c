@@ -282,3 +282,68 @@ int tsr_desc_gather(tsr_desc_t *d, void *A, int lda, int root)
 {
     return move_all(d, A, lda, root, 0);
 }
+
+/* ---- per-rank tile access ------------------------------------------------------ */
+
+/* The tile's visit for tsr_desc_read_local (the internal visitor's signature). */
+typedef struct {
+    tsr_local_tile_fn fn;
+    void *arg;
+} read_local_arg_t;
+
+static int read_local_tile(tsr_desc_t *d, int bi, int i, int j, void *tile, void *arg)
+{
+    const read_local_arg_t *a = arg;
+    return a->fn(d, bi, i, j, tile, a->arg);
+}
+
+int tsr_desc_read_local(tsr_desc_t *d, tsr_local_tile_fn fn, void *arg)
+{
+    if (!d || !fn)
+        return TSR_EINVAL;
+    read_local_arg_t a = { fn, arg };
+    return tsr_foreach_local_tile(d, STARPU_R, read_local_tile, &a);
+}
+
+/* [lo, hi) of the tiles of size nb along a dimension that rows [r0, r0 + n) touch. */
+static void tile_range(int r0, int n, int nb, int *lo, int *hi)
+{
+    *lo = r0 / nb;
+    *hi = (r0 + n + nb - 1) / nb;
+}
+
+int tsr_desc_write_local(tsr_desc_t *d, int r0, int c0, int rows, int cols, const void *A, int lda)
+{
+    if (!d || !A || d->b != 1 || r0 < 0 || c0 < 0 || rows < 1 || cols < 1 || lda < rows || r0 > d->m - rows ||
+        c0 > d->n - cols) {
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_write_local: a %d x %d block at (%d, %d) (lda %d) is not inside descriptor "
+                "%d (%d x %d x %d)", rows, cols, r0, c0, lda, d ? d->id : -1, d ? d->b : 0, d ? d->m : 0,
+                d ? d->n : 0);
+        return TSR_EINVAL;
+    }
+    if (tsr_desc_refuse_user(d))
+        return TSR_EINVAL;
+    int ilo, ihi, jlo, jhi;
+    tile_range(r0, rows, d->mb, &ilo, &ihi);
+    tile_range(c0, cols, d->nb, &jlo, &jhi);
+    size_t es = d->elsize;
+    for (int i = ilo; i < ihi; i++)
+        for (int j = jlo; j < jhi; j++) {
+            if (!tsr_tile_is_local(d, 0, i, j))
+                continue;
+            char *tile = tsr_tile_storage(d, 0, i, j);
+            if (!tile)
+                return TSR_ENOMEM;
+            /* the overlap, in d's coordinates */
+            int tr = i * d->mb, tc = j * d->nb, trows = tsr_tile_rows(d, i);
+            int a = r0 > tr ? r0 : tr, b = r0 + rows < tr + trows ? r0 + rows : tr + trows;
+            int c = c0 > tc ? c0 : tc, e = c0 + cols < tc + tsr_tile_cols(d, j) ? c0 + cols : tc + tsr_tile_cols(d, j);
+            starpu_data_handle_t h = tsr_tile_handle(d, 0, i, j);
+            starpu_data_acquire(h, STARPU_RW); /* a part of the tile: the rest is kept */
+            for (int col = c; col < e; col++)
+                memcpy(tile + ((size_t)(col - tc) * trows + (size_t)(a - tr)) * es,
+                       (const char *)A + ((size_t)(col - c0) * lda + (size_t)(a - r0)) * es, (size_t)(b - a) * es);
+            starpu_data_release(h);
+        }
+    return TSR_SUCCESS;
+}

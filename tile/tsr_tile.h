@@ -153,6 +153,22 @@ int tsr_desc_scatter(tsr_desc_t *d, const void *A, int lda, int root);
 /* Copy the descriptor into the user buffer on rank root (waits for tasks). */
 int tsr_desc_gather(tsr_desc_t *d, void *A, int lda, int root);
 
+/* Per-rank access to the tiles this rank owns, with no communication (for
+ * files each rank reads and writes itself). read_local calls fn on every
+ * local tile of d in tile order (bi, i, j), its storage read-only: depth x
+ * (rows x cols) column-major, leading dimension rows; it waits for the
+ * tasks writing the tile and stops at fn's first non-zero return, which it
+ * returns. */
+typedef int (*tsr_local_tile_fn)(const tsr_desc_t *d, int bi, int i, int j, const void *tile, void *arg);
+int tsr_desc_read_local(tsr_desc_t *d, tsr_local_tile_fn fn, void *arg);
+/* Copies the block of rows x cols elements at (r0, c0) of a 2D d, given
+ * column-major in A (leading dimension lda >= rows, d's element type), into
+ * the parts of this rank's tiles it overlaps; other tiles are left alone.
+ * Copies of these tiles that other ranks received earlier are not dropped:
+ * for a descriptor no task has read from another rank since it was last
+ * scattered (a model being loaded). TSR_EINVAL for a block outside d. */
+int tsr_desc_write_local(tsr_desc_t *d, int r0, int c0, int rows, int cols, const void *A, int lda);
+
 /* Fill with uniform values in [-0.5, 0.5) from a counter-based generator:
  * element (bi, r, c) depends only on (seed, bi, r, c), so the tensor is the
  * same whatever the tile sizes and process grid. */

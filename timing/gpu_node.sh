@@ -28,6 +28,9 @@
 #     tiles      --tiles auto on the GPU against a GPT-2 tile sweep (124M B8 T1024)
 #     workers    two CUDA workers sharing the GPU (STARPU_NWORKER_PER_CUDA=2): losses, speed
 #     cpu16      the node's CPU cores: --tiles auto scripts and 124M against llm.c + BLIS
+#     models     GPT-2 350M, 774M, 1558M (llm.c's d24, d36, d48), B8 T1024, --precision bf16
+#                against llm.c's bf16 trainer (train_gpt2.cu -e d24 ...): the memory
+#                estimate (model line), peak GPU memory, speed
 #     mpi2       two MPI ranks sharing the GPU (the MPI bundle's own mpirun, one CUDA worker
 #                each), 124M B8 T64 and B8 T1024, 10 steps: 1 rank, then 2; the largest
 #                relative loss difference (bar 1e-5) and the steady step times; skipped
@@ -41,7 +44,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 PROG=gpu_node.sh
 # shellcheck source=lib/args.sh
 . "$here/lib/args.sh"
-all_stages=(tests correct residency profile speed bf16 tsr_bf16 tiles workers cpu16 mpi2)
+all_stages=(tests correct residency profile speed bf16 tsr_bf16 tiles workers cpu16 models mpi2)
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle|--build|--llmc|--llmc-src|--mpi-bundle|--out|--steps|--sizes)
@@ -147,11 +150,11 @@ stage_profile() {
   done
 }
 
-versus() { # versus NAME B T REFERENCE-COMMAND [TESSERA-ARGS]
-  local name=$1 B=$2 T=$3 ref=$4 targs=${5:-}
+versus() { # versus NAME B T REFERENCE-COMMAND [TESSERA-ARGS [MODEL]]
+  local name=$1 B=$2 T=$3 ref=$4 targs=${5:-} model=${6:-124M}
   say "$name: B$B T$T"
   local log=$out/${name}_B${B}_T${T}.log
-  STARPU_NCPU=0 timeout 300 bash -x "$here/time_gpt2_vs_reference.sh" --exe "$tsr" --model 124M -B "$B" -T "$T" \
+  STARPU_NCPU=0 timeout 300 bash -x "$here/time_gpt2_vs_reference.sh" --exe "$tsr" --model "$model" -B "$B" -T "$T" \
     --steps "$steps" --ref-dir "$llmc" --reference "$ref" --tessera-args "$targs" --out "$out/${name}_B${B}_T${T}" \
     > "$log" 2> "$log.trace" || { echo "time_gpt2_vs_reference.sh failed ($?); the end of its trace:"; tail -15 "$log.trace"; }
   cat "$log"
@@ -162,6 +165,17 @@ stage_speed() {
   for bt in $sizes; do
     IFS=, read -r -a bt <<<"$bt"; set -- "${bt[@]}"   # B,T: checked numbers
     versus vs_llmc_fp32 "$1" "$2" "./train_gpt2fp32cu -b $1 -t $2 -l 0.0001 -v 100000 -s 100000"
+  done
+}
+
+stage_models() {
+  local m
+  for m in 350M:d24 774M:d36 1558M:d48; do
+    # the estimate alone: a run refused under a tiny --max-memory prints it at once
+    echo "${m%%:*} bf16 B8 T1024: $("$tsr" --model "${m%%:*}" -B 8 -T 1024 --precision bf16 --max-memory 1K 2>&1 |
+      grep -o 'would need about [0-9.]* GB ([^)]*)')"
+    versus "models_${m%%:*}_bf16" 8 1024 "./train_gpt2cu -e ${m#*:} -b 8 -t 1024 -l 0.0001 -v 100000 -s 100000" \
+      "--precision bf16" "${m%%:*}"
   done
 }
 
@@ -267,7 +281,7 @@ declare -A cpu16_limit=([gemm]=200 [attention]=100 [gpt2]=150)
 
 for s in "${stages[@]}"; do
   case $s in
-    tests|correct|residency|profile|speed|bf16|tsr_bf16|tiles|workers|cpu16|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
+    tests|correct|residency|profile|speed|bf16|tsr_bf16|tiles|workers|cpu16|models|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
     *) echo "error: unknown stage $s (see --help)" >&2; exit 2 ;;
   esac
 done

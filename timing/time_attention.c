@@ -52,8 +52,9 @@ static const char *flag_help[NF] = { "skip the naive materialised attention (nai
 static const char *about =
     "Time flash-style causal attention on [heads, hd, T] descriptors, best of --niter, next to a naive\n"
     "materialised attention (one T x T score matrix per head and thread; GEMMs in the same BLAS, one\n"
-    "thread per worker, heads spread over the threads). gflops counts the useful causal work for both:\n"
-    "forward 2 GEMMs, backward 5 GEMMs of 2*hd flops per (query, visible key) pair, i.e.\n"
+    "thread per CPU worker, or per core when GPUs run Tessera alone; heads spread over the\n"
+    "threads). gflops counts the useful causal work for both: forward 2 GEMMs, backward 5\n"
+    "GEMMs of 2*hd flops per (query, visible key) pair, i.e.\n"
     "{4,10} * hd * heads * T(T+1)/2. extra_bytes: peak temporary memory beyond the inputs and outputs\n"
     "(StarPU allocation hooks; see the source); extra_pct_TxT = 100 * extra_bytes / (4 T^2).\n"
     "CSV columns: T,hd,heads,bb,qb,kb,workers,pass,mode,seconds,gflops,extra_bytes,extra_pct_TxT,\n"
@@ -427,7 +428,7 @@ static int run_case(attn_case_t *c, int naive)
     if (rc)
         return rc;
     if (naive && tsr_rank() == 0)
-        rc = naive_measure(c, workers, &ns, &nextra);
+        rc = naive_measure(c, tsr_baseline_threads(), &ns, &nextra);
     if (!rc)
         rc = time_tessera(c, &s, &extra);
     if (!rc && tsr_rank() == 0)

@@ -45,9 +45,10 @@ static const char *flag_help[NF] = {
 static const char *about =
     "Time tsr_gemm (C = A B, beta = 0) on block-cyclic descriptors; best of --niter.\n"
     "Baseline: one call of the same BLAS (single node) on plain column-major arrays with as\n"
-    "many threads as CPU workers, measured on rank 0 alone (with several MPI ranks it is\n"
-    "still a single-node BLAS on one rank's workers). ratio_to_blas = BLAS seconds / Tessera\n"
-    "seconds. CSV columns: m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype,tiles,\n"
+    "many threads as CPU workers (every core when GPUs run Tessera alone), measured on rank 0\n"
+    "alone (with several MPI ranks it is still a single-node BLAS on one rank's workers).\n"
+    "ratio_to_blas = BLAS seconds / Tessera seconds. CSV columns: m,n,k,mb,nb,kb,P,Q,workers,\n"
+    "mode,seconds,gflops,ratio_to_blas,dtype,tiles,\n"
     "predicted_seconds (the model's time with --tiles auto, else nan)";
 static const char *csv_header =
     "m,n,k,mb,nb,kb,P,Q,workers,mode,seconds,gflops,ratio_to_blas,dtype,tiles,predicted_seconds";
@@ -267,7 +268,7 @@ static int run_case(gemm_case_t *c, int baseline)
                     c->predicted_seconds);
     }
     if (baseline && tsr_rank() == 0) {
-        blas = blas_seconds(c, workers);
+        blas = blas_seconds(c, tsr_baseline_threads());
         if (blas < 0)
             return (int)blas;
     }

@@ -25,7 +25,7 @@
 
 enum { P_MODEL, P_B, P_T, P_THREADS, P_STEPS, NP };
 static tsr_param_t params[NP] = {
-    [P_MODEL] = { "model", "a tsr_gpt2 preset (124M, d2, micro): its L, C and Vp", 1, 1, { 0 }, { "124M" } },
+    [P_MODEL] = { "model", "a tsr_gpt2 preset (124M, 350M, 774M, 1558M, d2, micro): its L, C and Vp", 1, 1, { 0 }, { "124M" } },
     [P_B] = { "B", "sequences per step", 0, 1, { 4 } },
     [P_T] = { "T", "sequence length", 0, 1, { 64 } },
     [P_THREADS] = { "threads", "BLAS threads (-1: all cores)", 0, 1, { -1 } },

@@ -9,13 +9,20 @@
 #include "gpt2_rand.h"
 #include "tsr_core.h"
 
-int tsr_gpt2_init_params(const tsr_gpt2_config_t *cfg, uint32_t seed, float *params)
+/* The entry points' checks: their output given (missing: the message) and
+ * the configuration valid. */
+static int check_call(const void *out, const char *missing, const tsr_gpt2_config_t *cfg)
 {
-    if (!params) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_init_params: NULL parameter array");
+    if (!out) {
+        tsr_log(TSR_LOG_ERROR, "%s", missing);
         return TSR_EINVAL;
     }
-    int rc = tsr_gpt2_config_validate(cfg, "GPT-2 init");
+    return tsr_gpt2_config_validate(cfg, "GPT-2 init");
+}
+
+int tsr_gpt2_init_params(const tsr_gpt2_config_t *cfg, uint32_t seed, float *params)
+{
+    int rc = check_call(params, "tsr_gpt2_init_params: NULL parameter array", cfg);
     if (rc)
         return rc;
     size_t sizes[TSR_GPT2_NUM_PARAM_TENSORS], off[TSR_GPT2_NUM_PARAM_TENSORS];
@@ -54,12 +61,9 @@ int tsr_gpt2_init_params(const tsr_gpt2_config_t *cfg, uint32_t seed, float *par
 
 int tsr_gpt2_init_alloc(const tsr_gpt2_config_t *cfg, uint32_t seed, float **params)
 {
-    if (!params) {
-        tsr_log(TSR_LOG_ERROR, "tsr_gpt2_init_alloc: NULL output pointer");
-        return TSR_EINVAL;
-    }
-    *params = NULL;
-    int rc = tsr_gpt2_config_validate(cfg, "GPT-2 init");
+    if (params)
+        *params = NULL;
+    int rc = check_call(params, "tsr_gpt2_init_alloc: NULL output pointer", cfg);
     if (rc)
         return rc;
     size_t np = tsr_gpt2_num_params(cfg);

@@ -33,13 +33,17 @@ static const struct {
     const char *name;
     tsr_gpt2_config_t cfg; /* maxT, V, Vp, L, NH, C */
 } presets[] = {
+    /* GPT-2 small, medium, large and XL: llm.c's d12, d24, d36, d48 (train_gpt2.cu) */
     {"124M", {1024, 50257, 50304, 12, 12, 768}},
+    {"350M", {1024, 50257, 50304, 24, 16, 1024}},
+    {"774M", {1024, 50257, 50304, 36, 20, 1280}},
+    {"1558M", {1024, 50257, 50304, 48, 25, 1600}},
     {"d2", {64, 50257, 50304, 2, 4, 128}},
     {"micro", {32, 500, 512, 2, 4, 64}},
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
-const char *tsr_gpt2_preset_names(void) { return "124M, d2, micro"; }
+const char *tsr_gpt2_preset_names(void) { return "124M, 350M, 774M, 1558M, d2, micro"; }
 
 int tsr_gpt2_config_preset(const char *name, tsr_gpt2_config_t *cfg)
 {

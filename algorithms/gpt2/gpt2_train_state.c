@@ -6,7 +6,8 @@
 #include "tsr_files.h"
 
 #define STATE_MAGIC 0x31525354 /* "TSR1" */
-#define STATE_VERSION 2
+#define STATE_VERSION 2   /* one file */
+#define SHARDED_VERSION 3 /* a manifest of shard files */
 #define KIND "training state"
 
 typedef struct {
@@ -67,7 +68,7 @@ static int read_info(FILE *f, const char *path, int64_t size, tsr_gpt2_train_sta
     int rc = tsr_gpt2_file_read(f, &h, sizeof h, path, KIND, "header");
     if (rc)
         return rc;
-    if (h.magic != STATE_MAGIC || h.version < 1 || h.version > STATE_VERSION) {
+    if (h.magic != STATE_MAGIC || h.version < 1 || h.version > SHARDED_VERSION) {
         tsr_log(TSR_LOG_ERROR, "%s: not a tsr_gpt2 training state (bad magic or version)", path);
         return TSR_EFORMAT;
     }
@@ -90,7 +91,9 @@ static int read_info(FILE *f, const char *path, int64_t size, tsr_gpt2_train_sta
         return TSR_EFORMAT;
     }
     uint64_t fixed = sizeof h + (h.version >= 2 ? sizeof d : 0) + 3 * (uint64_t)np * sizeof(float);
-    if ((uint64_t)size < fixed || h.loader_bytes != (uint64_t)size - fixed) {
+    if (h.version == SHARDED_VERSION) /* its size is checked with its layout */
+        fixed = 0;
+    else if ((uint64_t)size < fixed || h.loader_bytes != (uint64_t)size - fixed) {
         tsr_log(TSR_LOG_ERROR, "%s: %lld bytes, expected %llu (truncated or trailing bytes)", path, (long long)size,
                 (unsigned long long)(fixed + h.loader_bytes));
         return TSR_EFORMAT;
@@ -121,6 +124,11 @@ int tsr_gpt2_train_state_info(const char *path, tsr_gpt2_train_state_info_t *inf
         rc = read_info(f, path, size, info);
     if (f)
         fclose(f);
+    if (!rc && info->version == SHARDED_VERSION) { /* the whole manifest checked */
+        tsr_gpt2_shard_layout_t l;
+        rc = tsr_gpt2_train_state_manifest_read(path, info, &l, NULL);
+        tsr_gpt2_shard_layout_free(&l);
+    }
     return rc;
 }
 
@@ -164,6 +172,10 @@ int tsr_gpt2_train_state_read(const char *path, const tsr_gpt2_config_t *cfg, in
     int rc = tsr_gpt2_file_open(path, KIND, &f, &size);
     if (!rc)
         rc = read_info(f, path, size, &h);
+    if (!rc && h.version == SHARDED_VERSION) {
+        tsr_log(TSR_LOG_ERROR, "%s: a sharded state: its tiles are read by the ranks that own them", path);
+        rc = TSR_EFORMAT;
+    }
     if (!rc)
         rc = check_run(&h, path, cfg, B, T, train);
     if (!rc) {
@@ -197,4 +209,283 @@ void tsr_gpt2_train_state_free(tsr_gpt2_train_state_t *st)
     free(st->m);
     free(st->v);
     memset(st, 0, sizeof *st);
+}
+
+/* ---- sharded states -------------------------------------------------------------- */
+
+/* Slots of a model: wte, wpe, lnfw, lnfb, then 12 per layer (gpt2_model.h). */
+static int model_slots(const tsr_gpt2_config_t *cfg) { return 4 + 12 * cfg->L; }
+
+static size_t slot_tiles(const tsr_gpt2_shard_slot_t *s)
+{
+    return (size_t)((s->rows + s->rtile - 1) / s->rtile) * (size_t)((s->cols + s->ctile - 1) / s->ctile);
+}
+
+int tsr_gpt2_shard_layout_init(tsr_gpt2_shard_layout_t *l, int nslots, const tsr_gpt2_shard_slot_t *slots,
+                               int nfiles)
+{
+    memset(l, 0, sizeof *l);
+    l->nslots = nslots;
+    l->nfiles = nfiles;
+    l->slots = malloc((size_t)nslots * sizeof *l->slots);
+    l->first = malloc((size_t)nslots * sizeof *l->first);
+    l->file_bytes = calloc((size_t)nfiles, sizeof *l->file_bytes);
+    l->names = calloc((size_t)nfiles, sizeof *l->names);
+    if (!l->slots || !l->first || !l->file_bytes || !l->names) {
+        tsr_gpt2_shard_layout_free(l);
+        return TSR_ENOMEM;
+    }
+    memcpy(l->slots, slots, (size_t)nslots * sizeof *slots);
+    for (int s = 0; s < nslots; s++) {
+        l->first[s] = l->per_kind;
+        l->per_kind += slot_tiles(&slots[s]);
+    }
+    l->nrecords = TSR_GPT2_SHARD_KINDS * l->per_kind;
+    l->records = calloc(l->nrecords ? l->nrecords : 1, sizeof *l->records);
+    if (!l->records) {
+        tsr_gpt2_shard_layout_free(l);
+        return TSR_ENOMEM;
+    }
+    return 0;
+}
+
+void tsr_gpt2_shard_layout_free(tsr_gpt2_shard_layout_t *l)
+{
+    free(l->slots);
+    free(l->first);
+    free(l->file_bytes);
+    free(l->names);
+    free(l->records);
+    memset(l, 0, sizeof *l);
+}
+
+size_t tsr_gpt2_shard_record(const tsr_gpt2_shard_layout_t *l, int k, int s, int i, int j)
+{
+    const tsr_gpt2_shard_slot_t *sl = &l->slots[s];
+    return (size_t)k * l->per_kind + l->first[s] + (size_t)i * ((sl->cols + sl->ctile - 1) / sl->ctile) + j;
+}
+
+uint64_t tsr_gpt2_hash64(const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    uint64_t h = 14695981039346656037ull, w;
+    size_t n = 0;
+    for (; n + 8 <= bytes; n += 8) {
+        memcpy(&w, p + n, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (; n < bytes; n++)
+        h = (h ^ p[n]) * 1099511628211ull;
+    return h;
+}
+
+typedef struct {
+    uint64_t generation;
+    int32_t nfiles, nslots;
+} shard_counts_t;
+
+/* The manifest's bytes after the header and data identity, up to its hash. */
+static size_t layout_bytes(const tsr_gpt2_shard_layout_t *l)
+{
+    return sizeof(shard_counts_t) + (size_t)l->nslots * sizeof(tsr_gpt2_shard_slot_t) +
+           (size_t)l->nfiles * (8 + TSR_GPT2_SHARD_NAME) + l->nrecords * sizeof(tsr_gpt2_shard_record_t);
+}
+
+/* Appends n bytes at *at. */
+static void put(unsigned char **at, const void *src, size_t n)
+{
+    memcpy(*at, src, n);
+    *at += n;
+}
+
+int tsr_gpt2_train_state_manifest_write(const char *path, const tsr_gpt2_config_t *cfg, int B, int T,
+                                        const tsr_gpt2_train_state_t *st, const tsr_gpt2_shard_layout_t *l,
+                                        const void *loader_state, size_t loader_bytes)
+{
+    size_t np = tsr_gpt2_num_params(cfg);
+    state_header_t h = { STATE_MAGIC, SHARDED_VERSION, { 0 }, B, T, st->step, 0, loader_bytes, np, st->gen_rng };
+    state_data_t d = { st->data.size > 0 ? (uint64_t)st->data.size : 0, st->data.hash };
+    shard_counts_t c = { l->generation, l->nfiles, l->nslots };
+    config_ints(cfg, h.cfg);
+    size_t total = sizeof h + sizeof d + layout_bytes(l) + loader_bytes;
+    unsigned char *buf = malloc(total + 8), *at = buf;
+    if (!buf)
+        return TSR_ENOMEM;
+    put(&at, &h, sizeof h);
+    put(&at, &d, sizeof d);
+    put(&at, &c, sizeof c);
+    put(&at, l->slots, (size_t)l->nslots * sizeof *l->slots);
+    for (int f = 0; f < l->nfiles; f++) {
+        put(&at, &l->file_bytes[f], 8);
+        put(&at, l->names[f], TSR_GPT2_SHARD_NAME);
+    }
+    put(&at, l->records, l->nrecords * sizeof *l->records);
+    put(&at, loader_state, loader_bytes);
+    uint64_t hash = tsr_gpt2_hash64(buf, total);
+    put(&at, &hash, 8);
+    tsr_atomic_file_t af;
+    int rc = tsr_atomic_begin(&af, path);
+    if (!rc) {
+        tsr_atomic_write(&af, buf, total + 8); /* a failed write fails the commit */
+        rc = tsr_atomic_commit(&af);
+    }
+    free(buf);
+    return rc;
+}
+
+/* A shard file's name as a manifest may give it: a plain name in the
+ * manifest's directory (no '/', not "." or ".."). */
+static int plain_name(const char *name)
+{
+    return memchr(name, '\0', TSR_GPT2_SHARD_NAME) && *name && !strchr(name, '/') && strcmp(name, ".") &&
+           strcmp(name, "..");
+}
+
+/* The layout part of a manifest (buf, n bytes after the header and data
+ * identity, the loader's position and the hash excluded), checked. */
+static int parse_layout(const unsigned char *buf, size_t n, const char *path, const tsr_gpt2_config_t *cfg,
+                        tsr_gpt2_shard_layout_t *l)
+{
+    shard_counts_t c;
+    if (n < sizeof c)
+        goto short_file;
+    memcpy(&c, buf, sizeof c);
+    if (c.nslots != model_slots(cfg) || c.nfiles < 1 || c.nfiles > (1 << 20)) {
+        tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (%d slots for %d layers, %d shard files)", path, c.nslots, cfg->L,
+                c.nfiles);
+        return TSR_EFORMAT;
+    }
+    size_t slot_bytes = (size_t)c.nslots * sizeof(tsr_gpt2_shard_slot_t);
+    if (n < sizeof c + slot_bytes)
+        goto short_file;
+    tsr_gpt2_shard_slot_t *copy = malloc(slot_bytes);
+    if (!copy)
+        return TSR_ENOMEM;
+    memcpy(copy, buf + sizeof c, slot_bytes);
+    size_t elems = 0, np = tsr_gpt2_num_params(cfg), tiles = 0;
+    for (int s = 0; s < c.nslots; s++) {
+        const tsr_gpt2_shard_slot_t *sl = &copy[s];
+        if (sl->rows < 1 || sl->cols < 1 || sl->rtile < 1 || sl->rtile > sl->rows || sl->ctile < 1 ||
+            sl->ctile > sl->cols || (uint64_t)sl->rows * (uint64_t)sl->cols > np - elems) {
+            tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (slot %d: %d x %d in tiles of %d x %d, for a model of %zu "
+                    "parameters)", path, s, sl->rows, sl->cols, sl->rtile, sl->ctile, np);
+            free(copy);
+            return TSR_EFORMAT;
+        }
+        elems += (size_t)sl->rows * sl->cols;
+        tiles += slot_tiles(sl);
+    }
+    /* sizes checked before anything is allocated from them */
+    uint64_t want = sizeof c + slot_bytes + (uint64_t)c.nfiles * (8 + TSR_GPT2_SHARD_NAME) +
+                    TSR_GPT2_SHARD_KINDS * (uint64_t)tiles * sizeof(tsr_gpt2_shard_record_t);
+    int rc = 0;
+    if (elems != np) {
+        tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (its slots hold %zu parameters, the model %zu)", path, elems, np);
+        rc = TSR_EFORMAT;
+    } else if (n != want) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s (its layout takes %llu bytes, the file leaves %zu for it)", path,
+                n < want ? "truncated" : "trailing bytes", (unsigned long long)want, n);
+        rc = TSR_EFORMAT;
+    }
+    if (!rc)
+        rc = tsr_gpt2_shard_layout_init(l, c.nslots, copy, c.nfiles);
+    free(copy);
+    if (rc)
+        return rc;
+    l->generation = c.generation;
+    const unsigned char *at = buf + sizeof c + slot_bytes;
+    for (int f = 0; f < l->nfiles; f++, at += 8 + TSR_GPT2_SHARD_NAME) {
+        memcpy(&l->file_bytes[f], at, 8);
+        memcpy(l->names[f], at + 8, TSR_GPT2_SHARD_NAME);
+        if (!plain_name(l->names[f])) {
+            tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (shard file %d's name is not a plain file name)", path, f);
+            return TSR_EFORMAT;
+        }
+    }
+    memcpy(l->records, at, l->nrecords * sizeof *l->records);
+    for (int k = 0; k < TSR_GPT2_SHARD_KINDS; k++)
+        for (int s = 0; s < l->nslots; s++) {
+            const tsr_gpt2_shard_slot_t *sl = &l->slots[s];
+            for (int i = 0; i * sl->rtile < sl->rows; i++)
+                for (int j = 0; j * sl->ctile < sl->cols; j++) {
+                    const tsr_gpt2_shard_record_t *r = &l->records[tsr_gpt2_shard_record(l, k, s, i, j)];
+                    int rows = sl->rows - i * sl->rtile, cols = sl->cols - j * sl->ctile;
+                    uint64_t bytes = (uint64_t)(rows < sl->rtile ? rows : sl->rtile) *
+                                     (uint64_t)(cols < sl->ctile ? cols : sl->ctile) * sizeof(float);
+                    if (r->file < 0 || r->file >= l->nfiles || r->pad || r->offset < sizeof(tsr_gpt2_shard_header_t) ||
+                        r->offset > l->file_bytes[r->file] || bytes > l->file_bytes[r->file] - r->offset) {
+                        tsr_log(TSR_LOG_ERROR, "%s: corrupt layout (slot %d tile (%d, %d) of kind %d is not inside "
+                                "its shard file)", path, s, i, j, k);
+                        return TSR_EFORMAT;
+                    }
+                }
+        }
+    return 0;
+short_file:
+    tsr_log(TSR_LOG_ERROR, "%s: truncated: the layout does not fit in the file", path);
+    return TSR_EFORMAT;
+}
+
+int tsr_gpt2_train_state_is_manifest(const char *path)
+{
+    int32_t head[2] = { 0, 0 };
+    FILE *f = tsr_open_regular(path);
+    int is = f && fread(head, sizeof head, 1, f) == 1 && head[0] == STATE_MAGIC && head[1] == SHARDED_VERSION;
+    if (f)
+        fclose(f);
+    return is;
+}
+
+int tsr_gpt2_train_state_manifest_read(const char *path, tsr_gpt2_train_state_info_t *info,
+                                       tsr_gpt2_shard_layout_t *l, void **loader_state)
+{
+    memset(l, 0, sizeof *l);
+    if (loader_state)
+        *loader_state = NULL;
+    FILE *f = NULL;
+    int64_t size = 0;
+    unsigned char *buf = NULL;
+    int rc = tsr_gpt2_file_open(path, KIND, &f, &size);
+    if (!rc)
+        rc = read_info(f, path, size, info);
+    if (!rc && info->version != SHARDED_VERSION) {
+        tsr_log(TSR_LOG_ERROR, "%s: a single-file state, not a manifest of shards", path);
+        rc = TSR_EFORMAT;
+    }
+    size_t head = sizeof(state_header_t) + sizeof(state_data_t);
+    if (!rc && ((uint64_t)size < head + 8 || info->loader_bytes > (uint64_t)size - head - 8 ||
+                size > ((int64_t)1 << 32))) {
+        tsr_log(TSR_LOG_ERROR, "%s: %lld bytes: %s for a manifest", path, (long long)size,
+                (uint64_t)size < head ? "truncated" : "the wrong size");
+        rc = TSR_EFORMAT;
+    }
+    if (!rc && fseek(f, 0, SEEK_SET) != 0)
+        rc = TSR_EIO;
+    if (!rc && !(buf = malloc((size_t)size)))
+        rc = TSR_ENOMEM;
+    if (!rc)
+        rc = tsr_gpt2_file_read(f, buf, (size_t)size, path, KIND, "manifest");
+    if (f)
+        fclose(f);
+    uint64_t hash = 0;
+    size_t body = rc ? 0 : (size_t)size - 8;
+    if (!rc)
+        memcpy(&hash, buf + body, 8);
+    if (!rc)
+        rc = parse_layout(buf + head, body - head - info->loader_bytes, path, &info->cfg, l);
+    if (!rc && hash != tsr_gpt2_hash64(buf, body)) {
+        tsr_log(TSR_LOG_ERROR, "%s: corrupt manifest (its checksum does not match its bytes)", path);
+        rc = TSR_EFORMAT;
+    }
+    if (!rc && loader_state) {
+        *loader_state = malloc(info->loader_bytes ? info->loader_bytes : 1);
+        if (*loader_state)
+            memcpy(*loader_state, buf + body - info->loader_bytes, info->loader_bytes);
+        else
+            rc = TSR_ENOMEM;
+    }
+    free(buf);
+    if (rc)
+        tsr_gpt2_shard_layout_free(l);
+    return rc;
 }

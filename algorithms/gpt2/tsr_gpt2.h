@@ -14,6 +14,7 @@
 #include "gpt2_init.h"
 #include "gpt2_tokenizer.h"
 #include "gpt2_train_state.h"
+#include "gpt2_state_shards.h"
 
 typedef struct {
     const char *model; /* NULL: not given (--load's or --resume's model, else d2) */
@@ -46,6 +47,8 @@ typedef struct {
                                    * when not read for that (one rank without --save or --resume) */
     int keep_position;     /* --resume: restore the state's data position (0: --resume-any-data
                             * onto a file it does not fit) */
+    int resume_version;    /* --resume's format: 1, 2 (one file) or 3 (sharded); rank 0's until
+                            * the state is loaded */
     tsr_gpt2_tokenizer_t tok;
     int *inputs, *targets;
     int step;              /* next step */

@@ -16,10 +16,13 @@ static void usage(FILE *out)
 "usage: tsr_gpt2 [options]\n"
 "Train GPT-2 (llm.c's model, loss and AdamW, bit-compatible checkpoints) with Tessera.\n\n"
 "Model\n"
-"  --model NAME        preset initialised from --seed: %s (default d2). 124M and\n"
-"                      d2 take GPT-2 token files; micro is llm.c's test model (V 500,\n"
-"                      maxT 32): it needs -T <= 32 and token ids < 500, which the\n"
-"                      bundled tiny Shakespeare does not have. With --load or --resume\n"
+"  --model NAME        preset initialised from --seed: %s\n"
+"                      (default d2). 124M, 350M, 774M, 1558M: GPT-2 small to XL,\n"
+"                      llm.c's d12, d24, d36, d48 (maxT 1024; their memory is printed\n"
+"                      in the model line, see --max-memory); they and d2 take GPT-2\n"
+"                      token files; micro is llm.c's test model (V 500, maxT 32): it\n"
+"                      needs -T <= 32 and token ids < 500, which the bundled tiny\n"
+"                      Shakespeare does not have. With --load or --resume\n"
 "                      their model is trained: a --model given must match it\n"
 "  --load FILE         start from an llm.c checkpoint (version 3) instead\n"
 "  --seed N            initialisation seed, llm.c's MT19937 init (default 42, 0 to 1e9)\n"
@@ -54,14 +57,15 @@ static void usage(FILE *out)
 "                      the predicted and the trial step time\n"
 "  --redux             accumulate sums over tiles with STARPU_REDUX (default ordered)\n"
 "Runtime\n"
-"  --threads N         CPU workers (default: all cores; more than the cores: a warning)\n"
+"  --threads N         CPU workers (default: all cores, or none when CUDA workers run: GPT-2\n"
+"                      is faster on the GPUs alone; more than the cores: a warning)\n"
 "  --max-memory SIZE   the memory a rank may use, e.g. 8G, 512M (K, M, G, T: powers of\n"
 "                      1024); default: what the machine has (MemAvailable, a cgroup's\n"
 "                      memory.max). The run's memory (parameters, AdamW, gradients,\n"
 "                      activations for B, T) is estimated before anything is allocated,\n"
 "                      printed in the model line, and a run needing more is refused; a\n"
 "                      larger SIZE overrides the check (e.g. with swap)\n"
-"  --gpus N            CUDA workers (default: every GPU; 0: CPUs only); with N > 1 the\n"
+"  --gpus N            CUDA workers (default: every GPU, alone; 0: CPUs only); with N > 1 the\n"
 "                      default is one sub-batch per GPU\n"
 "  --strict-fp32       float32 GEMMs on GPUs without TF32 tensor cores (default: TF32\n"
 "                      where the GPU has it, as llm.c; also TSR_GPU_TF32=0)\n"
@@ -100,16 +104,21 @@ static void usage(FILE *out)
 "Checkpoints\n"
 "  --save FILE         training state (model, AdamW, step, data position) at the end,\n"
 "                      every --save-every steps and on Ctrl-C, SIGTERM or SIGUSR1 (then\n"
-"                      the exit code is 128 + the signal). Atomic: a temporary file is\n"
-"                      renamed over FILE; an existing FILE must be a regular file (a\n"
-"                      device, FIFO or directory is refused), a symlink's target is\n"
-"                      replaced and the link kept. Checked before the first step.\n"
-"                      Under mpirun send SIGUSR1 to mpirun: it passes it to every rank,\n"
-"                      which save and stop; on SIGINT or SIGTERM mpirun kills the ranks\n"
-"                      seconds later, maybe before the state is written (the next run\n"
-"                      removes the temporary file such a kill leaves)\n"
-"  --resume FILE       continue from such a state (same losses as without stopping); it\n"
-"                      records its training file (size, hash): another --train is refused\n"
+"                      the exit code is 128 + the signal): FILE is a manifest, and each\n"
+"                      rank writes its own tiles to FILE.shard.<host>.<pid>.<id>.r<rank>\n"
+"                      beside it (under mpirun a directory every rank sees). Atomic:\n"
+"                      the manifest's rename commits the new shards, then the old ones\n"
+"                      are removed; an existing FILE must be a regular file (a device,\n"
+"                      FIFO or directory is refused), a symlink's target is replaced\n"
+"                      and the link kept. Checked before the first step. Under mpirun\n"
+"                      send SIGUSR1 to mpirun: it passes it to every rank, which save\n"
+"                      and stop; on SIGINT or SIGTERM mpirun kills the ranks seconds\n"
+"                      later, maybe before the state is committed (FILE then stays the\n"
+"                      previous state; the next save removes the files such a kill leaves)\n"
+"  --resume FILE       continue from such a state (same losses as without stopping) on\n"
+"                      any number of ranks, or from a single-file state of an earlier\n"
+"                      version; it records its training file (size, hash): another\n"
+"                      --train is refused\n"
 "  --resume-any-data   resume onto another training file: at the saved data position\n"
 "                      where it fits the file, else from the file's first batch (said)\n"
 "  --write-checkpoint FILE   the final model as an llm.c checkpoint\n"
@@ -189,6 +198,20 @@ static int parse_float(const char *s, const char *name, int positive, float *out
     return 0;
 }
 
+/* A word option: one of the n words (*out its index); expected: the message's
+ * hint when it is none. */
+static int parse_word(const char *s, const char *name, const char *const *words, int n, const char *expected,
+                      int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, words[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    fprintf(stderr, "error: --%s %s: %s\n", name, s, expected);
+    return -1;
+}
+
 /* A size: a positive number of bytes, or with K, M, G or T (powers of 1024,
  * e.g. 8G, 512M, 1.5T). */
 static int parse_size(const char *s, const char *name, double *out)
@@ -265,7 +288,7 @@ static int check_option_combinations(const options_t *o)
 /* Returns 0, 1 for --help, -1 on a bad option (message printed). */
 static int parse_options(int argc, char **argv, options_t *o)
 {
-    int c, seed = 42, bad = 0;
+    int c, seed = 42, bad = 0, word = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "B:T:h", long_options, NULL)) != -1 && !bad) {
         const char *name = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
@@ -295,24 +318,18 @@ static int parse_options(int argc, char **argv, options_t *o)
         case O_TK: bad = parse_int(optarg, "tile-k", 1, &o->tiles.k); break;
         case O_REDUX: o->tiles.accum = TSR_REDUCTION_REDUX; break;
         case O_TILES:
-            o->auto_tiles = strcmp(optarg, "auto") == 0;
-            if (!o->auto_tiles) {
-                fprintf(stderr, "error: --tiles %s: the only value is auto (else give --tile-* sizes)\n", optarg);
-                bad = 1;
-            }
+            bad = parse_word(optarg, "tiles", (const char *const[]){ "auto" }, 1,
+                             "the only value is auto (else give --tile-* sizes)", &word);
+            o->auto_tiles = !bad;
             break;
         case O_THREADS: bad = parse_int(optarg, "threads", 1, &o->threads); break;
         case O_GPUS: bad = parse_int(optarg, "gpus", 0, &o->gpus); break;
         case O_STRICT_FP32: o->strict_fp32 = 1; break;
         case O_PRECISION:
-            if (strcmp(optarg, "fp32") == 0) {
-                o->precision = TSR_FLOAT32;
-            } else if (strcmp(optarg, "bf16") == 0) {
-                o->precision = TSR_BFLOAT16;
-            } else {
-                fprintf(stderr, "error: --precision %s: the values are fp32 and bf16\n", optarg);
-                bad = 1;
-            }
+            bad = parse_word(optarg, "precision", (const char *const[]){ "fp32", "bf16" }, 2,
+                             "the values are fp32 and bf16", &word);
+            if (!bad)
+                o->precision = word == 1 ? TSR_BFLOAT16 : TSR_FLOAT32;
             break;
         case O_PWS: bad = parse_int(optarg, "pws", 1, &o->pws); break;
         case O_NSUB: bad = parse_int(optarg, "sub-batches", 1, &o->nsub); break;

@@ -11,39 +11,54 @@
 #include "tsr_gpt2.h"
 #include "tsr_files.h"
 
-/* Gathers the state on rank 0, which writes it (collective). */
+/* Every rank writes its own tiles, rank 0 the manifest that commits them
+ * (tsr_gpt2_state_save; collective). */
 int gpt2_save_state(trainer_t *t, const char *path)
 {
-    size_t np = tsr_gpt2_num_params(&t->cfg);
     int root = tsr_rank() == 0, rc = 0;
     tsr_gpt2_train_state_t st = { t->step, t->gen_rng, NULL, NULL, NULL, t->train_id };
-    if (root) {
-        st.params = malloc(np * sizeof(float));
-        st.m = malloc(np * sizeof(float));
-        st.v = malloc(np * sizeof(float));
-        rc = st.params && st.m && st.v ? 0 : TSR_ENOMEM;
-    }
-    rc = tsr_any(rc) ? TSR_ENOMEM : 0;
-    if (!rc)
-        rc = tsr_gpt2_params_gather(&t->model, st.params);
-    if (!rc)
-        rc = tsr_gpt2_adam_gather(&t->model, st.m, st.v);
+    size_t lb = tsr_gpt2_loader_state_bytes(&t->train);
+    void *ls = root ? malloc(lb ? lb : 1) : NULL;
+    if (root)
+        rc = ls ? tsr_gpt2_loader_save_state(&t->train, ls, lb) : TSR_ENOMEM;
     if (!rc && root && st.data.size < 0 && tsr_gpt2_data_id(t->opt.train, &st.data) != 0) {
         tsr_log(TSR_LOG_ERROR, "cannot read the training file %s again to record it", t->opt.train);
         rc = TSR_EIO;
     }
+    if (tsr_any(rc))
+        rc = rc ? rc : TSR_EIO;
+    else
+        rc = tsr_gpt2_state_save(&t->model, path, &st, ls, lb);
     if (!rc && root)
-        rc = tsr_gpt2_train_state_write(path, &t->cfg, t->opt.B, t->opt.T, &st, &t->train);
-    if (!rc && root)
-        tsr_log(TSR_LOG_INFO, "saved training state (step %d) to %s", t->step, path);
-    tsr_gpt2_train_state_free(&st);
-    return tsr_any(rc) ? (rc ? rc : TSR_EIO) : 0;
+        tsr_log(TSR_LOG_INFO, "saved training state (step %d) to %s and its %d shard file(s)", t->step, path,
+                tsr_size());
+    free(ls);
+    return rc;
 }
 
-/* Rank 0 reads a state file (its header already checked against the run by
- * check_inputs); the model, step, data position and sampler of every rank
- * continue from it (collective). */
-static int load_state(trainer_t *t, const char *path)
+/* A sharded state (version 3): every rank reads its own tiles and the
+ * manifest's step, sampler and data position (collective). */
+static int load_sharded(trainer_t *t, const char *path)
+{
+    tsr_gpt2_train_state_info_t info;
+    void *ls = NULL;
+    int rc = tsr_gpt2_state_load(&t->model, path, &info, &ls);
+    if (!rc && t->keep_position)
+        rc = tsr_gpt2_loader_restore_state(&t->train, ls, info.loader_bytes);
+    free(ls);
+    if (tsr_any(rc))
+        return rc ? rc : TSR_EFORMAT;
+    t->step = info.step;
+    t->gen_rng = info.gen_rng;
+    if (tsr_rank() == 0)
+        tsr_log(TSR_LOG_INFO, "resumed from %s at step %d", path, t->step);
+    return 0;
+}
+
+/* Rank 0 reads a single-file state (version 1 or 2; its header already
+ * checked against the run by check_inputs); the model, step, data position
+ * and sampler of every rank continue from it (collective). */
+static int load_single_file(trainer_t *t, const char *path)
 {
     int root = tsr_rank() == 0, rc = 0;
     tsr_gpt2_train_state_t st = { 0 };
@@ -96,6 +111,17 @@ static int load_state(trainer_t *t, const char *path)
     if (!rc)
         tsr_log(TSR_LOG_INFO, "resumed from %s at step %d", path, t->step);
     return rc;
+}
+
+/* --resume's state, in its format (rank 0 read its version; collective). */
+static int load_state(trainer_t *t, const char *path)
+{
+    int32_t version = t->resume_version;
+    int rc = tsr_size() > 1 ? tsr_broadcast(&version, sizeof version, 0) : 0;
+    if (rc)
+        return rc;
+    t->resume_version = version;
+    return version == 3 ? load_sharded(t, path) : load_single_file(t, path);
 }
 
 /* Every file the run will write can be written (a temporary file is created
@@ -231,8 +257,10 @@ static int model_config(trainer_t *t, tsr_gpt2_train_state_info_t *state)
     const char *option = o->load ? "--load" : "--resume", *file = o->load ? o->load : o->resume;
     if (o->load)
         rc = tsr_gpt2_checkpoint_read_config(o->load, &t->cfg);
-    else if (o->resume && (rc = tsr_gpt2_train_state_info(o->resume, state)) == 0)
+    else if (o->resume && (rc = tsr_gpt2_train_state_info(o->resume, state)) == 0) {
         t->cfg = state->cfg;
+        t->resume_version = state->version;
+    }
     else if (!o->resume)
         t->cfg = named;
     if (!rc && o->model && file && !same_config(&named, &t->cfg)) {
@@ -305,9 +333,12 @@ static int check_data_root(trainer_t *t, const tsr_gpt2_train_state_info_t *stat
     return rc;
 }
 
-/* The weights (rank 0): --load's, else llm.c's initialisation. */
+/* The weights (rank 0): --load's, else llm.c's initialisation; none with
+ * --resume (its state holds them). */
 static int read_params(trainer_t *t, float **params)
 {
+    if (t->opt.resume)
+        return 0;
     if (t->opt.load)
         return tsr_gpt2_checkpoint_read(t->opt.load, &t->cfg, params);
     return tsr_gpt2_init_alloc(&t->cfg, t->opt.seed, params);
@@ -349,22 +380,28 @@ static double machine_memory(const char **what)
 
 /* Bytes the process holds besides the model's tiles: the runtime and its
  * libraries (StarPU, BLAS; measured 180 MB on CPUs with d2, more with CUDA:
- * 100 MB counted), the flat parameters on rank 0 (three copies: weights, m
- * and v, while a state is saved) and the batches (the token files are read
- * batch by batch: their size does not count). */
+ * 100 MB counted), the batches (the token files are read batch by batch:
+ * their size does not count) and the flat parameters on rank 0: three
+ * copies (weights, m and v) to resume a single-file state, one while the
+ * final checkpoint is written; none for a sharded state (each rank reads and
+ * writes its own tiles). The flat initial weights are freed once scattered,
+ * before AdamW's state and the gradients are first written, so they do not
+ * add to the peak (350M B1 T64 on 2 CPU workers: 6.13 GB of peak RSS; 7.31
+ * GB estimated when they were counted, 5.89 GB now). */
 static double host_bytes(const trainer_t *t)
 {
     const options_t *o = &t->opt;
     double bytes = 100e6 + (double)o->B * o->T * 16;
+    int copies = o->resume && t->resume_version < 3 ? 3 : o->write_ckpt ? 1 : 0;
     if (tsr_rank() == 0)
-        bytes += (double)tsr_gpt2_num_params(&t->cfg) * 4 * (o->save ? 3 : 1);
+        bytes += (double)tsr_gpt2_num_params(&t->cfg) * 4 * copies;
     return bytes;
 }
 
 /* The run's memory, estimated before anything large is allocated, against
  * --max-memory or what the machine has. d2 T 64 on 2 CPU workers: 14.5 MB a
- * sample estimated, 15.4 MB of peak RSS measured (B 1, 8, 32, 96: 0.25,
- * 0.35, 0.70, 1.63 GB estimated, 0.35, 0.46, 0.83, 1.82 GB peak RSS): the
+ * sample estimated, 15.4 MB of peak RSS measured (B 1, 8, 32, 96: 0.22,
+ * 0.33, 0.67, 1.60 GB estimated, 0.35, 0.46, 0.83, 1.82 GB peak RSS): the
  * estimate stays below the peak (StarPU's per-tile data and packing buffers
  * are not counted), so a run it refuses cannot fit, and one that fits is
  * never refused; --max-memory overrides. Collective; 0 or TSR_ENOMEM
@@ -515,7 +552,7 @@ int gpt2_setup(trainer_t *t)
     if (!rc && tsr_rank() == 0 && o->precision == TSR_BFLOAT16)
         printf("precision: bf16 activations, parameters (forward, backward) and gradients; float32 master "
                "weights, AdamW state and loss\n");
-    if (!rc)
+    if (!rc && !o->resume) /* a resumed run's weights come from its state (load_state) */
         rc = tsr_gpt2_params_scatter(&t->model, tsr_rank() == 0 ? params : NULL);
     tsr_resume();
     free(params);

@@ -228,9 +228,18 @@ __device__ void load_rows(bf16 *dst, const bf16 *src, int ld, int r0, int n)
     put_rows(dst, x);
 }
 
+/* K and V rows kb .. kb + 63 into the registers, if the key loop visits
+ * block kb (kend: the keys it visits). */
+__device__ void fetch_key_block(Rows &nextK, Rows &nextV, const bf16 *K, int ldk, const bf16 *V, int ldv, int nk,
+                                int kb, int kend)
+{
+    if (kb < kend)
+        fetch_rows(nextK, K, ldk, kb, nk), fetch_rows(nextV, V, ldv, kb, nk);
+}
+
 /* The key loop's step to block kb: K and V rows kb .. kb + 63 from the
- * registers into Ks, Vs, and the next block's fetched (kend: the keys the
- * loop visits). Every thread of the block calls it. */
+ * registers into Ks, Vs, and the next block's fetched. Every thread of the
+ * block calls it. */
 __device__ void next_key_block(bf16 *Ks, bf16 *Vs, Rows &nextK, Rows &nextV, const bf16 *K, int ldk, const bf16 *V,
                                int ldv, int nk, int kb, int kend)
 {
@@ -238,8 +247,7 @@ __device__ void next_key_block(bf16 *Ks, bf16 *Vs, Rows &nextK, Rows &nextV, con
     put_rows(Ks, nextK);
     put_rows(Vs, nextV);
     __syncthreads();
-    if (kb + kRows < kend)
-        fetch_rows(nextK, K, ldk, kb + kRows, nk), fetch_rows(nextV, V, ldv, kb + kRows, nk);
+    fetch_key_block(nextK, nextV, K, ldk, V, ldv, nk, kb + kRows, kend);
 }
 
 /* acc (+)= A op(B) for a warp: A its 16 x 64 rows (row stride kLdb), B 64
@@ -277,6 +285,15 @@ __device__ void store_acc(float *F, Acc acc[4])
 {
     for (int nt = 0; nt < 4; nt++)
         wmma::store_matrix_sync(F + nt * 16, acc[nt], kLdf, wmma::mem_row_major);
+}
+
+/* Scores into a warp's floats F: F = A_w B^T, as rows_dot_rows from zero. */
+__device__ void store_rows_dot_rows(float *F, const bf16 *A, const bf16 *B)
+{
+    Acc acc[4];
+    zero(acc);
+    rows_dot_rows(acc, A, B);
+    store_acc(F, acc);
 }
 
 /* Out rows row0 .. row0 + 15 (below n) = f * F + (accumulate ? g * Out : 0),
@@ -326,13 +343,10 @@ __global__ void __launch_bounds__(kFusedThreads)
     float m = -INFINITY, l = 0.0f; /* the row's running maximum and sum */
     Acc acc[4];
     Rows nextK, nextV;
-    if (kend > 0)
-        fetch_rows(nextK, K, ldk, 0, p.nk), fetch_rows(nextV, V, ldv, 0, p.nk);
+    fetch_key_block(nextK, nextV, K, ldk, V, ldv, p.nk, 0, kend);
     for (int kb = 0; kb < kend; kb += kRows) {
         next_key_block(Ks, Vs, nextK, nextV, K, ldk, V, ldv, p.nk, kb, kend);
-        zero(acc);
-        rows_dot_rows(acc, Qs + w * 16 * kLdb, Ks);
-        store_acc(S, acc);
+        store_rows_dot_rows(S, Qs + w * 16 * kLdb, Ks);
         __syncwarp();
         int lim = nv - kb; /* the row sees columns < lim */
         float mb = -INFINITY;
@@ -401,7 +415,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     Q += z * sq, K += z * sk, V += z * sv, dO += z * sdo, L += z * sl, dK += z * sdk, dV += z * sdv;
     load_rows(Ks, K, ldk, kb, p.nk);
     load_rows(Vs, V, ldv, kb, p.nk);
-    Acc acc[4], dk[4], dv[4];
+    Acc dk[4], dv[4];
     zero(dk);
     zero(dv);
     long first = (long)p.k0 + kb - p.q0; /* the first query that sees key kb */
@@ -426,9 +440,7 @@ __global__ void __launch_bounds__(kFusedThreads)
         __syncthreads();
         if (qs + kRows < p.nq)
             fetch(qs + kRows);
-        zero(acc);
-        rows_dot_rows(acc, Ks + w * 16 * kLdb, Qs);
-        store_acc(P, acc);
+        store_rows_dot_rows(P, Ks + w * 16 * kLdb, Qs);
         __syncwarp();
         for (int c = lane; c < kRows; c += 32) {
             int q = qs + c, seen = q < p.nq ? visible_keys(p, q) : 0; /* keys j < seen see query q */
@@ -440,9 +452,7 @@ __global__ void __launch_bounds__(kFusedThreads)
         }
         __syncwarp();
         weights_times_rows(dv, Pb, dOs);
-        zero(acc);
-        rows_dot_rows(acc, Vs + w * 16 * kLdb, dOs);
-        store_acc(dP, acc);
+        store_rows_dot_rows(dP, Vs + w * 16 * kLdb, dOs);
         __syncwarp();
         for (int c = lane; c < kRows; c += 32)
             for (int r = 0; r < 16; r++)
@@ -489,19 +499,14 @@ __global__ void __launch_bounds__(kFusedThreads)
     lse += w * 16, D += w * 16;
     load_rows(Qs, Q, ldq, qb, p.nq);
     load_rows(dOs, dO, lddo, qb, p.nq);
-    Acc acc[4], dq[4];
+    Acc dq[4];
     zero(dq);
     Rows nextK, nextV;
-    if (kend > 0)
-        fetch_rows(nextK, K, ldk, 0, p.nk), fetch_rows(nextV, V, ldv, 0, p.nk);
+    fetch_key_block(nextK, nextV, K, ldk, V, ldv, p.nk, 0, kend);
     for (int kb = 0; kb < kend; kb += kRows) {
         next_key_block(Ks, Vs, nextK, nextV, K, ldk, V, ldv, p.nk, kb, kend);
-        zero(acc);
-        rows_dot_rows(acc, Qs + w * 16 * kLdb, Ks);
-        store_acc(S, acc);
-        zero(acc);
-        rows_dot_rows(acc, dOs + w * 16 * kLdb, Vs);
-        store_acc(dP, acc);
+        store_rows_dot_rows(S, Qs + w * 16 * kLdb, Ks);
+        store_rows_dot_rows(dP, dOs + w * 16 * kLdb, Vs);
         __syncwarp();
         for (int r = 0; r < 16; r++) {
             int lim = (i0 + r < p.nq ? visible_keys(p, i0 + r) : 0) - kb; /* the row sees columns < lim */

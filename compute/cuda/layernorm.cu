@@ -9,6 +9,7 @@
 
 namespace {
 
+typedef __nv_bfloat16 bf; /* the bf16 storage type, for the typed entry points' casts */
 const int kWarp = 32;
 const int kTokensPerBlock = 4; /* warps per block, one token each */
 
@@ -16,6 +17,28 @@ dim3 token_block() { return dim3(kWarp, kTokensPerBlock); }
 dim3 token_grid(int n) { return dim3((unsigned)((n + kTokensPerBlock - 1) / kTokensPerBlock)); }
 
 __device__ float warp_sum(float v) { return warp_reduce(v, SumOp()); }
+
+/* sum_r xt[r] of a token's m features, in every lane of its warp. */
+template <typename T>
+__device__ float token_sum(int m, const T *xt)
+{
+    float s = 0.0f;
+    for (int r = threadIdx.x; r < m; r += kWarp)
+        s += load(&xt[r]);
+    return warp_sum(s);
+}
+
+/* sum_r (xt[r] - mu)^2 of a token's m features, in every lane of its warp. */
+template <typename T>
+__device__ float token_sqdev(int m, const T *xt, float mu)
+{
+    float v = 0.0f;
+    for (int r = threadIdx.x; r < m; r += kWarp) {
+        float d = load(&xt[r]) - mu;
+        v += d * d;
+    }
+    return warp_sum(v);
+}
 
 /* In the per-token kernels the whole warp of token t takes the same
  * branches: the warp-wide shuffles are safe. The kernels templated over T
@@ -30,16 +53,8 @@ __global__ void ln_fwd_kernel(int m, int n, const T *x, int ldx, const T *w, con
     if (t >= n)
         return;
     const T *xt = x + (size_t)t * ldx;
-    float s = 0.0f;
-    for (int r = lane; r < m; r += kWarp)
-        s += load(&xt[r]);
-    float mu = warp_sum(s) / m;
-    float v = 0.0f;
-    for (int r = lane; r < m; r += kWarp) {
-        float d = load(&xt[r]) - mu;
-        v += d * d;
-    }
-    float rs = 1.0f / sqrtf(warp_sum(v) / m + eps);
+    float mu = token_sum(m, xt) / m;
+    float rs = 1.0f / sqrtf(token_sqdev(m, xt, mu) / m + eps);
     T *ot = out + (size_t)t * ldo;
     for (int r = lane; r < m; r += kWarp)
         store(&ot[r], rs * (load(&xt[r]) - mu) * load(&w[r]) + load(&b[r]));
@@ -55,10 +70,7 @@ __global__ void ln_sum_kernel(int m, int n, const float *x, int ldx, float *s, i
     if (t >= n)
         return;
     const float *xt = x + (size_t)t * ldx;
-    float a = 0.0f;
-    for (int r = lane; r < m; r += kWarp)
-        a += xt[r];
-    a = warp_sum(a);
+    float a = token_sum(m, xt);
     if (lane == 0) {
         float *st = &s[(size_t)t * incs];
         *st = mode == TSR_ACCUMULATE ? *st + a : a;
@@ -72,12 +84,7 @@ __global__ void ln_sqdev_kernel(int m, int n, const float *x, int ldx, const flo
     if (t >= n)
         return;
     const float *xt = x + (size_t)t * ldx;
-    float mu = s[(size_t)t * incs] / C, v = 0.0f;
-    for (int r = lane; r < m; r += kWarp) {
-        float d = xt[r] - mu;
-        v += d * d;
-    }
-    v = warp_sum(v);
+    float mu = s[(size_t)t * incs] / C, v = token_sqdev(m, xt, mu);
     if (lane == 0) {
         float *qt = &q[(size_t)t * incq];
         *qt = mode == TSR_ACCUMULATE ? *qt + v : v;
@@ -268,7 +275,6 @@ extern "C" int tsr_cuda_layernorm_fwd_typed(void *stream, tsr_dtype_t t, int m, 
     if (m == 0 || n == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    typedef __nv_bfloat16 bf;
     if (t == TSR_BFLOAT16)
         ln_fwd_kernel<<<token_grid(n), token_block(), 0, s>>>(m, n, (const bf *)x, ldx, (const bf *)w, (const bf *)b,
                                                               (bf *)out, ldo, (bf *)mean, incm, (bf *)rstd, incr, eps);
@@ -344,7 +350,6 @@ extern "C" int tsr_cuda_layernorm_bwd_typed(void *stream, tsr_dtype_t t, int m, 
     if (m == 0 || n == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    typedef __nv_bfloat16 bf;
     if (t == TSR_BFLOAT16)
         ln_bwd_kernel<<<token_grid(n), token_block(), 0, s>>>(m, n, (const bf *)dout, lddo, (const bf *)x, ldx,
                                                               (const bf *)w, (const bf *)mean, incm, (const bf *)rstd,
@@ -402,7 +407,6 @@ extern "C" int tsr_cuda_layernorm_bwd_params_typed(void *stream, tsr_dtype_t t, 
     if (m == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    typedef __nv_bfloat16 bf;
     if (t == TSR_BFLOAT16)
         return launch_bwd_params(s, m, n, (const bf *)dout, lddo, (const bf *)x, ldx, (const bf *)mean, incm,
                                  (const bf *)rstd, incr, (bf *)dw, dw_mode, (bf *)db, db_mode);

@@ -8,9 +8,15 @@
 #  3. one simulated H200 node, its GPU alone (simulated CUDA worker, models
 #     measured on the device), predicts the measured 124M B8 T1024 step
 #     within 15 %.
+# With the argument 2gpu instead (CTest 'simulation_2gpu'): GPT-2 124M B8
+# T64 on one simulated node of two H200s (copies of the measured one joined
+# at 450 GB/s: replicate_gpu.sh), the GPUs alone, one sub-batch each; asserts
+# 0 CPU + 2 CUDA workers and 2 sub-batches, tasks on both GPUs, no copies
+# between host and GPUs in the steady steps (the state stays on the GPUs),
+# and prints the step against one GPU's (no bar on that ratio yet).
 # Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
 #
-#   timing/simulation/check.sh [BUILD_DIR]   (the simulation build; default build-sim)
+#   timing/simulation/check.sh [BUILD_DIR [2gpu]]   (the simulation build; default build-sim)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "simulation check: FAILED: $*" >&2; exit 1; }
@@ -25,15 +31,47 @@ check_prediction() {
     local what=$1 models=$2 case=$3 out=$4 measured predicted
     measured=$(sed -n "s/^Measured: $case, median step \([0-9.]*\) ms.*/\1/p" "$here/perfmodels/$models/machine.txt")
     [ -n "$measured" ] || fail "perfmodels/$models/machine.txt has no 'Measured: $case' line"
-    predicted=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+    predicted=$(steady "$out")
     [ -n "$predicted" ] || fail "no steady-state step time in the output of $what: $out"
     echo "$what: predicted $predicted ms, measured $measured ms"
     awk -v p="$predicted" -v m="$measured" 'BEGIN { r = p / m; exit !(r > 0.85 && r < 1.15) }' ||
         fail "$what: prediction $predicted ms is not within 15 % of $measured ms"
 }
 
-models=epyc-avx512-2c
 build=(--build "${1:-$here/../../build-sim}")
+# steady SIMULATE_OUTPUT: the predicted steady median step in ms
+steady() { sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
+
+check_two_gpus() {
+    local gpt2=(tsr_gpt2 --model 124M -B 8 -T 64 --steps 6 --val-every 0 --sample-every 0 --profile)
+    local two one gpu tasks copies s1 s2
+    two=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 2 --gpu-link 450 "${gpt2[@]}" 2>&1) ||
+        fail "the 2-GPU run failed: $(tail -5 <<<"$two")"
+    grep -q ' 0 CPU + 2 CUDA workers' <<<"$two" || fail "not 0 CPU + 2 CUDA workers: $(grep -m1 runtime: <<<"$two")"
+    grep -q '; 2 sub-batch(es)' <<<"$two" || fail "not one sub-batch a GPU: $(grep -m1 model: <<<"$two")"
+    for gpu in 0 1; do
+        tasks=$(awk -v g="CUDA $gpu.0" 'index($0, "  " g " ") == 1 { print $(NF - 3) }' <<<"$two")
+        [ "${tasks:-0}" -gt 0 ] || fail "simulated GPU $gpu ran no task: $(grep -m1 "CUDA $gpu" <<<"$two")"
+        echo "GPU $gpu: $tasks tasks"
+    done
+    copies=$(sed -n "s/.*steady steps' host <-> GPU copies: \([0-9.]*\) MB host to GPU, \([0-9.]*\) MB GPU to host.*/\1 \2/p" <<<"$two")
+    [ -n "$copies" ] || fail "no host <-> GPU line in the --profile output"
+    awk -v c="$copies" 'BEGIN { split(c, v, " "); exit !(v[1] + v[2] < 1) }' ||
+        fail "the steady steps copy $copies MB a step between host and GPUs (under 1 MB expected)"
+    one=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 1 "${gpt2[@]}" 2>&1) ||
+        fail "the 1-GPU run failed: $(tail -5 <<<"$one")"
+    s2=$(steady "$two") s1=$(steady "$one")
+    [ -n "$s1" ] && [ -n "$s2" ] || fail "no steady-state step time in the output"
+    echo "124M B8 T64: 1 GPU $s1 ms a step, 2 GPUs (B4 each) $s2 ms: $(awk -v a="$s2" -v b="$s1" 'BEGIN { printf "%.2f", a / b }')x"
+    echo "simulation check (2 GPUs): passed"
+}
+case ${2:-} in
+    '') ;;
+    2gpu) check_two_gpus; exit 0 ;;
+    *) fail "unknown part '${2}' (2gpu, or none)" ;;
+esac
+
+models=epyc-avx512-2c
 gpt2=(tsr_gpt2 --model 124M -B 4 -T 64 --steps 6 --val-every 0 --sample-every 0 --profile)
 out=$(bash "$here/simulate.sh" "${build[@]}" --models "$models" --nodes 1 --workers 2 "${gpt2[@]}")
 check_prediction "1 node x 2 workers" "$models" "124M B4 T64, 2 workers" "$out"

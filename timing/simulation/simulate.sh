@@ -9,9 +9,13 @@
 #   PROGRAM       tsr_gpt2 or time_gemm (built here against the simulation runtime)
 #   --nodes N     simulated nodes, one MPI rank each, 1-64 (default 1)
 #   --workers N   CPU workers per node, 1-64 (default 16; 0 with --gpus: the GPU alone)
-#   --gpus N      simulated CUDA workers per node, 0-4 (default 0), from models
+#   --gpus N      simulated CUDA workers per node, 0-16 (default 0), from models
 #                 measured on a GPU (their bus/ says how many the node has); the
 #                 scheduler is then dmdas, as on a real GPU node
+#   --gpu-link G  with --gpus N above the models' one GPU: N copies of it, each
+#                 with its own path to host memory as measured, joined by a
+#                 switch of G GB/s each way per GPU (NVLink + NVSwitch: about 450
+#                 for H200s); replicate_gpu.sh
 #   --models NAME performance models timing/simulation/perfmodels/NAME (default
 #                 the only one there, else name one)
 #   --platform F  network platform (default timing/simulation/platforms/cluster-100G.xml)
@@ -28,19 +32,20 @@ PROG=simulate
 # shellcheck source=../lib/args.sh
 . "$root/timing/lib/args.sh"
 
-nodes=1 workers=16 gpus=0 models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
-show_help() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+nodes=1 workers=16 gpus=0 gpu_link="" models="" platform=$here/platforms/cluster-100G.xml build=$root/build-sim
+show_help() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 option() {
     case $1 in
         --nodes) check_count --nodes "$2" 1 64; nodes=$2 ;;
         --workers) check_count --workers "$2" 0 64; workers=$2 ;;
-        --gpus) check_count --gpus "$2" 0 4; gpus=$2 ;;
+        --gpus) check_count --gpus "$2" 0 16; gpus=$2 ;;
+        --gpu-link) check_count --gpu-link "$2" 1 99999; gpu_link=$2 ;;
         --models) check_name --models "$2"; models=$2 ;;
         --platform) check_path --platform "$2"; platform=$2 ;;
         --build) check_path --build "$2"; build=$2 ;;
     esac
 }
-take_options option show_help "(see --help)" "--nodes --workers --gpus --models --platform --build" "$@"
+take_options option show_help "(see --help)" "--nodes --workers --gpus --gpu-link --models --platform --build" "$@"
 shift "$options_taken"
 [ $# -ge 1 ] || arg_error "no program given (tsr_gpt2 or time_gemm; see --help)"
 program=$1
@@ -62,8 +67,12 @@ fi
 model_dir=$here/perfmodels/$models
 [ -f "$model_dir/bus/$models.platform.v4.xml" ] || arg_error "no performance models at $model_dir (calibrate.sh makes them)"
 have_gpus=$(sed -n 's/^\([0-9]*\) # Number of CUDA nodes.*/\1/p' "$model_dir/bus/$models.config")
-[ "$gpus" -le "${have_gpus:-0}" ] ||
-    arg_error "--gpus $gpus: the models '$models' come from a node with ${have_gpus:-0} GPU(s)"
+if [ "$gpus" -gt "${have_gpus:-0}" ]; then
+    [ "${have_gpus:-0}" = 1 ] && [ -n "$gpu_link" ] ||
+        arg_error "--gpus $gpus: the models '$models' come from a node with ${have_gpus:-0} GPU(s)$([ "${have_gpus:-0}" = 1 ] && echo ": give --gpu-link GBPS to simulate $gpus copies of its GPU")"
+elif [ -n "$gpu_link" ]; then
+    arg_error "--gpu-link: only where --gpus asks for more GPUs than the models' node has (${have_gpus:-0})"
+fi
 
 # Every simulated rank's memory mappings (its stacks, privatised data, folded
 # tile copies) are this process's: about 2300 a rank in a 124M step (8 nodes),
@@ -76,6 +85,9 @@ fi
 
 # ---- the simulation runtime and build (cached) ------------------------------
 prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
+# memory nodes: the host's and one a GPU (deps/starpu/build.sh --simgrid's --enable-maxnodes)
+maxnodes=$(cat "$prefix"/include/starpu/*/starpu_config.h | sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p')
+[ "$gpus" -lt "${maxnodes:-2}" ] || arg_error "--gpus $gpus: this simulation runtime has room for $((${maxnodes:-2} - 1)) GPU(s) a node (STARPU_MAXNODES $maxnodes: deps/starpu/build.sh --simgrid's --enable-maxnodes)"
 # a build this script made (its marker file) follows the runtime when the
 # runtime's options change; any other is left alone
 marker=$build/.made-by-simulate.sh
@@ -113,6 +125,11 @@ node=$run/sampling/bus/$models.platform.v4.xml
 awk -v n="$((workers > 0 ? workers : 1))" '/<host id="CPU[0-9]+"/ { if (!done) { for (i = 0; i < n; i++) { l = $0; sub(/CPU[0-9]+/, "CPU" i, l); print l } done = 1 } next } { print }' \
     "$model_dir/bus/$models.platform.v4.xml" >"$node"
 sed -i "s/^[0-9]* # Number of CPUs/$workers # Number of CPUs/" "$run/sampling/bus/$models.config"
+if [ "$gpus" -gt "${have_gpus:-0}" ]; then
+    bash "$here/replicate_gpu.sh" "$run/sampling/bus" "$models" "$gpus" "$gpu_link"
+    export STARPU_PERF_MODEL_HOMOGENEOUS_CUDA=1   # every copy timed by the measured GPU's models
+    echo "simulate: a node of $gpus GPUs, each a copy of the models' one, joined at $gpu_link GB/s each way" >&2
+fi
 for ((i = 0; i < nodes; i++)); do echo "node$i"; done >"$run/hostfile"
 
 export STARPU_PERF_MODEL_DIR=$run/sampling STARPU_HOSTNAME=$models STARPU_NCPU=$workers STARPU_NCUDA=$gpus
