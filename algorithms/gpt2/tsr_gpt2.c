@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "tsr_gpt2.h"
 #include "tsr_schedule_report.h"
@@ -35,22 +36,32 @@ static void on_stop_signal(int sig)
     interrupted = sig;
 }
 
+/* Seconds of CPU time the calling thread has used. */
+static double thread_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
 /* One training step, submitted whole (forward, loss, backward, AdamW) before
  * it waits for its loss alone: the step's backward and update run on while
  * the next step is submitted, and the next forward starts on each layer as
  * soon as its parameters are updated. A step's time is thus the interval
  * between two losses (the steady-state throughput). A step that drains the
  * pipeline (drain: see step_timing) also waits for all its tasks. */
-static int train_step(trainer_t *t, float *loss, double *ms, double *submit_ms, int drain)
+static int train_step(trainer_t *t, float *loss, double *ms, double *submit_ms, double *submit_cpu_ms, int drain)
 {
     double t0 = tsr_wtime();
     int rc = gpt2_next_batch(t, &t->train);
+    double cpu0 = thread_cpu_seconds();
     if (!rc)
         rc = tsr_gpt2_forward_submit(&t->model, t->inputs, t->targets);
     if (!rc)
         rc = tsr_gpt2_backward(&t->model);
     if (!rc)
         rc = tsr_gpt2_update(&t->model, t->opt.lr, t->opt.beta1, t->opt.beta2, t->opt.eps, t->opt.wd, t->step);
+    *submit_cpu_ms = (thread_cpu_seconds() - cpu0) * 1e3;
     *submit_ms = (tsr_wtime() - t0) * 1e3;
     if (!rc)
         rc = tsr_gpt2_loss(&t->model, loss);
@@ -85,7 +96,7 @@ static int train(trainer_t *t)
     for (; t->step < t->opt.steps && !rc; t->step++) {
         int s = t->step;
         float vl = NAN, loss = NAN;
-        double ms = 0, submit_ms = 0;
+        double ms = 0, submit_ms = 0, submit_cpu_ms = 0;
         int evaluate = t->opt.val_every && s % t->opt.val_every == 0;
         int sample = t->opt.sample_every && s > 0 && s % t->opt.sample_every == 0;
         gpt2_clear_progress();
@@ -105,7 +116,7 @@ static int train(trainer_t *t)
         if (t->sent_from && kind == STEP_STEADY && t->comm_steps == 0)
             tsr_comm_bytes_sent(t->sent_from);
         if (!rc)
-            rc = train_step(t, &loss, &ms, &submit_ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
+            rc = train_step(t, &loss, &ms, &submit_ms, &submit_cpu_ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
         if (t->sent_to && kind == STEP_STEADY && !rc) {
             tsr_comm_bytes_sent(t->sent_to);
             t->comm_steps++;
@@ -115,6 +126,7 @@ static int train(trainer_t *t)
             break;
         t->step_ms[s] = ms;
         t->submit_ms[s] = submit_ms;
+        t->submit_cpu_ms[s] = submit_cpu_ms;
         t->last_loss = loss;
         t->step_kind[s] = (unsigned char)kind;
         int csv_failed = 0;
@@ -267,7 +279,7 @@ int main(int argc, char **argv)
     if (!rc) {
         gpt2_summary(&t, first);
         if (t.opt.profile)
-            gpt2_rank_report(&t);
+            gpt2_rank_report(&t, first);
     }
     return stop(&t, rc);
 }

@@ -59,6 +59,8 @@ typedef struct {
     tsr_gpt2_live_t live_peak;   /* --profile: the most of each kind held while training */
     pthread_t sampler;           /* --profile: samples live_peak (gpt2_sampler_start) */
     volatile int sampling;       /* the sampler runs while set */
+    double *submit_cpu_ms; /* per step: the submitting thread's CPU time in the forward,
+                            * backward and update submission (the batch read left out) */
     double *sent_from, *sent_to; /* --profile: bytes sent to each rank before the
                                   * first steady step and after the last one */
     int comm_steps;        /* steady steps between them */
@@ -96,7 +98,7 @@ int gpt2_generate(trainer_t *t);
 void gpt2_progress(const trainer_t *t, int step, double elapsed_ms);
 void gpt2_clear_progress(void);
 void gpt2_summary(const trainer_t *t, int first);
-void gpt2_rank_report(trainer_t *t);
+void gpt2_rank_report(trainer_t *t, int first);
 /* --profile: sample what each rank holds besides its own tiles
  * (tsr_gpt2_live_bytes) every 10 ms from a thread of its own, from start to
  * stop, keeping each kind's peak in t->live_peak. */

@@ -124,6 +124,19 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The median of v over the steady steps from `first` on (0 when none). */
+static double steady_median(const trainer_t *t, int first, const double *v)
+{
+    int n = 0;
+    double *steady = malloc((size_t)(t->opt.steps + 1) * sizeof(double));
+    for (int s = first; steady && s < t->opt.steps; s++)
+        if (t->step_kind[s] == STEP_STEADY)
+            steady[n++] = v[s];
+    double median = n > 0 ? median_of(steady, n) : 0;
+    free(steady);
+    return median;
+}
+
 static void *sample_live_bytes(void *arg)
 {
     trainer_t *t = arg;
@@ -156,10 +169,11 @@ void gpt2_sampler_stop(trainer_t *t)
 
 /* --profile: what each rank holds (the tiles it owns, and the peak of what
  * it holds for a while: other ranks' parameters, its partial gradients,
- * receive buffers), its peak RSS, and what it sends and receives a steady
- * step (collective; rank 0 prints). */
-enum { OWNED_KINDS = TSR_GPT2_BYTE_KINDS, LIVE_KINDS = 3, RSS = OWNED_KINDS + LIVE_KINDS, STEPS, SENT };
-void gpt2_rank_report(trainer_t *t)
+ * receive buffers), its peak RSS, what it sends and receives a steady step,
+ * and what submitting a steady step cost it (collective; rank 0 prints). */
+enum { OWNED_KINDS = TSR_GPT2_BYTE_KINDS, LIVE_KINDS = 3, RSS = OWNED_KINDS + LIVE_KINDS, STEPS, SUBMIT, SUBMIT_CPU, TASKS,
+       SENT };
+void gpt2_rank_report(trainer_t *t, int first)
 {
     int size = tsr_size(), n = SENT + size;
     double *mine = calloc((size_t)n, sizeof(double)), *all = calloc((size_t)n * size, sizeof(double));
@@ -176,6 +190,9 @@ void gpt2_rank_report(trainer_t *t)
     mine[OWNED_KINDS + 2] = t->live_peak.buffers;
     mine[RSS] = ru.ru_maxrss * 1024.0;
     mine[STEPS] = t->comm_steps;
+    mine[SUBMIT] = steady_median(t, first, t->submit_ms);
+    mine[SUBMIT_CPU] = steady_median(t, first, t->submit_cpu_ms);
+    mine[TASKS] = (double)t->step_tasks;
     for (int r = 0; r < size; r++) /* bytes sent to rank r a steady step */
         mine[SENT + r] = t->comm_steps ? (t->sent_to[r] - t->sent_from[r]) / t->comm_steps : 0;
     if (tsr_allgather(mine, all, (size_t)n * sizeof(double)) == 0 && tsr_rank() == 0)
@@ -194,7 +211,8 @@ void gpt2_rank_report(trainer_t *t)
             if (size > 1)
                 printf("; a steady step: %.2f MB sent, %.2f MB received (over %d steps)", sent / 1e6,
                        received / 1e6, (int)v[STEPS]);
-            printf("\n");
+            printf("; submitting a steady step: %.1f ms, %.1f ms CPU for its %.0f tasks (median)\n", v[SUBMIT],
+                   v[SUBMIT_CPU], v[TASKS]);
         }
     free(mine);
     free(all);

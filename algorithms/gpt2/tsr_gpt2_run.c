@@ -560,12 +560,13 @@ int gpt2_setup(trainer_t *t)
     t->targets = malloc((size_t)o->B * o->T * sizeof(int));
     t->step_ms = calloc(o->steps + 1, sizeof(double));
     t->submit_ms = calloc(o->steps + 1, sizeof(double));
+    t->submit_cpu_ms = calloc(o->steps + 1, sizeof(double));
     if (o->profile) {
         t->sent_from = calloc((size_t)tsr_size(), sizeof(double));
         t->sent_to = calloc((size_t)tsr_size(), sizeof(double));
     }
     t->step_kind = calloc(o->steps + 1, 1);
-    if (!t->inputs || !t->targets || !t->step_ms || !t->submit_ms || !t->step_kind)
+    if (!t->inputs || !t->targets || !t->step_ms || !t->submit_ms || !t->submit_cpu_ms || !t->step_kind)
         rc = rc ? rc : TSR_ENOMEM;
     t->gen_rng = 1337;
     t->last_loss = t->last_val = NAN;
@@ -613,6 +614,7 @@ void gpt2_free(trainer_t *t)
     free(t->targets);
     free(t->step_ms);
     free(t->submit_ms);
+    free(t->submit_cpu_ms);
     free(t->sent_from);
     free(t->sent_to);
     free(t->step_kind);
