@@ -106,8 +106,41 @@ static int check_starpu_home(void)
     return TSR_SUCCESS;
 }
 
+/* TSR_SIM_SUBMIT_COST=TASK[,SKIP]: microseconds a task inserted and a call
+ * skipped cost the submitting thread, charged in simulated time (unset: the
+ * reference, TSR_SIM_TASK_US and TSR_SIM_SKIP_US; 0: nothing charged). */
+static int read_sim_submit_cost(void)
+{
+    tsr_ctx.sim_task_us = TSR_SIM_TASK_US;
+    tsr_ctx.sim_skip_us = TSR_SIM_SKIP_US;
+    const char *v = getenv("TSR_SIM_SUBMIT_COST");
+    if (!v)
+        return TSR_SUCCESS;
+    char *end;
+    errno = 0;
+    double task = strtod(v, &end), skip = 0;
+    int ok = end != v && errno == 0;
+    if (ok && *end == ',') {
+        const char *s = end + 1;
+        skip = strtod(s, &end);
+        ok = end != s && errno == 0;
+    } else if (ok) {
+        skip = task * TSR_SIM_SKIP_US / TSR_SIM_TASK_US; /* the reference ratio */
+    }
+    if (!ok || *end || !(task >= 0 && task <= 1e6) || !(skip >= 0 && skip <= 1e6)) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: TSR_SIM_SUBMIT_COST=%s: expected microseconds a task and, after a comma, "
+                "a skipped call, each in [0, 1e6] (e.g. 13.7,3.8; 0: charge nothing)", v);
+        return TSR_EINVAL;
+    }
+    tsr_ctx.sim_task_us = task;
+    tsr_ctx.sim_skip_us = skip;
+    return TSR_SUCCESS;
+}
+
 int tsr_check_environment(void)
 {
+    if (tsr_simulated() && read_sim_submit_cost())
+        return TSR_EINVAL;
     for (size_t i = 0; i < sizeof numeric_vars / sizeof numeric_vars[0]; i++) {
         const char *v = getenv(numeric_vars[i]);
         long n;

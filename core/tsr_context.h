@@ -19,6 +19,10 @@ typedef struct {
     int we_initialized_mpi;
 #endif
     int64_t next_tag;   /* MPI tag range allocator (same order on every rank) */
+    /* under simulation: the submitting thread's cost charged in simulated
+     * time, microseconds per task it inserts and per call it skips
+     * (TSR_SIM_SUBMIT_COST, tsr_check_environment) */
+    double sim_task_us, sim_skip_us;
 } tsr_context_t;
 
 extern tsr_context_t tsr_ctx;
@@ -49,6 +53,13 @@ typedef struct {
 int tsr_plan_workers(const tsr_workers_in_t *in, tsr_workers_plan_t *plan);
 /* GPUs of the found ones that CUDA_VISIBLE_DEVICES (NULL: unset) leaves visible. */
 int tsr_visible_gpus(int found, const char *cuda_visible_devices);
+/* The reference submission cost a simulation charges (docs/simulation.md):
+ * 13.7 us a task, what the main thread of one rank took beside 16 busy
+ * Xeon workers to submit a 124M B4 T64 step (182 ms, 13,120 tasks), and a
+ * skipped call at the ratio measured on the 2-core machine (1.7 against
+ * 6.1 us a task inserted: 3.8 us). */
+#define TSR_SIM_TASK_US 13.7
+#define TSR_SIM_SKIP_US 3.8
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */
 int64_t tsr_tag_alloc(int64_t n);
 /* FxT tracing (core/trace.c): prepare before StarPU starts (dir NULL: off);

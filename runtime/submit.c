@@ -84,6 +84,24 @@ static int check_workers(const tsr_op_t *op, tsr_dtype_t dtype)
     return TSR_ENOTSUP;
 }
 
+/* Under simulation kernels do not run and the submitting thread's own work
+ * takes no simulated time: each call charges it its measured cost (us
+ * microseconds; tsr_ctx.sim_task_us, sim_skip_us), before the task is
+ * inserted, so that the task is available only once it would have been.
+ * The cost is slept in slices of at least 100 us (a task of 13.7 us lands
+ * at most that early): one sleep a task would take most of a run's time. */
+static void charge_submission(double us)
+{
+    static double owed_us;
+    if (!tsr_simulated() || us <= 0)
+        return;
+    owed_us += us;
+    if (owed_us >= 100.0) {
+        starpu_sleep((float)(owed_us * 1e-6));
+        owed_us = 0;
+    }
+}
+
 static void *copy_arg(const void *arg, size_t argsize)
 {
     void *copy = malloc(argsize);
@@ -110,9 +128,12 @@ int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_acc
     if (tsr_ctx.mpi_active) {
         if (exec_rank < 0)
             exec_rank = first_written_owner(tiles, modes, ntiles);
-        if (!involves_rank(tiles, modes, ntiles, exec_rank, me))
+        if (!involves_rank(tiles, modes, ntiles, exec_rank, me)) {
+            charge_submission(tsr_ctx.sim_skip_us);
             return TSR_SUCCESS;
+        }
     }
+    charge_submission(tsr_ctx.sim_task_us);
     struct starpu_data_descr data[TSR_MAX_TASK_TILES];
     for (int t = 0; t < ntiles; t++) {
         data[t].handle = tsr_tile_handle(tiles[t].d, tiles[t].bi, tiles[t].i, tiles[t].j);

@@ -8,10 +8,12 @@
 # nodes of 32 cores, T 64).
 #
 #   timing/simulation/run_scaling.sh [--models NAME] [--nodes LIST] [--only SCENARIO]
-#                                    [--placements LIST] [--steps N] OUT.csv
+#                                    [--placements LIST] [--steps N] [--submit-cost US[,SKIP]] OUT.csv
 #   --nodes: node counts 1-64, comma-separated (default 1,2,4,8,16,32,64);
 #   --placements: sharded,rank0 (the default) or either; --steps 1-99;
-#   --only: one of the scenarios below, by its exact name
+#   --only: one of the scenarios below, by its exact name;
+#   --submit-cost: the submitting thread's cost charged a task (simulate.sh;
+#   default its reference 13.7,3.8 us; 0: not charged)
 #
 # Scenarios (tokens a step on N nodes):
 #   weak-T256    B 16N, T 256  (16 sequences per node)
@@ -34,10 +36,10 @@ root=$(cd "$here/../.." && pwd)
 PROG=run_scaling
 # shellcheck source=../lib/args.sh
 . "$root/timing/lib/args.sh"
-usage="usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] [--steps N] OUT.csv"
+usage="usage: $0 [--models NAME] [--nodes LIST] [--only SCENARIO] [--placements LIST] [--steps N] [--submit-cost US[,SKIP]] OUT.csv"
 scenarios=(weak-T256 weak-T1024 strong-T256 strong-T1024)
 
-models=epyc-avx512-2c nodes_list="1,2,4,8,16,32,64" only="" placements="sharded,rank0" workers=16 steps=4
+models=epyc-avx512-2c nodes_list="1,2,4,8,16,32,64" only="" placements="sharded,rank0" workers=16 steps=4 submit_cost=()
 show_help() { echo "$usage"; }
 option() {
     case $1 in
@@ -46,9 +48,10 @@ option() {
         --only) check_word --only "$2" "${scenarios[@]}"; only=$2 ;;
         --placements) check_list --placements "$2" check_word sharded rank0; placements=$2 ;;
         --steps) check_count --steps "$2" 1 99; steps=$2 ;;
+        --submit-cost) submit_cost=(--submit-cost "$2") ;; # checked by simulate.sh
     esac
 }
-take_options option show_help "($usage)" "--models --nodes --only --placements --steps" "$@"
+take_options option show_help "($usage)" "--models --nodes --only --placements --steps --submit-cost" "$@"
 shift "$options_taken"
 [ $# -eq 1 ] || arg_error "$usage"
 csv=$1
@@ -66,7 +69,7 @@ run_point() {     # scenario placement nodes B T
     local log=${csv%.csv}.$scenario-$placement-$n.log
     [ "$placement" = rank0 ] && extra=(--state-on-rank0)
     start=$(date +%s.%N)
-    out=$(bash "$here/simulate.sh" --models "$models" --nodes "$n" --workers "$workers" tsr_gpt2 --model 124M \
+    out=$(bash "$here/simulate.sh" --models "$models" --nodes "$n" --workers "$workers" "${submit_cost[@]}" tsr_gpt2 --model 124M \
           -B "$B" -T "$T" --steps "$steps" "${tiles[@]}" --val-every 0 --sample-every 0 --profile "${extra[@]}" \
           --val "$train" 2>&1) || rc=$?
     grep -v "MPI_Init_thread level" <<<"$out" >"$log" || true
