@@ -920,6 +920,18 @@ static void invalidate_layer(tsr_gpt2_batch_t *b, int l)
     invalidate((tsr_desc_t *const *)&b->acts[l], sizeof b->acts[l] / sizeof(tsr_desc_t *));
 }
 
+/* The tied LM head's weight gradient of one sub-batch (written over dwte),
+ * after which its logits and final layernorm output are dead. */
+static int lm_head_weight_grad(tsr_gpt2_batch_t *b, tsr_desc_t *wte, tsr_desc_t *dwte, tsr_reduction_t acc)
+{
+    int rc = tsr_linear_backward(b->lnf, wte, b->logits, NULL, dwte, NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
+    if (!rc) {
+        tsr_desc_t *head[] = { b->logits, b->lnf };
+        invalidate(head, sizeof head / sizeof head[0]);
+    }
+    return rc;
+}
+
 /* The loss, LM head and final layernorm backward of one sub-batch; the LM
  * head's weight gradient waits for embeddings_backward (the logits' gradient
  * is smaller than the token embedding's, which would otherwise be held
@@ -932,6 +944,8 @@ static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     int rc = tsr_crossentropy_backward(b->logits, b->ce_stats, b->targets, m->cfg.V, dloss); /* in place */
     if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */
         rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, b->dln, NULL, NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
+    if (!rc && !m->grad_sum) /* sharded, it comes last: embeddings_backward */
+        rc = lm_head_weight_grad(b, p[WTE], g[WTE], acc);
     if (!rc)
         rc = tsr_layernorm_backward(b->dln, block_input(b, m->cfg.L), p[LNFW], b->lnf_mean, b->lnf_rstd, b->dres,
                                     g[LNFW], g[LNFB], TSR_OVERWRITE, TSR_OVERWRITE, acc, b->ln_work);
@@ -942,20 +956,22 @@ static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     return rc;
 }
 
-/* The LM head's and the embeddings' weight gradients of one sub-batch,
- * then its scratch is dead. Under MPI the LM head's waits for the rest of
- * the backward (tsr_desc_fetch_after: its tasks are ready from the start, and
- * would otherwise make the token embedding's gradient first). */
+/* The embeddings' weight gradients of one sub-batch (sharded, the LM
+ * head's first), then its scratch is dead. Sharded, the LM head's weight
+ * gradient waits for the rest of the backward (tsr_desc_fetch_after: its
+ * tasks are ready from the start, and would otherwise make the token
+ * embedding's partial gradient first and hold it through the backward); on
+ * one rank it comes first (head_backward), so that the token embedding's
+ * AdamW, which the next step's forward starts with, is not held back. */
 static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
     tsr_desc_t **p = m->params, **g = b->grads;
     tsr_reduction_t acc = m->tiles.accum;
-    int rc = m->grad_sum ? tsr_desc_fetch_after(g[WTE], b->dres) : TSR_SUCCESS;
-    if (!rc)
-        rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, NULL, g[WTE], NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
-    if (!rc) {
-        tsr_desc_t *head[] = { b->logits, b->lnf };
-        invalidate(head, sizeof head / sizeof head[0]);
+    int rc = TSR_SUCCESS;
+    if (m->grad_sum) {
+        rc = tsr_desc_fetch_after(g[WTE], b->dres);
+        if (!rc)
+            rc = lm_head_weight_grad(b, p[WTE], g[WTE], acc);
     }
     if (!rc) /* wte holds the LM head's gradient: add to it */
         rc = tsr_encoder_backward(g[WTE], NULL, b->dres, b->inputs, b->B, m->T, TSR_ACCUMULATE, acc);
