@@ -18,6 +18,7 @@
 
 static char trace_dir[4096];
 
+#ifdef STARPU_USE_FXT
 static int make_directory(const char *dir)
 {
     struct stat st;
@@ -35,6 +36,7 @@ static int make_directory(const char *dir)
     }
     return TSR_SUCCESS;
 }
+#endif
 
 int tsr_trace_prepare(const char *dir)
 {

@@ -8,7 +8,7 @@ set -u
 script=$1 build=$2
 gemms=$build/timing/time_gpt2_gemms
 fail() { echo "FAIL: $*"; exit 1; }
-for bad in "--model 350M" "--B 0" "--threads 0" "--steps 0"; do
+for bad in "--model 999M" "--B 0" "--threads 0" "--steps 0"; do
   # shellcheck disable=SC2086
   "$gemms" $bad > /dev/null 2>&1
   [ $? -eq 2 ] || fail "time_gpt2_gemms $bad did not exit 2"

@@ -3,7 +3,10 @@
  * slice of the batch and rank 0 prints. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <starpu_config.h> /* STARPU_SIMGRID */
+#ifndef STARPU_SIMGRID /* SMPI redefines malloc, which malloc.h then breaks */
 #include <malloc.h>
+#endif
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -259,7 +262,9 @@ int main(int argc, char **argv)
      * and later tiles come from the heap, whose freed holes stay in the
      * process: a fixed threshold gives every tile its own mapping, returned
      * when freed, so the peak RSS follows what is held. */
+#ifndef STARPU_SIMGRID
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
     trainer_t t;
     memset(&t, 0, sizeof t);
     int status = gpt2_command_line(argc, argv, &t.opt);
