@@ -78,7 +78,7 @@ expect_error() { # expect_error PATTERN args...
 }
 expect_error "no such file\|cannot open\|missing" --train "$work/does_not_exist.bin"
 expect_error "magic\|truncated\|format" --load "$work/bad.bin"
-head -c 2000 "$(dirname "$exe")/../../../algorithms/gpt2/data/tiny_shakespeare_val.bin" > "$work/trunc.bin" 2>/dev/null ||
+head -c 2000 "${TSR_TEST_DATA:-$(dirname "$exe")/../../../algorithms/gpt2/data}/tiny_shakespeare_val.bin" > "$work/trunc.bin" 2>/dev/null ||
     printf 'x' > "$work/trunc.bin"
 expect_error "truncated\|size\|format\|magic" --val "$work/trunc.bin" --val-every 1
 expect_error "unknown" --bogus-option
@@ -94,7 +94,7 @@ expect_error "corrupt header (step -5" --resume "$work/neg.bin"
 cp "$work/state.bin" "$work/rng.bin"; dd if=/dev/zero of="$work/rng.bin" bs=1 seek=64 count=8 conv=notrunc 2> /dev/null
 expect_error "sampler state zero" --resume "$work/rng.bin"
 expect_error "another training file" --resume "$work/state.bin" \
-    --train "$(dirname "$exe")/../../../algorithms/gpt2/data/tiny_shakespeare_val.bin"
+    --train "${TSR_TEST_DATA:-$(dirname "$exe")/../../../algorithms/gpt2/data}/tiny_shakespeare_val.bin"
 expect_error "scheduler 'nope'" --sched nope
 [ -w /dev/full ] && expect_error "not a regular file" --csv /dev/full
 # a CSV that stops taking lines mid-run (a file size limit of 1 KiB; the

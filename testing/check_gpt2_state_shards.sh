@@ -19,7 +19,7 @@ mpirun=("$@")
 check_start "$work"
 cd "$work" || exit 1
 export TSR_CACHE_DIR="$work/cache"
-data=$(cd "$(dirname "$exe")/../../.." && pwd)/algorithms/gpt2/data
+data=${TSR_TEST_DATA:-$(cd "$(dirname "$exe")/../../.." && pwd)/algorithms/gpt2/data}
 opts=(--val-every 0 --sample-every 0 --quiet --threads 1)
 run() { # run NP ARGS...: tsr_gpt2 on NP ranks (1: no mpirun)
     local np=$1; shift

@@ -17,7 +17,7 @@ ok() { :; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 gpt2() { "$exe" --model d2 --val-every 0 --sample-every 0 --quiet "$@"; }
 host=$(hostname | tr -c 'A-Za-z0-9\n-' '_')
-data=$(cd "$(dirname "$exe")/../../.." && pwd)/algorithms/gpt2/data
+data=${TSR_TEST_DATA:-$(cd "$(dirname "$exe")/../../.." && pwd)/algorithms/gpt2/data}
 [ -f "$data/gpt2_tokenizer.bin" ] || data=$(dirname "$(readlink -f "$exe")")/../share/tessera/gpt2
 
 # 1. a link planted at the temporary's name never redirects a write: the

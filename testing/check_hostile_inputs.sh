@@ -19,7 +19,7 @@ export TSR_CACHE_DIR="$work/cache"
 fails=0
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 quiet=(--val-every 0 --sample-every 0 --quiet)
-data=$(cd "$(dirname "$exe")/../../.." && pwd)/algorithms/gpt2/data
+data=${TSR_TEST_DATA:-$(cd "$(dirname "$exe")/../../.." && pwd)/algorithms/gpt2/data}
 [ -f "$data/tiny_shakespeare_train.bin" ] || data=$(dirname "$(readlink -f "$exe")")/../share/tessera/gpt2
 
 le32() { printf "\\$(printf %03o $(($1 & 255)))\\$(printf %03o $((($1 >> 8) & 255)))\\$(printf %03o $((($1 >> 16) & 255)))\\$(printf %03o $((($1 >> 24) & 255)))"; }
