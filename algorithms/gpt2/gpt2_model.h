@@ -68,6 +68,22 @@ int tsr_gpt2_attention_depth(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2
  * model while it runs: call it before creating the one to train. */
 int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
                         double *predicted_seconds, double *trial_seconds);
+/* The seconds the one submitting thread spends on a task, measured once
+ * (1152 GEMM tasks of 1 x 1 tiles submitted while every worker computes
+ * a large GEMM task) and cached with the calibrations: a step is never shorter than its
+ * tasks times this. Collective under MPI. */
+int tsr_gpt2_submit_seconds(double *seconds);
+/* tsr_gpt2_tiles_auto's model alone, as if `workers` workers shared the
+ * step (their calibrations are the running workers'), the submitting
+ * thread spending submit_seconds a task (< 0: tsr_gpt2_submit_seconds).
+ * _predict: the step time (*seconds) and task count (*tasks) of tiles, its
+ * GEMM tasks priced from the calibration. _model: the model's best tiles
+ * (tiles->accum kept), their step time and task count: every candidate
+ * ranked, nothing tried. */
+int tsr_gpt2_tiles_predict(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, int workers, double submit_seconds,
+                           const tsr_gpt2_tiles_t *tiles, double *seconds, double *tasks);
+int tsr_gpt2_tiles_model(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, int workers, double submit_seconds,
+                         tsr_gpt2_tiles_t *tiles, double *seconds, double *tasks);
 
 /* Activations and scratch of one layer. */
 typedef struct {

@@ -11,7 +11,9 @@
  * the backward's output gradients); what does not fit is spread over the
  * workers. The step takes max(all the work / p, the sum of the phases plus
  * that excess) plus the runtime's cost of the other tasks (layernorm, attention, AdamW;
- * counted per tile, spread over the workers). The loss over the vocabulary
+ * counted per tile, spread over the workers), and never less than the
+ * submission of all its tasks by the one submitting thread
+ * (with_submission: tasks x the measured cost a task). The loss over the vocabulary
  * is a phase of its own, with a per-logit cost measured once: the softmax
  * statistics chain over the vocabulary tiles of a token tile (ordered), the
  * gradient's tasks are independent. Every combination of token,
@@ -43,11 +45,22 @@
 #define MAX_TRIAL_STEPS 20 /* in at most this many steps */
 
 /* The runtime's tasks besides the GEMMs, per layer: per (channel, token)
- * tile (layernorms, residuals, AdamW of the C-sized tensors), per (head,
- * query) tile (attention); per (vocabulary, token) tile of the LM head. */
+ * tile (layernorms, residuals), per (head, query) tile (attention), and
+ * the head copies of the split/merge path per such tile; per (vocabulary,
+ * token) tile of the LM head; AdamW one per parameter tile (adamw_tasks). */
 #define TASKS_PER_CHANNEL_TILE 14
 #define TASKS_PER_HEAD_TILE 6
+#define HEAD_COPIES_PER_TILE 9
 #define TASKS_PER_VOCAB_TILE 3
+
+/* The submission calibration: a product of 1 x 1 tiles, SUBMIT_M x SUBMIT_M x
+ * SUBMIT_K of them (1152 tasks of three tiles, as most of a step's, in
+ * chains of 2), submitted while every worker computes a BUSY x BUSY x
+ * 2 BUSY GEMM task (1.8 GFLOP, about 10-20 ms on a core: the submitting
+ * thread shares the cores and the memory with busy workers, as in a step). */
+#define SUBMIT_M 24
+#define SUBMIT_K 2
+#define BUSY 768
 
 /* The loss calibration's one tile of logits (vocabulary x tokens): the
  * 124M model's default vocabulary tile, Vp / 8. */
@@ -59,6 +72,7 @@ typedef struct {
     double phases;      /* forward, backward-data and loss phases, one after another */
     double weight_work; /* the weight-gradient GEMMs */
     double bwd_idle;    /* worker time the backward-data phases leave idle */
+    double tasks;       /* the GEMM and loss tasks */
     int p;
     int measure; /* 0: GEMM tasks priced from the square sizes; 1: their shapes measured */
     int failed;
@@ -72,6 +86,7 @@ static void gemm_phase(step_model_t *s, int M, int N, int K, int mb, int nb, int
 {
     if (tsr_gemm_phase_seconds(TSR_FLOAT32, M, N, K, mb, nb, kb, s->measure, work, tasks, chain))
         s->failed = 1;
+    s->tasks += *tasks;
 }
 
 /* One linear layer (in I features in tiles it, out O in tiles ot, N tokens
@@ -138,6 +153,59 @@ static int loss_seconds_per_logit(double *per_logit)
     return rc;
 }
 
+/* Seconds the submitting thread spends on a task: the product of
+ * calibrate_submit's tiny tiles submitted while the workers run its tasks
+ * (StarPU's insertion, its dependency tracking and the scheduler's queues,
+ * shared with the busy workers), the best of TSR_CALIBRATION_RUNS; rank 0's
+ * on every rank. */
+static int calibrate_submit(void *unused, double *seconds)
+{
+    (void)unused;
+    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
+    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
+    /* d[0..2]: the tiny product's A, B, C; d[3..5]: the busy product's, one task a worker */
+    tsr_desc_t *d[6] = { NULL };
+    int rc = tsr_desc_create_2d(&d[0], TSR_FLOAT32, SUBMIT_M, SUBMIT_K, 1, 1, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&d[1], TSR_FLOAT32, SUBMIT_K, SUBMIT_M, 1, 1, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&d[2], TSR_FLOAT32, SUBMIT_M, SUBMIT_M, 1, 1, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&d[3], TSR_FLOAT32, BUSY, 2 * BUSY, BUSY, 2 * BUSY, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&d[4], TSR_FLOAT32, 2 * BUSY, p * BUSY, 2 * BUSY, BUSY, &grid);
+    if (!rc) rc = tsr_desc_create_2d(&d[5], TSR_FLOAT32, BUSY, p * BUSY, BUSY, BUSY, &grid);
+    for (int i = 0; i < 6 && !rc; i++)
+        if (i != 2 && i != 5)
+            rc = tsr_desc_fill_random(d[i], (unsigned)i + 1);
+    if (!rc) rc = tsr_wait();
+    double best = INFINITY;
+    for (int it = 0; !rc && it <= TSR_CALIBRATION_RUNS; it++) {
+        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, d[3], d[4], 0.0, d[5], TSR_REDUCTION_ORDERED);
+        uint64_t before = tsr_tasks_submitted();
+        double t0 = tsr_wtime();
+        if (!rc)
+            rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, d[0], d[1], 0.0, d[2], TSR_REDUCTION_ORDERED);
+        double submitted = tsr_wtime() - t0, tasks = (double)(tsr_tasks_submitted() - before);
+        int wrc = tsr_wait();
+        rc = rc ? rc : wrc;
+        if (it > 0 && tasks > 0)
+            best = fmin(best, submitted / tasks);
+    }
+    for (int i = 0; i < 6; i++)
+        if (d[i])
+            tsr_desc_destroy(d[i]);
+    *seconds = best;
+    return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
+}
+
+int tsr_gpt2_submit_seconds(double *seconds)
+{
+    static tsr_trials_t trials;
+    const int key[1] = { SUBMIT_M * SUBMIT_M * SUBMIT_K };
+    int rc = tsr_trials_load(&trials, "runtime submission a task", 1);
+    if (!rc)
+        rc = tsr_trials_measure(&trials, key, calibrate_submit, NULL, seconds, NULL);
+    tsr_trials_save(&trials);
+    return rc;
+}
+
 /* The loss phases: softmax statistics (a chain over the vocabulary tiles
  * when ordered) and the gradient (independent tasks, about as long). */
 static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double per_logit, tsr_reduction_t accum)
@@ -146,6 +214,7 @@ static void add_loss(step_model_t *s, int Vp, int voc, int N, int tok, double pe
     double tasks = nv * nt, work = tasks * task;
     double chain = accum == TSR_REDUCTION_ORDERED ? nv * task : task;
     s->work += 2 * work;
+    s->tasks += 2 * tasks;
     s->phases += tsr_tile_phase_seconds(work, tasks, work, chain, s->p);
     s->phases += tsr_tile_phase_seconds(work, tasks, work, task, s->p);
 }
@@ -155,7 +224,7 @@ typedef struct {
     const tsr_gpt2_config_t *cfg;
     int B, N, T, sub_b, nsub, p;
     tsr_reduction_t accum;
-    double task_cost, per_logit;
+    double task_cost, per_logit, submit;
 } step_ctx_t;
 
 static tsr_gpt2_tiles_t tiles_of(const step_ctx_t *x, const int *tile)
@@ -163,18 +232,44 @@ static tsr_gpt2_tiles_t tiles_of(const step_ctx_t *x, const int *tile)
     return (tsr_gpt2_tiles_t){ tile[0], tile[1], tile[2], tile[3], tile[4], 0, 0, x->accum };
 }
 
+/* The step as the one submitting thread allows it: it inserts the step's
+ * tasks one after another, `submit` seconds each, and a worker cannot run a
+ * task before it is inserted, so however many workers share the work the
+ * step takes at least tasks x submit. The workers' own cost a task (the
+ * scheduling, the kernel call) is in `workers_step` already: in every GEMM
+ * task's calibrated time and task_cost for the others. */
+static double with_submission(double workers_step, double tasks, double submit)
+{
+    return fmax(workers_step, tasks * submit);
+}
+
+static double parts(int n, int tile)
+{
+    return ceil((double)n / tile);
+}
+
+/* AdamW's tasks: one per parameter tile (gpt2_model.c's param_shape), qkv
+ * and fb the QKV and attention-projection feature tiles. */
+static double adamw_tasks(const tsr_gpt2_config_t *c, int T, const tsr_gpt2_tiles_t *t, int qkv, int fb)
+{
+    int C = c->C;
+    double nch = parts(C, t->ch), nqkv = parts(3 * C, qkv), nhid = parts(4 * C, t->hid);
+    double layer = (nch + 1) * nqkv + parts(C, fb) * nch + (2 * nch + 1) * nhid + 6 * nch; /* and 6 C-sized vectors */
+    return c->L * layer + nch * (parts(c->Vp, t->voc) + parts(c->maxT, t->tok < T ? t->tok : T) + 2);
+}
+
 /* tsr_tile_problem_t.predict: the step in tiles tok ch hid voc heads
- * (measured: their GEMM task shapes measured first, once); NaN when the
- * GEMM model fails. */
+ * (measured: their GEMM task shapes measured first, once), and its tasks
+ * (*tasks); NaN when the GEMM model fails. */
 static double predict(void *ctx, const int *tile, int measured, double *tasks)
 {
     const step_ctx_t *x = ctx;
     const tsr_gpt2_config_t *c = x->cfg;
     const tsr_gpt2_tiles_t tiles = tiles_of(x, tile), *t = &tiles;
     int N = x->N, T = x->T, p = x->p;
-    *tasks = 0; /* no granularity: the trials are not budgeted */
+    *tasks = 0;
     int C = c->C, hd = C / c->NH, fb = t->heads * hd, qkv = tsr_gpt2_qkv_tile(c, T, t);
-    step_model_t s = { 0, 0, 0, 0, p, measured, 0 };
+    step_model_t s = { 0, 0, 0, 0, 0, p, measured, 0 };
     add_linear(&s, C, t->ch, 3 * C, qkv, N, t->tok);    /* QKV */
     add_linear(&s, C, fb, C, t->ch, N, t->tok);         /* attention projection */
     add_linear(&s, C, t->ch, 4 * C, t->hid, N, t->tok); /* MLP up */
@@ -183,20 +278,25 @@ static double predict(void *ctx, const int *tile, int measured, double *tasks)
     s.phases *= c->L;
     s.weight_work *= c->L;
     s.bwd_idle *= c->L;
+    s.tasks *= c->L;
     add_linear(&s, C, t->ch, c->Vp, t->voc, N, t->tok); /* LM head */
     add_loss(&s, c->Vp, t->voc, N, t->tok, x->per_logit, t->accum);
     if (s.failed)
         return NAN;
-    /* tasks besides the GEMMs (TASKS_PER_*), and AdamW per weight tile */
-    double nch = ceil((double)C / t->ch), ntok = ceil((double)N / t->tok);
-    double natt = ceil((double)N / T) * c->NH / tsr_gpt2_attention_depth(c, T, t); /* attention tiles */
+    /* tasks besides the GEMMs (TASKS_PER_*, HEAD_COPIES_PER_TILE), and AdamW */
+    double nch = parts(C, t->ch), ntok = parts(N, t->tok);
+    double natt = parts(N, T) * c->NH / tsr_gpt2_attention_depth(c, T, t); /* attention tiles */
     double nq = ceil((double)(t->tok < T ? t->tok : T) / (t->q ? t->q : (t->tok < T ? t->tok : T)));
-    double weights = nch * ceil(3.0 * C / qkv) + ceil((double)C / fb) * nch + 2 * nch * ceil(4.0 * C / t->hid);
-    double other = c->L * (TASKS_PER_CHANNEL_TILE * nch * ntok + TASKS_PER_HEAD_TILE * natt * nq + weights) +
-                   TASKS_PER_VOCAB_TILE * ceil((double)c->Vp / t->voc) * ntok;
-    double work = x->nsub * (s.work + other * x->task_cost);
+    int fused = t->tok <= T && T % t->tok == 0; /* the projections write the head tensors (no copies) */
+    double per_head_tile = TASKS_PER_HEAD_TILE + (fused ? 0 : HEAD_COPIES_PER_TILE);
+    double per_sub = c->L * (TASKS_PER_CHANNEL_TILE * nch * ntok + per_head_tile * natt * nq) +
+                     TASKS_PER_VOCAB_TILE * parts(c->Vp, t->voc) * ntok; /* each sub-batch's */
+    double adamw = adamw_tasks(c, T, t, qkv, fb), other = per_sub + adamw;
+    double work = x->nsub * (s.work + per_sub * x->task_cost) + adamw * x->task_cost;
     double weight_excess = fmax(0, s.weight_work - s.bwd_idle); /* what the backward's gaps cannot take */
-    return fmax(work / p, s.phases + weight_excess / p + other * x->task_cost / p);
+    *tasks = x->nsub * (s.tasks + per_sub) + adamw;
+    return with_submission(fmax(work / p, s.phases + weight_excess / p + other * x->task_cost / p), *tasks,
+                           x->submit);
 }
 
 /* Candidate sizes: n / d for the divisors d of n up to max_parts. */
@@ -309,43 +409,101 @@ static void candidate_sizes(const step_ctx_t *x, tsr_tile_problem_t *pb)
  * best hidden, vocabulary and head tiles; the TSR_TILE_SHORTLIST best
  * pairs refined; TRIALS tried, the defaults among them. */
 static const tsr_tile_policy_t STEP_POLICY = { TSR_TILE_SHORTLIST, 1, 0, TSR_TRIALS_WITH_DEFAULT, TRIALS };
+/* The model alone: its best, nothing refined or tried (budgeted trials of
+ * operands over TSR_TRIAL_BYTES: none). */
+static const tsr_tile_policy_t MODEL_POLICY = { TSR_TILE_SHORTLIST, 0, 0, TSR_TRIALS_BUDGETED, 0 };
+
+/* The batch of cfg, B, T in nsub sub-batches on p workers as the model sees
+ * it, with its calibrations (measured once, cached); submit < 0: the
+ * measured submission cost a task. */
+static int step_ctx(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, int p, tsr_reduction_t accum,
+                    double submit, step_ctx_t *x)
+{
+    if (!cfg || B < 1 || T < 1 || nsub < 1 || B % nsub || p < 1)
+        return TSR_EINVAL;
+    int per_rank = B / tsr_size() > 0 ? B / tsr_size() : 1, sub_b = per_rank / nsub > 0 ? per_rank / nsub : 1;
+    *x = (step_ctx_t){ cfg, B, sub_b * T, T, sub_b, nsub, p, accum, 0, 0, submit };
+    int rc = tsr_gemm_task_seconds(TSR_FLOAT32, 1, 1, 1, &x->task_cost); /* the smallest task: the runtime's cost */
+    if (!rc)
+        rc = loss_seconds_per_logit(&x->per_logit);
+    if (!rc && submit < 0)
+        rc = tsr_gpt2_submit_seconds(&x->submit);
+    if (rc)
+        tsr_tile_cache_unlock();
+    return rc;
+}
+
+/* The search of x's tiles under policy into *tiles (accum kept), the
+ * choice's prediction and task count, and the fastest trial's time. */
+static int search(step_ctx_t *x, const tsr_tile_policy_t *policy, tsr_gpt2_tiles_t *tiles, tsr_tile_choice_t *c,
+                  double *trial_seconds)
+{
+    const tsr_gpt2_config_t *cfg = x->cfg;
+    static tsr_trials_t trials;
+    tsr_tile_problem_t pb = { .name = "gpt2 tiles", .policy = policy, .ndims = 5, .group_dims = 2,
+                              .dim_names = { "tok", "ch", "hid", "voc", "heads" }, .trials = &trials, .ctx = x,
+                              .predict = predict, .default_tile = default_tile, .trial = trial,
+                              .bytes = INFINITY /* MODEL_POLICY: no budgeted trial */ };
+    snprintf(pb.trials_name, sizeof pb.trials_name, "gpt2 step, L %d C %d NH %d Vp %d, B %d T %d, %d sub-batches, "
+             "%s, %d ranks", cfg->L, cfg->C, cfg->NH, cfg->Vp, x->B, x->T, x->nsub,
+             x->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", tsr_size());
+    candidate_sizes(x, &pb);
+    int rc = tsr_tile_search(&pb, c, trial_seconds);
+    tsr_tile_cache_unlock(); /* measured: the training that follows holds no lock */
+    if (!rc)
+        *tiles = tiles_of(x, c->tile);
+    return rc;
+}
 
 int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
                         double *predicted_seconds, double *trial_seconds)
 {
-    if (!cfg || !tiles || B < 1 || T < 1 || nsub < 1 || B % nsub)
+    step_ctx_t x;
+    if (!tiles)
         return TSR_EINVAL;
-    double task_cost, per_logit = 0;
-    int rc = tsr_gemm_task_seconds(TSR_FLOAT32, 1, 1, 1, &task_cost); /* the smallest task: the runtime's cost */
-    if (!rc)
-        rc = loss_seconds_per_logit(&per_logit);
-    if (rc) {
-        tsr_tile_cache_unlock();
-        return rc;
-    }
-    int per_rank = B / tsr_size() > 0 ? B / tsr_size() : 1, sub_b = per_rank / nsub > 0 ? per_rank / nsub : 1;
-    step_ctx_t x = { cfg, B, sub_b * T, T, sub_b, nsub, tsr_ncpu_workers() + tsr_ncuda_workers(), tiles->accum,
-                     task_cost, per_logit };
-    static tsr_trials_t trials;
-    tsr_tile_problem_t pb = { .name = "gpt2 tiles", .policy = &STEP_POLICY, .ndims = 5, .group_dims = 2,
-                              .dim_names = { "tok", "ch", "hid", "voc", "heads" }, .trials = &trials, .ctx = &x,
-                              .predict = predict, .default_tile = default_tile, .trial = trial };
-    snprintf(pb.trials_name, sizeof pb.trials_name, "gpt2 step, L %d C %d NH %d Vp %d, B %d T %d, %d sub-batches, "
-             "%s, %d ranks", cfg->L, cfg->C, cfg->NH, cfg->Vp, B, T, nsub,
-             tiles->accum == TSR_REDUCTION_REDUX ? "redux" : "ordered", tsr_size());
-    candidate_sizes(&x, &pb);
+    int rc = step_ctx(cfg, B, T, nsub, tsr_ncpu_workers() + tsr_ncuda_workers(), tiles->accum, -1, &x);
     tsr_tile_choice_t c;
-    double best;
-    rc = tsr_tile_search(&pb, &c, &best);
-    tsr_tile_cache_unlock(); /* measured: the training that follows holds no lock */
+    double best = INFINITY;
+    if (!rc)
+        rc = search(&x, &STEP_POLICY, tiles, &c, &best);
+    if (!rc && !isfinite(best))
+        rc = TSR_ERUNTIME;
     if (rc)
         return rc;
-    if (!isfinite(best))
-        return TSR_ERUNTIME;
-    *tiles = tiles_of(&x, c.tile);
+    tsr_log(TSR_LOG_INFO, "gpt2 tiles: the model counts %.0f tasks a step, submitted in at least %.1f ms (%.1f us a "
+            "task)", c.tasks, c.tasks * x.submit * 1e3, x.submit * 1e6);
     if (predicted_seconds)
         *predicted_seconds = c.predicted;
     if (trial_seconds)
         *trial_seconds = best;
     return TSR_SUCCESS;
+}
+
+int tsr_gpt2_tiles_predict(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, int workers, double submit_seconds,
+                           const tsr_gpt2_tiles_t *tiles, double *seconds, double *tasks)
+{
+    step_ctx_t x;
+    if (!tiles || !seconds || !tasks)
+        return TSR_EINVAL;
+    int rc = step_ctx(cfg, B, T, nsub, workers, tiles->accum, submit_seconds, &x);
+    const int tile[5] = { tiles->tok, tiles->ch, tiles->hid, tiles->voc, tiles->heads };
+    if (!rc)
+        *seconds = predict(&x, tile, 0, tasks);
+    tsr_tile_cache_unlock();
+    return rc ? rc : isfinite(*seconds) ? TSR_SUCCESS : TSR_ERUNTIME;
+}
+
+int tsr_gpt2_tiles_model(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, int workers, double submit_seconds,
+                         tsr_gpt2_tiles_t *tiles, double *seconds, double *tasks)
+{
+    step_ctx_t x;
+    if (!tiles || !seconds || !tasks)
+        return TSR_EINVAL;
+    tsr_tile_choice_t c;
+    int rc = step_ctx(cfg, B, T, nsub, workers, tiles->accum, submit_seconds, &x);
+    if (!rc)
+        rc = search(&x, &MODEL_POLICY, tiles, &c, NULL);
+    if (!rc)
+        *seconds = c.predicted, *tasks = c.tasks;
+    return rc ? rc : isfinite(*seconds) ? TSR_SUCCESS : TSR_ERUNTIME;
 }
