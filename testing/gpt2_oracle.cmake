@@ -32,3 +32,9 @@ tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi2 2 ${GPT2_ORACLE} 32 32 96 200 2 0 2
 # a sub-batch per rank on 4 ranks: the gradients summed by a tree, each tile's
 # rooted on its owner (tsr_sum_tree)
 tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi4 4 ${GPT2_ORACLE} 32 32 96 200 2 0 4)
+# the tile chooser's model (gpt2_tiles_auto.c): the step's task count, the
+# submitting thread's measured cost a task and the floor it puts on a step
+tsr_add_test_program(test_gpt2_tiles_model)
+target_link_libraries(test_gpt2_tiles_model PRIVATE tsr_gpt2model)
+tsr_add_test(gpt2_tiles_model ${CMAKE_CURRENT_BINARY_DIR}/test_gpt2_tiles_model
+             ${CMAKE_CURRENT_BINARY_DIR}/gpt2_tiles_model_cache)

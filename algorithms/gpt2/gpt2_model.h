@@ -68,11 +68,10 @@ int tsr_gpt2_attention_depth(const tsr_gpt2_config_t *cfg, int T, const tsr_gpt2
  * model while it runs: call it before creating the one to train. */
 int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, tsr_gpt2_tiles_t *tiles,
                         double *predicted_seconds, double *trial_seconds);
-/* The seconds the one submitting thread spends on a task, measured once
- * (1152 GEMM tasks of 1 x 1 tiles submitted while every worker computes
- * a large GEMM task) and cached with the calibrations: a step is never shorter than its
- * tasks times this. Collective under MPI. */
-int tsr_gpt2_submit_seconds(double *seconds);
+/* The seconds the one submitting thread spends on a task (13.7 us, the
+ * simulation's reference, measured beside 16 busy Xeon workers): a step is
+ * never shorter than its tasks times this. */
+extern const double tsr_gpt2_submit_seconds;
 /* tsr_gpt2_tiles_auto's model alone, as if `workers` workers shared the
  * step (their calibrations are the running workers'), the submitting
  * thread spending submit_seconds a task (< 0: tsr_gpt2_submit_seconds).

@@ -13,7 +13,7 @@
  * that excess) plus the runtime's cost of the other tasks (layernorm, attention, AdamW;
  * counted per tile, spread over the workers), and never less than the
  * submission of all its tasks by the one submitting thread
- * (with_submission: tasks x the measured cost a task). The loss over the vocabulary
+ * (with_submission: tasks x its cost a task). The loss over the vocabulary
  * is a phase of its own, with a per-logit cost measured once: the softmax
  * statistics chain over the vocabulary tiles of a token tile (ordered), the
  * gradient's tasks are independent. Every combination of token,
@@ -38,6 +38,7 @@
 #include <string.h>
 #include "gpt2_model.h"
 #include "internal/tsr_tile_model.h"
+#include "tsr_context.h"
 
 #define TRIALS 4           /* the tile sets run for real */
 #define TRIAL_STEPS 2      /* timed steps a trial at least, after one that fills the pipeline, */
@@ -52,15 +53,6 @@
 #define TASKS_PER_HEAD_TILE 6
 #define HEAD_COPIES_PER_TILE 9
 #define TASKS_PER_VOCAB_TILE 3
-
-/* The submission calibration: a product of 1 x 1 tiles, SUBMIT_M x SUBMIT_M x
- * SUBMIT_K of them (1152 tasks of three tiles, as most of a step's, in
- * chains of 2), submitted while every worker computes a BUSY x BUSY x
- * 2 BUSY GEMM task (1.8 GFLOP, about 10-20 ms on a core: the submitting
- * thread shares the cores and the memory with busy workers, as in a step). */
-#define SUBMIT_M 24
-#define SUBMIT_K 2
-#define BUSY 768
 
 /* The loss calibration's one tile of logits (vocabulary x tokens): the
  * 124M model's default vocabulary tile, Vp / 8. */
@@ -153,58 +145,13 @@ static int loss_seconds_per_logit(double *per_logit)
     return rc;
 }
 
-/* Seconds the submitting thread spends on a task: the product of
- * calibrate_submit's tiny tiles submitted while the workers run its tasks
- * (StarPU's insertion, its dependency tracking and the scheduler's queues,
- * shared with the busy workers), the best of TSR_CALIBRATION_RUNS; rank 0's
- * on every rank. */
-static int calibrate_submit(void *unused, double *seconds)
-{
-    (void)unused;
-    tsr_dist_t grid = tsr_dist_block_cyclic(1, 1);
-    int p = tsr_ncpu_workers() + tsr_ncuda_workers();
-    /* d[0..2]: the tiny product's A, B, C; d[3..5]: the busy product's, one task a worker */
-    tsr_desc_t *d[6] = { NULL };
-    int rc = tsr_desc_create_2d(&d[0], TSR_FLOAT32, SUBMIT_M, SUBMIT_K, 1, 1, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&d[1], TSR_FLOAT32, SUBMIT_K, SUBMIT_M, 1, 1, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&d[2], TSR_FLOAT32, SUBMIT_M, SUBMIT_M, 1, 1, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&d[3], TSR_FLOAT32, BUSY, 2 * BUSY, BUSY, 2 * BUSY, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&d[4], TSR_FLOAT32, 2 * BUSY, p * BUSY, 2 * BUSY, BUSY, &grid);
-    if (!rc) rc = tsr_desc_create_2d(&d[5], TSR_FLOAT32, BUSY, p * BUSY, BUSY, BUSY, &grid);
-    for (int i = 0; i < 6 && !rc; i++)
-        if (i != 2 && i != 5)
-            rc = tsr_desc_fill_random(d[i], (unsigned)i + 1);
-    if (!rc) rc = tsr_wait();
-    double best = INFINITY;
-    for (int it = 0; !rc && it <= TSR_CALIBRATION_RUNS; it++) {
-        rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, d[3], d[4], 0.0, d[5], TSR_REDUCTION_ORDERED);
-        uint64_t before = tsr_tasks_submitted();
-        double t0 = tsr_wtime();
-        if (!rc)
-            rc = tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, d[0], d[1], 0.0, d[2], TSR_REDUCTION_ORDERED);
-        double submitted = tsr_wtime() - t0, tasks = (double)(tsr_tasks_submitted() - before);
-        int wrc = tsr_wait();
-        rc = rc ? rc : wrc;
-        if (it > 0 && tasks > 0)
-            best = fmin(best, submitted / tasks);
-    }
-    for (int i = 0; i < 6; i++)
-        if (d[i])
-            tsr_desc_destroy(d[i]);
-    *seconds = best;
-    return rc ? rc : tsr_broadcast(seconds, sizeof *seconds, 0);
-}
-
-int tsr_gpt2_submit_seconds(double *seconds)
-{
-    static tsr_trials_t trials;
-    const int key[1] = { SUBMIT_M * SUBMIT_M * SUBMIT_K };
-    int rc = tsr_trials_load(&trials, "runtime submission a task", 1);
-    if (!rc)
-        rc = tsr_trials_measure(&trials, key, calibrate_submit, NULL, seconds, NULL);
-    tsr_trials_save(&trials);
-    return rc;
-}
+/* The submitting thread's cost a task: the simulation's reference
+ * (TSR_SIM_TASK_US), measured in a 124M B4 T64 step beside 16 busy Xeon
+ * workers (182 ms for 13,120 tasks); the 2-core VM's steps take about
+ * 6-8 us a task. A calibration of tiny GEMM tasks does not reproduce it
+ * (1.6 to 26 us from one run to the next on the loaded VM): a step's tasks
+ * carry more tiles and arguments than any cheap stand-in. */
+const double tsr_gpt2_submit_seconds = TSR_SIM_TASK_US * 1e-6;
 
 /* The loss phases: softmax statistics (a chain over the vocabulary tiles
  * when ordered) and the gradient (independent tasks, about as long). */
@@ -426,8 +373,8 @@ static int step_ctx(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, int p,
     int rc = tsr_gemm_task_seconds(TSR_FLOAT32, 1, 1, 1, &x->task_cost); /* the smallest task: the runtime's cost */
     if (!rc)
         rc = loss_seconds_per_logit(&x->per_logit);
-    if (!rc && submit < 0)
-        rc = tsr_gpt2_submit_seconds(&x->submit);
+    if (submit < 0)
+        x->submit = tsr_gpt2_submit_seconds;
     if (rc)
         tsr_tile_cache_unlock();
     return rc;
@@ -462,7 +409,7 @@ int tsr_gpt2_tiles_auto(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, ts
     if (!tiles)
         return TSR_EINVAL;
     int rc = step_ctx(cfg, B, T, nsub, tsr_ncpu_workers() + tsr_ncuda_workers(), tiles->accum, -1, &x);
-    tsr_tile_choice_t c;
+    tsr_tile_choice_t c = { { 0 }, NAN, 0 };
     double best = INFINITY;
     if (!rc)
         rc = search(&x, &STEP_POLICY, tiles, &c, &best);
@@ -499,7 +446,7 @@ int tsr_gpt2_tiles_model(const tsr_gpt2_config_t *cfg, int B, int T, int nsub, i
     step_ctx_t x;
     if (!tiles || !seconds || !tasks)
         return TSR_EINVAL;
-    tsr_tile_choice_t c;
+    tsr_tile_choice_t c = { { 0 }, NAN, 0 };
     int rc = step_ctx(cfg, B, T, nsub, workers, tiles->accum, submit_seconds, &x);
     if (!rc)
         rc = search(&x, &MODEL_POLICY, tiles, &c, NULL);
