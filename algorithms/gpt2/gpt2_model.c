@@ -10,6 +10,11 @@ enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW
 /* Global parameter slots. */
 enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
 
+/* Columns of tiles of the token embedding's gradient a rank makes ahead of
+ * the oldest one not yet summed (wte_grad_by_columns): one being made while
+ * one is sent and added */
+enum { WTE_COLUMNS_IN_FLIGHT = 2 };
+
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
 
 /* Checkpoint tensor of a slot, and the layer (or -1) it belongs to. */
@@ -584,13 +589,14 @@ void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int ns
     mem->adam = 2 * np * 4 * share;
     /* the sub-batches whose first sample is on rank 0 keep their gradients
      * there: all of them, or, summed into the shards as the backward goes
-     * (alloc-on-write), the token embedding's (the LM head's gradient waits
-     * there for the encoder's) and a layer or two, left out here */
+     * (alloc-on-write), the token embedding's columns in flight
+     * (wte_grad_by_columns) and a layer or two, left out here */
     int subs = 0;
     for (int r = 0; r < nsub; r++)
         subs += (long)r * (B / nsub) * nranks / B == 0;
+    double wte_cols = tiles && tiles->voc > 0 ? fmin(Vp, WTE_COLUMNS_IN_FLIGHT * (double)tiles->voc) : Vp;
     if (sharded && nsub > 1)
-        mem->grads = np * es * share + subs * (double)Vp * C * es;
+        mem->grads = np * es * share + subs * wte_cols * C * es;
     else
         mem->grads = np * es * subs;
     /* rank 0's samples; per token (create_batch): encoded, per layer ln1 and
@@ -1009,10 +1015,6 @@ static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     }
     return rc;
 }
-
-/* Columns of the token embedding's gradient a rank makes ahead of the
- * oldest one not yet summed: one being made while one is sent and added */
-enum { WTE_COLUMNS_IN_FLIGHT = 2 };
 
 static tsr_desc_t *dwte_column_gate(tsr_gpt2_batch_t *b, int c) { return b->dwte_cols[c]; }
 
