@@ -42,9 +42,15 @@ static int check_encoder(const char *fn, const tsr_desc_t *act, const tsr_desc_t
         tsr_log(TSR_LOG_ERROR, "%s: T = %d is longer than wpe's %d positions", fn, T, wpe->n);
         return TSR_ESHAPE;
     }
+    if ((wte && wte->parent && !backward) || (wpe && wpe->parent)) {
+        tsr_log(TSR_LOG_ERROR, "%s: %s is a view (tsr_desc_view): only dwte may be", fn, wpe && wpe->parent ?
+                (backward ? "dwpe" : "wpe") : "wte");
+        return TSR_EINVAL;
+    }
+    int vocab = wte ? (wte->parent ? wte->parent->n : wte->n) : 0;
     for (int k = 0; wte && k < act->n; k++)
-        if (tokens[k] < 0 || tokens[k] >= wte->n) {
-            tsr_log(TSR_LOG_ERROR, "%s: token %d at position %d is not in [0, %d)", fn, tokens[k], k, wte->n);
+        if (tokens[k] < 0 || tokens[k] >= vocab) {
+            tsr_log(TSR_LOG_ERROR, "%s: token %d at position %d is not in [0, %d)", fn, tokens[k], k, vocab);
             return TSR_EINVAL;
         }
     return TSR_SUCCESS;
@@ -148,8 +154,9 @@ int tsr_encoder_forward(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, const
 }
 
 /* Counting sort of the token columns of dout by destination tile
- * (dst_tile[bt], column dst_col[bt]); stable, so token order is kept
- * inside a bucket and the source tiles come in increasing order. */
+ * (dst_tile[bt], column dst_col[bt]; tile -1: none, left out); stable, so
+ * token order is kept inside a bucket and the source tiles come in
+ * increasing order. */
 static int bucket_tokens(tsr_desc_t *dout, const int *dst_tile, const int *dst_col, int nbuckets, buckets_t *b)
 {
     int BT = dout->n;
@@ -162,27 +169,31 @@ static int bucket_tokens(tsr_desc_t *dout, const int *dst_tile, const int *dst_c
         return TSR_ENOMEM;
     }
     for (int bt = 0; bt < BT; bt++)
-        b->start[dst_tile[bt] + 1]++;
+        if (dst_tile[bt] >= 0)
+            b->start[dst_tile[bt] + 1]++;
     for (int k = 0; k < nbuckets; k++) {
         b->start[k + 1] += b->start[k];
         fill[k] = b->start[k];
     }
     for (int bt = 0; bt < BT; bt++)
-        b->c[fill[dst_tile[bt]]++] = (contrib_t){ dout, bt / dout->nb, bt % dout->nb, dst_col[bt] };
+        if (dst_tile[bt] >= 0)
+            b->c[fill[dst_tile[bt]]++] = (contrib_t){ dout, bt / dout->nb, bt % dout->nb, dst_col[bt] };
     free(fill);
     return TSR_SUCCESS;
 }
 
-/* Buckets of the columns of dout by wte tile (which == 0) or wpe tile. */
+/* Buckets of the columns of dout by wte tile (which == 0) or wpe tile; a
+ * dwte view (tsr_desc_view) takes the tokens of its columns alone. */
 static int gradient_buckets(tsr_desc_t *dout, tsr_desc_t *grad, const int *tokens, int T, int which, buckets_t *b)
 {
-    int BT = dout->n;
+    int BT = dout->n, first = grad->j0 * grad->nb; /* the view's first embedding row */
     int *tile = malloc((size_t)BT * sizeof *tile), *col = malloc((size_t)BT * sizeof *col);
     int rc = tile && col ? TSR_SUCCESS : TSR_ENOMEM;
     for (int bt = 0; bt < BT && !rc; bt++) {
-        int row = which == 0 ? tokens[bt] : bt % T; /* embedding row of this token */
-        tile[bt] = row / grad->nb;
-        col[bt] = row % grad->nb;
+        int row = (which == 0 ? tokens[bt] : bt % T) - first; /* embedding row of this token */
+        int in = row >= 0 && row < grad->n;
+        tile[bt] = in ? row / grad->nb : -1;
+        col[bt] = in ? row % grad->nb : 0;
     }
     if (!rc)
         rc = bucket_tokens(dout, tile, col, grad->nt, b);

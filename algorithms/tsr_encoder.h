@@ -27,8 +27,10 @@ int tsr_encoder_forward(tsr_desc_t *out, tsr_desc_t *wte, tsr_desc_t *wpe, const
  * TSR_REDUCTION_REDUX runs the contributions of the token tiles to a gradient
  * tile in parallel (in any order; under MPI on the gradient tile's owner,
  * like the ordered chain, so the call does not wait). dwte or dwpe may be
- * NULL (not computed), not both.
- * Same requirements as the forward. */
+ * NULL (not computed), not both. dwte may be a view of some of the
+ * gradient's columns (tsr_desc_view): only the tokens in them are added
+ * there, so the gradient can be made a few tiles at a time.
+ * Same requirements as the forward (no view in it; wpe and dwpe whole). */
 int tsr_encoder_backward(tsr_desc_t *dwte, tsr_desc_t *dwpe, tsr_desc_t *dout, const int *tokens, int B, int T,
                          tsr_write_t mode, tsr_reduction_t accum);
 

@@ -263,6 +263,47 @@ static void check_alloc_on_write(void)
     tsr_desc_destroy(C);
 }
 
+/* tsr_desc_view: tiles [1, 3) x [4, 6) of a random 37 x 29 float32 matrix
+ * in 8 x 5 tiles spread over the ranks (its last tile column 4 wide): the
+ * view's shape, owners and handles are the parent's, its gathered values
+ * the parent's block; bad ranges and a view of a view are refused; the
+ * parent outlives the view. */
+static void check_view(const tsr_dist_t *dist)
+{
+    enum { M = 37, N = 29, MB = 8, NB = 5, R0 = MB, C0 = 4 * NB, VM = 2 * MB, VN = N - C0 };
+    tsr_desc_t *A = NULL, *V = NULL, *W = NULL;
+    CHECK_RC(tsr_desc_create_2d(&A, TSR_FLOAT32, M, N, MB, NB, dist), TSR_SUCCESS);
+    if (!A)
+        return;
+    CHECK_RC(tsr_desc_fill_random(A, 7), TSR_SUCCESS);
+    CHECK_RC(tsr_desc_view(&V, A, 1, 2, 4, 2), TSR_SUCCESS);
+    if (!V) {
+        tsr_desc_destroy(A);
+        return;
+    }
+    CHECK(V->m == VM && V->n == VN && V->mt == 2 && V->nt == 2 && tsr_tile_cols(V, 1) == N - 5 * NB);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            CHECK(tsr_tile_owner(V, 0, i, j) == tsr_tile_owner(A, 0, 1 + i, 4 + j) &&
+                  tsr_tile_handle(V, 0, i, j) == tsr_tile_handle(A, 0, 1 + i, 4 + j));
+    float a[M * N], v[VM * VN];
+    CHECK_RC(tsr_desc_gather(A, a, M, 0), TSR_SUCCESS);
+    CHECK_RC(tsr_desc_gather(V, v, VM, 0), TSR_SUCCESS);
+    int bad = 0;
+    for (int c = 0; tsr_rank() == 0 && c < VN; c++)
+        for (int r = 0; r < VM; r++)
+            bad += v[c * VM + r] != a[(C0 + c) * M + R0 + r];
+    CHECK(bad == 0);
+    CHECK_RC(tsr_desc_view(&W, A, 4, 2, 0, 1), TSR_EINVAL);
+    CHECK_RC(tsr_desc_view(&W, A, 0, 1, -1, 1), TSR_EINVAL);
+    CHECK_RC(tsr_desc_view(&W, A, 0, 0, 0, 1), TSR_EINVAL);
+    CHECK_RC(tsr_desc_view(&W, V, 0, 1, 0, 1), TSR_EINVAL);
+    CHECK(W == NULL);
+    tsr_desc_destroy(V);
+    CHECK_RC(tsr_desc_gather(A, a, M, 0), TSR_SUCCESS);
+    tsr_desc_destroy(A);
+}
+
 /* tsr_desc_write_local / tsr_desc_read_local on a float32 37 x 29 matrix
  * (tiles 8 x 5): every rank writes the same block across tile edges into
  * the tiles it owns; the gathered matrix holds the block over the random
@@ -361,6 +402,7 @@ int main(int argc, char **argv)
     }
     tsr_dist_t custom = tsr_dist_custom(diagonal_owner, &size);
     check_local_access(&custom);
+    check_view(&custom);
     if (size >= 2)
         check_keep_received();
     check_alloc_on_write();

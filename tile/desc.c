@@ -378,10 +378,79 @@ starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
     return h;
 }
 
+/* The owner of a view's tile: its parent's. */
+static int view_owner(int bi, int i, int j, void *arg)
+{
+    const tsr_desc_t *v = arg;
+    return tsr_tile_owner(v->parent, bi, v->i0 + i, v->j0 + j);
+}
+
+/* Extent of tiles [t0, t0 + nt) of a dimension of total elements in tiles of
+ * tile: the last may be partial. */
+static int span(int total, int tile, int t0, int nt)
+{
+    int end = (t0 + nt) * tile;
+    return (end < total ? end : total) - t0 * tile;
+}
+
+int tsr_desc_view(tsr_desc_t **view, tsr_desc_t *parent, int i0, int mt, int j0, int nt)
+{
+    if (!view)
+        return TSR_EINVAL;
+    *view = NULL;
+    if (!parent || parent->parent || i0 < 0 || mt < 1 || i0 + mt > parent->mt || j0 < 0 || nt < 1 ||
+        j0 + nt > parent->nt) {
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_view: tiles [%d, %d) x [%d, %d) of %s", i0, i0 + mt, j0, j0 + nt,
+                !parent ? "no descriptor" : parent->parent ? "a view" : "the parent's tiles");
+        return TSR_EINVAL;
+    }
+    tsr_desc_t *v = malloc(sizeof *v);
+    if (!v)
+        return TSR_ENOMEM;
+    *v = *parent;
+    v->m = span(parent->m, parent->mb, i0, mt);
+    v->n = span(parent->n, parent->nb, j0, nt);
+    v->mt = mt;
+    v->nt = nt;
+    v->parent = parent;
+    v->i0 = i0;
+    v->j0 = j0;
+    v->dist = tsr_dist_custom(view_owner, v);
+    v->slab = NULL; /* the parent's to unmap */
+    v->id = next_desc_id++;
+    size_t n = (size_t)v->bt * mt * nt;
+    v->storage = calloc(n, sizeof *v->storage);
+    v->handles = calloc(n, sizeof *v->handles);
+    int rc = v->storage && v->handles ? TSR_SUCCESS : TSR_ENOMEM;
+    for (int bi = 0; bi < v->bt && !rc; bi++)
+        for (int i = 0; i < mt && !rc; i++)
+            for (int j = 0; j < nt && !rc; j++) {
+                int t = tsr_tile_index(v, bi, i, j);
+                if (!(v->handles[t] = tsr_tile_handle(parent, bi, i0 + i, j0 + j)))
+                    rc = TSR_ENOMEM;
+                else
+                    v->storage[t] = parent->storage[tsr_tile_index(parent, bi, i0 + i, j0 + j)];
+            }
+    if (rc) {
+        free(v->storage);
+        free(v->handles);
+        free(v);
+        return rc;
+    }
+    *view = v;
+    return TSR_SUCCESS;
+}
+
 int tsr_desc_destroy(tsr_desc_t *d)
 {
     if (!d)
         return TSR_SUCCESS;
+    if (d->parent) { /* the tiles are the parent's */
+        free(d->handles);
+        free(d->storage);
+        free(d);
+        return TSR_SUCCESS;
+    }
     for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++) {

@@ -57,6 +57,8 @@ typedef struct tsr_desc {
     int alloc_on_write; /* tsr_desc_alloc_on_write: owned tiles have no storage of their own */
     void *user;         /* tsr_desc_create_user: the caller's array the tiles view, else NULL */
     int user_ld;        /* its leading dimension */
+    struct tsr_desc *parent; /* tsr_desc_view: the descriptor whose tiles these are, else NULL */
+    int i0, j0;         /* tsr_desc_view: tile (bi, i, j) is the parent's (bi, i0 + i, j0 + j) */
 } tsr_desc_t;
 
 /* Create a descriptor; dist NULL = 1 x 1 grid (everything on rank 0 with one
@@ -83,6 +85,15 @@ int tsr_desc_create_user(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int
                          void *ptr, int ld);
 /* 2D: b = bb = 1 */
 int tsr_desc_create_2d_user(tsr_desc_t **desc, tsr_dtype_t dtype, int m, int n, int mb, int nb, void *ptr, int ld);
+/* A view of the tiles [i0, i0 + mt) x [j0, j0 + nt) of parent (every
+ * matrix bi): the same tiles (handles, storage, owners), so tasks on the view
+ * and on the parent are ordered as on one descriptor. For running an
+ * algorithm on part of a tensor, e.g. a few columns of a gradient at a time.
+ * Only the parent's last tile of a dimension may be partial, so the view's
+ * tiles keep the parent's sizes. TSR_EINVAL for a range outside the parent
+ * or a view of a view. Destroy it before the parent: tsr_desc_destroy frees
+ * the view alone, never the tiles. */
+int tsr_desc_view(tsr_desc_t **view, tsr_desc_t *parent, int i0, int mt, int j0, int nt);
 /* Wait for the tasks using it, unregister every handle, free storage and
  * the descriptor itself: desc must not be used again, destroyed again
  * included (set your pointer to NULL). NULL is a no-op (TSR_SUCCESS). */

@@ -10,6 +10,11 @@ enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW
 /* Global parameter slots. */
 enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
 
+/* Columns of tiles of the token embedding's gradient a rank makes ahead of
+ * the oldest one not yet summed (wte_grad_by_columns): one being made while
+ * one is sent and added */
+enum { WTE_COLUMNS_IN_FLIGHT = 2 };
+
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
 
 /* Checkpoint tensor of a slot, and the layer (or -1) it belongs to. */
@@ -356,6 +361,35 @@ static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     return rc;
 }
 
+/* Views of each tile column (by_rows: row) of d: tsr_desc_view; *rc keeps
+ * the first failure. */
+static tsr_desc_t **tile_views(int *rc, tsr_desc_t *d, int by_rows)
+{
+    int n = by_rows ? d->mt : d->nt;
+    tsr_desc_t **views = *rc ? NULL : calloc(n, sizeof *views);
+    if (!*rc && !views)
+        *rc = TSR_ENOMEM;
+    for (int c = 0; views && c < n && !*rc; c++)
+        *rc = by_rows ? tsr_desc_view(&views[c], d, c, 1, 0, d->nt) : tsr_desc_view(&views[c], d, 0, d->mt, c, 1);
+    return views;
+}
+
+/* Sharded, the views wte_grad_by_columns works on: the columns of the token
+ * embedding, of its summed and partial gradients, and the logits' rows
+ * (the vocabulary tiles of the tied LM head). */
+static int create_wte_columns(tsr_gpt2_model_t *m)
+{
+    int rc = TSR_SUCCESS;
+    m->wte_ncols = m->params[WTE]->nt;
+    m->wte_cols = tile_views(&rc, m->params[WTE], 0);
+    m->dwte_sum_cols = tile_views(&rc, m->grad_sum[WTE], 0);
+    for (int r = 0; r < m->nsub; r++) {
+        m->sub[r].dwte_cols = tile_views(&rc, m->sub[r].grads[WTE], 0);
+        m->sub[r].logits_rows = tile_views(&rc, m->sub[r].logits, 1);
+    }
+    return rc;
+}
+
 static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
@@ -462,6 +496,8 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
         if (rc == 0)
             rc = create_grads(m, &m->sub[r], r * (B / nsub));
     }
+    if (rc == 0 && m->grad_sum)
+        rc = create_wte_columns(m);
     if (rc)
         tsr_gpt2_model_destroy(m);
     return rc;
@@ -499,6 +535,8 @@ static void destroy_one(tsr_desc_t *d, void *arg)
 
 static void destroy_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
+    destroy_set(b->dwte_cols, m->wte_ncols); /* views first */
+    destroy_set(b->logits_rows, m->wte_ncols);
     destroy_set(b->grads, m->ntensors);
     each_activation(m, b, destroy_one, NULL);
     free(b->acts);
@@ -551,13 +589,14 @@ void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int ns
     mem->adam = 2 * np * 4 * share;
     /* the sub-batches whose first sample is on rank 0 keep their gradients
      * there: all of them, or, summed into the shards as the backward goes
-     * (alloc-on-write), the token embedding's (the LM head's gradient waits
-     * there for the encoder's) and a layer or two, left out here */
+     * (alloc-on-write), the token embedding's columns in flight
+     * (wte_grad_by_columns) and a layer or two, left out here */
     int subs = 0;
     for (int r = 0; r < nsub; r++)
         subs += (long)r * (B / nsub) * nranks / B == 0;
+    double wte_cols = tiles && tiles->voc > 0 ? fmin(Vp, WTE_COLUMNS_IN_FLIGHT * (double)tiles->voc) : Vp;
     if (sharded && nsub > 1)
-        mem->grads = np * es * share + subs * (double)Vp * C * es;
+        mem->grads = np * es * share + subs * wte_cols * C * es;
     else
         mem->grads = np * es * subs;
     /* rank 0's samples; per token (create_batch): encoded, per layer ln1 and
@@ -591,6 +630,8 @@ void tsr_gpt2_live_bytes(const tsr_gpt2_model_t *m, tsr_gpt2_live_t *live)
 
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m)
 {
+    destroy_set(m->wte_cols, m->wte_ncols); /* views first */
+    destroy_set(m->dwte_sum_cols, m->wte_ncols);
     destroy_set(m->params, m->ntensors);
     destroy_set(m->adam_m, m->ntensors);
     destroy_set(m->adam_v, m->ntensors);
@@ -932,10 +973,10 @@ static int lm_head_weight_grad(tsr_gpt2_batch_t *b, tsr_desc_t *wte, tsr_desc_t 
     return rc;
 }
 
-/* The loss, LM head and final layernorm backward of one sub-batch; the LM
- * head's weight gradient waits for embeddings_backward (the logits' gradient
- * is smaller than the token embedding's, which would otherwise be held
- * through the whole backward). */
+/* The loss, LM head and final layernorm backward of one sub-batch; sharded,
+ * the LM head's weight gradient waits for wte_grad_by_columns (the logits'
+ * gradient is smaller than the token embedding's, which would otherwise be
+ * held through the whole backward). */
 static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
     tsr_desc_t **p = m->params, **g = b->grads;
@@ -944,7 +985,7 @@ static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     int rc = tsr_crossentropy_backward(b->logits, b->ce_stats, b->targets, m->cfg.V, dloss); /* in place */
     if (!rc) /* every gradient's first write overwrites it: no zero-grad pass */
         rc = tsr_linear_backward(b->lnf, p[WTE], b->logits, b->dln, NULL, NULL, TSR_OVERWRITE, TSR_OVERWRITE, acc);
-    if (!rc && !m->grad_sum) /* sharded, it comes last: embeddings_backward */
+    if (!rc && !m->grad_sum) /* sharded, it comes last: wte_grad_by_columns */
         rc = lm_head_weight_grad(b, p[WTE], g[WTE], acc);
     if (!rc)
         rc = tsr_layernorm_backward(b->dln, block_input(b, m->cfg.L), p[LNFW], b->lnf_mean, b->lnf_rstd, b->dres,
@@ -956,24 +997,14 @@ static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     return rc;
 }
 
-/* The embeddings' weight gradients of one sub-batch (sharded, the LM
- * head's first), then its scratch is dead. Sharded, the LM head's weight
- * gradient waits for the rest of the backward (tsr_desc_fetch_after: its
- * tasks are ready from the start, and would otherwise make the token
- * embedding's partial gradient first and hold it through the backward); on
- * one rank it comes first (head_backward), so that the token embedding's
- * AdamW, which the next step's forward starts with, is not held back. */
+/* The embeddings' weight gradients of one sub-batch (sharded, the token
+ * embedding's was made by wte_grad_by_columns), then its scratch is dead. */
 static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
-    tsr_desc_t **p = m->params, **g = b->grads;
+    tsr_desc_t **g = b->grads;
     tsr_reduction_t acc = m->tiles.accum;
     int rc = TSR_SUCCESS;
-    if (m->grad_sum) {
-        rc = tsr_desc_fetch_after(g[WTE], b->dres);
-        if (!rc)
-            rc = lm_head_weight_grad(b, p[WTE], g[WTE], acc);
-    }
-    if (!rc) /* wte holds the LM head's gradient: add to it */
+    if (!m->grad_sum) /* wte holds the LM head's gradient: add to it */
         rc = tsr_encoder_backward(g[WTE], NULL, b->dres, b->inputs, b->B, m->T, TSR_ACCUMULATE, acc);
     if (!rc)
         rc = tsr_encoder_backward(NULL, g[WPE], b->dres, b->inputs, b->B, m->T, TSR_OVERWRITE, acc);
@@ -981,6 +1012,49 @@ static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
         tsr_desc_t *scratch[] = { b->encoded, b->dres, b->dln, b->dfch, b->datty, b->dq, b->dk, b->dv,
                                   b->qkv2d, b->att2d, b->datt2d };
         invalidate(scratch, sizeof scratch / sizeof scratch[0]);
+    }
+    return rc;
+}
+
+static tsr_desc_t *dwte_column_gate(tsr_gpt2_batch_t *b, int c) { return b->dwte_cols[c]; }
+
+/* Sharded: the token embedding's gradient (the tied LM head's weight
+ * gradient plus the encoder's), a column of vocabulary tiles at a time:
+ * made, summed into its owners' tiles (sum_grads_by_tree's tree) and freed,
+ * each column's partial tiles and the copies received to add them held back
+ * (fetch_after) until the column WTE_COLUMNS_IN_FLIGHT before is summed.
+ * Whole, each rank held every sub-batch's partial gradient of it at once
+ * (154 MB for 124M) plus the copies it adds. All of it waits for the rest
+ * of the backward (its first tasks are ready from the start, and would hold
+ * it through the backward); it comes after the other gradients, with the
+ * logits and the final layernorm output dead after it. */
+static int wte_grad_by_columns(tsr_gpt2_model_t *m)
+{
+    tsr_reduction_t acc = m->tiles.accum;
+    tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
+    int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
+    for (int r = 0; r < m->nsub && !rc; r++)
+        rc = fetch_after(m, m->sub[r].grads, WTE, 1, dres_gate, 0);
+    for (int c = 0; c < m->wte_ncols && !rc; c++) {
+        for (int r = 0; r < m->nsub && !rc && c >= WTE_COLUMNS_IN_FLIGHT; r++)
+            rc = fetch_after(m, m->sub[r].dwte_cols, c, 1, dwte_column_gate, c - WTE_COLUMNS_IN_FLIGHT);
+        for (int r = 0; r < m->nsub && !rc; r++) {
+            tsr_gpt2_batch_t *b = &m->sub[r];
+            parts[r] = b->dwte_cols[c];
+            rc = tsr_linear_backward(b->lnf, m->wte_cols[c], b->logits_rows[c], NULL, parts[r], NULL, TSR_OVERWRITE,
+                                     TSR_OVERWRITE, acc);
+            if (!rc)
+                rc = tsr_encoder_backward(parts[r], NULL, b->dres, b->inputs, b->B, m->T, TSR_ACCUMULATE, acc);
+        }
+        if (!rc)
+            rc = tsr_sum_tree(parts, m->nsub, m->dwte_sum_cols[c]);
+        if (!rc)
+            invalidate(parts, m->nsub);
+    }
+    free(parts);
+    for (int r = 0; r < m->nsub && !rc; r++) {
+        tsr_desc_t *head[] = { m->sub[r].logits, m->sub[r].lnf };
+        invalidate(head, sizeof head / sizeof head[0]);
     }
     return rc;
 }
@@ -1052,11 +1126,13 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
         if (!rc && m->grad_sum)
             rc = sum_grads_by_tree(m, slot(l, 0), TSR_GPT2_PER_LAYER);
     }
+    if (!rc && m->grad_sum)
+        rc = wte_grad_by_columns(m);
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = embeddings_backward(m, &m->sub[r]);
     if (rc)
         return rc;
-    return m->grad_sum ? sum_grads_by_tree(m, WTE, 2) : sum_grads_in_order(m);
+    return m->grad_sum ? sum_grads_by_tree(m, WPE, 1) : sum_grads_in_order(m);
 }
 
 int tsr_gpt2_update(tsr_gpt2_model_t *m, float lr, float beta1, float beta2, float eps, float weight_decay,

@@ -118,6 +118,9 @@ typedef struct {
      * its recomputation in the backward, and its gradient (C x BT) */
     tsr_desc_t *qkv2d, *att2d, *datt2d;
     tsr_desc_t **grads;      /* one per parameter tensor */
+    /* sharded: views of the columns of grads' token embedding and of the
+     * matching rows of the logits (wte_grad_by_columns), else NULL */
+    tsr_desc_t **dwte_cols, **logits_rows;
     int *inputs, *targets;   /* B*T, the same on every rank */
 } tsr_gpt2_batch_t;
 
@@ -144,6 +147,10 @@ typedef struct {
     tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI (NULL: all on rank 0) */
     int *shard_owner;        /* the owner of every training-state tile, tensor after tensor */
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
+    /* with grad_sum: views of the columns of the token embedding and of its
+     * summed gradient (wte_grad_by_columns), else NULL */
+    tsr_desc_t **wte_cols, **dwte_sum_cols;
+    int wte_ncols;
 } tsr_gpt2_model_t;
 
 /* Create every descriptor (collective). Checks the tiles against the model;
