@@ -432,6 +432,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         tsr_finalize();
         return rc ? rc : TSR_EIO;
     }
+    tsr_worker_groups_start();
     describe_runtime(cfg.gpu_tf32, plan.reason);
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
     warn_oversubscribed(use_mpi);
@@ -455,6 +456,7 @@ int tsr_finalize(void)
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
     starpu_task_wait_for_all();
+    tsr_worker_groups_stop();
     int rc = tsr_schedule_finish();
     if (!rc)
         rc = failed_tasks_error();

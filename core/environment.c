@@ -137,9 +137,25 @@ static int read_sim_submit_cost(void)
     return TSR_SUCCESS;
 }
 
+/* TSR_CPU_WORKER_GROUPS=0|1: 1 makes each CPU worker a worker group of its
+ * own (tsr_worker_groups), so that tests without a GPU pin sub-batches. */
+static int read_cpu_worker_groups(void)
+{
+    const char *v = getenv("TSR_CPU_WORKER_GROUPS");
+    tsr_ctx.cpu_worker_groups = v && strcmp(v, "1") == 0;
+    if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+        tsr_log(TSR_LOG_ERROR, "tsr_init: TSR_CPU_WORKER_GROUPS=%s: expected 0 or 1 (1: a worker group a CPU "
+                "worker, for tests)", v);
+        return TSR_EINVAL;
+    }
+    return TSR_SUCCESS;
+}
+
 int tsr_check_environment(void)
 {
     if (tsr_simulated() && read_sim_submit_cost())
+        return TSR_EINVAL;
+    if (read_cpu_worker_groups())
         return TSR_EINVAL;
     for (size_t i = 0; i < sizeof numeric_vars / sizeof numeric_vars[0]; i++) {
         const char *v = getenv(numeric_vars[i]);

@@ -23,6 +23,7 @@ typedef struct {
      * time, microseconds per task it inserts and per call it skips
      * (TSR_SIM_SUBMIT_COST, tsr_check_environment) */
     double sim_task_us, sim_skip_us;
+    int cpu_worker_groups; /* TSR_CPU_WORKER_GROUPS=1: a worker group a CPU worker (tests) */
 } tsr_context_t;
 
 extern tsr_context_t tsr_ctx;
@@ -60,6 +61,12 @@ int tsr_visible_gpus(int found, const char *cuda_visible_devices);
  * 6.1 us a task inserted: 3.8 us). */
 #define TSR_SIM_TASK_US 13.7
 #define TSR_SIM_SKIP_US 3.8
+/* Worker groups (core/worker_groups.c): made once StarPU runs, dropped
+ * before it stops. The mask of a group's workers for starpu_task::workerids
+ * (words uint32_t values; NULL and 0 for no group). */
+void tsr_worker_groups_start(void);
+void tsr_worker_groups_stop(void);
+const uint32_t *tsr_worker_group_mask(int group, unsigned *words);
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */
 int64_t tsr_tag_alloc(int64_t n);
 /* FxT tracing (core/trace.c): prepare before StarPU starts (dir NULL: off);

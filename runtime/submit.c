@@ -102,6 +102,21 @@ static void charge_submission(double us)
     }
 }
 
+/* The workers allowed to run the task: those of the worker group of its
+ * first tile placed on one (tsr_desc_run_on), else of its first tile homed
+ * on one (tsr_desc_home_on); NULL and 0 words: any. */
+static const uint32_t *task_workers(const tsr_tile_t *tiles, int ntiles, unsigned *words)
+{
+    for (int t = 0; t < ntiles; t++)
+        if (tiles[t].d->group > 0)
+            return tsr_worker_group_mask(tiles[t].d->group - 1, words);
+    for (int t = 0; t < ntiles; t++)
+        if (tiles[t].d->home > 0)
+            return tsr_worker_group_mask(tiles[t].d->home - 1, words);
+    *words = 0;
+    return NULL;
+}
+
 static void *copy_arg(const void *arg, size_t argsize)
 {
     void *copy = malloc(argsize);
@@ -147,20 +162,23 @@ int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_acc
         if (!(arg_copy = copy_arg(arg, argsize)))
             return TSR_ENOMEM;
     }
+    unsigned words;
+    /* StarPU reads the mask, not a copy: the groups' masks live until tsr_finalize */
+    uint32_t *workers = (uint32_t *)task_workers(tiles, ntiles, &words);
     int ret;
 #if TSR_USE_MPI
     if (tsr_ctx.mpi_active) {
         if (executes)
             ret = starpu_mpi_task_insert(tsr_ctx.comm, cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
                                          STARPU_CL_ARGS, arg_copy, argsize, STARPU_EXECUTE_ON_NODE, exec_rank,
-                                         STARPU_FLOPS, flops, 0);
+                                         STARPU_FLOPS, flops, STARPU_TASK_WORKERIDS, words, workers, 0);
         else
             ret = starpu_mpi_task_insert(tsr_ctx.comm, cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
                                          STARPU_EXECUTE_ON_NODE, exec_rank, 0);
     } else
 #endif
-        ret = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
-                                 STARPU_CL_ARGS, arg_copy, argsize, STARPU_FLOPS, flops, 0);
+        ret = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, data, ntiles, STARPU_CL_ARGS, arg_copy, argsize,
+                                 STARPU_FLOPS, flops, STARPU_TASK_WORKERIDS, words, workers, 0);
     if (ret != 0) {
         tsr_log(TSR_LOG_ERROR, "task submission of %s failed (%d)", cl->name, ret);
         return TSR_ERUNTIME;

@@ -15,6 +15,10 @@ tsr_add_test(gpt2_oracle_redux     ${GPT2_ORACLE} 8 24 100 128 1 1)
 tsr_add_test(gpt2_oracle_one_tile  ${GPT2_ORACLE} 32 64 256 512 4 0)
 tsr_add_test(gpt2_oracle_subbatch  ${GPT2_ORACLE} 16 32 96 200 2 0 2)
 tsr_add_test(gpt2_oracle_subbatch4 ${GPT2_ORACLE} 32 64 256 128 4 1 4)
+# each sub-batch's tasks pinned to its own CPU worker, as to its own GPU on a
+# node of several (worker groups: TSR_CPU_WORKER_GROUPS)
+tsr_add_test(gpt2_oracle_subbatch_groups ${GPT2_ORACLE} 16 32 96 200 2 0 2)
+set_property(TEST gpt2_oracle_subbatch_groups APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=2)
 # token tiles of two whole sequences, attention tiles of their own
 tsr_add_test(gpt2_oracle_split     ${GPT2_ORACLE} 64 32 96 200 2 0 1 8 16)
 tsr_add_test(gpt2_oracle_split_qk  ${GPT2_ORACLE} 16 64 256 512 1 1 2 32 8)

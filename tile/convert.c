@@ -20,6 +20,21 @@ void tsr_desc_keep_received(tsr_desc_t *d, int keep)
         d->keep_received = keep != 0;
 }
 
+/* 1 + group, or 0 for -1 or a group that does not exist */
+static int group_field(int group) { return group >= 0 && group < tsr_worker_groups() ? group + 1 : 0; }
+
+void tsr_desc_run_on(tsr_desc_t *d, int group)
+{
+    if (d)
+        d->group = group_field(group);
+}
+
+void tsr_desc_home_on(tsr_desc_t *d, int group)
+{
+    if (d)
+        d->home = group_field(group);
+}
+
 void tsr_desc_alloc_on_write(tsr_desc_t *d)
 {
     if (d && !d->user)

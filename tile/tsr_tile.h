@@ -59,6 +59,8 @@ typedef struct tsr_desc {
     int user_ld;        /* its leading dimension */
     struct tsr_desc *parent; /* tsr_desc_view: the descriptor whose tiles these are, else NULL */
     int i0, j0;         /* tsr_desc_view: tile (bi, i, j) is the parent's (bi, i0 + i, j0 + j) */
+    int group;          /* tsr_desc_run_on: 1 + the worker group of its tasks, 0: any worker */
+    int home;           /* tsr_desc_home_on: 1 + the worker group of its other tasks, 0: any worker */
 } tsr_desc_t;
 
 /* Create a descriptor; dist NULL = 1 x 1 grid (everything on rank 0 with one
@@ -127,6 +129,18 @@ void tsr_desc_flush(tsr_desc_t *d);
  * data read several times between writes, such as a model's parameters
  * within a training step (fetched once a step instead of once a read). */
 void tsr_desc_keep_received(tsr_desc_t *d, int keep);
+/* Run every task that touches a tile of d on the workers of worker group
+ * `group` (tsr_worker_groups: one GPU of several; -1 or no such group: on
+ * any worker, the scheduler's choice). For data parallelism inside one
+ * process: the activations of a sub-batch placed on its GPU keep all its
+ * tasks there. A task touching tiles of several groups runs on the first
+ * one's. */
+void tsr_desc_run_on(tsr_desc_t *d, int group);
+/* Run on `group`'s workers the tasks that touch a tile of d and none of a
+ * descriptor given tsr_desc_run_on: data that lives on one GPU (a model's
+ * parameters and optimizer state there, updated there) but that tasks
+ * placed elsewhere read. -1: any worker. */
+void tsr_desc_home_on(tsr_desc_t *d, int group);
 /* Give d's owned tiles no storage of their own: StarPU allocates a tile when
  * a task first writes it and frees it when tsr_desc_invalidate's
  * invalidation runs, so a tile holds memory only from its first write to

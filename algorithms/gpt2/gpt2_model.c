@@ -32,6 +32,9 @@ static int slot_tensor(int s, int *layer)
 int tsr_gpt2_default_sub_batches(int B)
 {
     int n = tsr_size() > 1 ? tsr_size() : tsr_ncuda_workers();
+    if (n > 1 && B % n == 0)
+        return n;
+    n = tsr_worker_groups();
     return n > 1 && B % n == 0 ? n : 1;
 }
 
@@ -461,6 +464,8 @@ int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int
     return tsr_gpt2_model_create_dtype(m, cfg, B, T, nsub, tiles, state_on_rank0, TSR_FLOAT32);
 }
 
+static void place_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int group);
+
 int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                                 const tsr_gpt2_tiles_t *tiles, int state_on_rank0, tsr_dtype_t dtype)
 {
@@ -495,9 +500,13 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
         rc = create_batch(m, &m->sub[r], r * (B / nsub));
         if (rc == 0)
             rc = create_grads(m, &m->sub[r], r * (B / nsub));
+        if (rc == 0)
+            place_batch(m, &m->sub[r], tsr_worker_group_of(r));
     }
     if (rc == 0 && m->grad_sum)
         rc = create_wte_columns(m);
+    if (rc == 0)
+        rc = tsr_gpt2_place_state(m);
     if (rc)
         tsr_gpt2_model_destroy(m);
     return rc;
@@ -525,6 +534,16 @@ static void each_activation(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, void
                            b->qkv2d, b->att2d, b->datt2d };
     for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++)
         f(rest[k], arg);
+}
+
+static void run_on_group(tsr_desc_t *d, void *arg) { tsr_desc_run_on(d, *(const int *)arg); }
+
+/* Every task of the sub-batch (those touching its activations) runs on the
+ * workers of `group` (a GPU of several: tsr_worker_groups); the gradients'
+ * sums and AdamW run where the state is homed (tsr_gpt2_place_state). */
+static void place_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int group)
+{
+    each_activation(m, b, run_on_group, &group);
 }
 
 static void destroy_one(tsr_desc_t *d, void *arg)

@@ -42,7 +42,9 @@ typedef struct {
  * tokens within one GPU's sub-batch, whole C, 4C and NH, vocabulary tile ~ Vp/4. */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
 /* The default sub-batch count: one per rank under MPI (each rank reduces
- * its own gradients), else one per CUDA worker, when B divides; else 1. */
+ * its own gradients), else one per CUDA worker, or else one per worker
+ * group (GPU: tsr_worker_groups), when B divides; else 1. Sub-batch r runs
+ * on worker group r mod the groups (tsr_worker_group_of). */
 int tsr_gpt2_default_sub_batches(int B);
 
 /* Rows of a QKV projection tile (the columns of its weight, the rows of its
@@ -174,6 +176,11 @@ int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int
 int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                                 const tsr_gpt2_tiles_t *tiles, int state_on_rank0, tsr_dtype_t dtype);
 void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
+/* With several worker groups (GPUs of one process: tsr_worker_groups), each
+ * tensor's state (parameters, AdamW moments, master weights, gradients)
+ * homed on one group, spread by bytes (gpt2_placement.c); the create calls
+ * it. Nothing to do otherwise. */
+int tsr_gpt2_place_state(tsr_gpt2_model_t *m);
 
 /* The bytes of the tiles this rank owns for good: parameters, AdamW
  * moments, gradients (their sum; the sub-batches' own only when they are

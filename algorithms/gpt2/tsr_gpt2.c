@@ -189,6 +189,18 @@ static int same_options_on_every_rank(unsigned long long mine)
     return !tsr_any(bad);
 }
 
+/* "; sub-batch 0 on GPU 0, 1 on GPU 1" (each sub-batch's worker group:
+ * tsr_gpt2_default_sub_batches), or "" when the sub-batches are not placed. */
+static void describe_placement(int nsub, char *out, size_t size)
+{
+    out[0] = '\0';
+    for (int r = 0, len = 0; r < nsub && tsr_worker_groups() > 0 && len < (int)size; r++) {
+        char name[64];
+        tsr_worker_group_name(tsr_worker_group_of(r), name, sizeof name);
+        len += snprintf(out + len, size - (size_t)len, "%s %d on %s", r ? "," : "; sub-batch", r, name);
+    }
+}
+
 /* StarPU (and MPI) up as the options say, every rank checked to run the same
  * options; -1 to go on, else the exit status. */
 static int start_runtime(const options_t *o, unsigned long long options, int *argc, char ***argv)
@@ -223,8 +235,10 @@ static int start_runtime(const options_t *o, unsigned long long options, int *ar
         tsr_finalize();
         return 2;
     }
+    char placement[512];
+    describe_placement(o->nsub ? o->nsub : tsr_gpt2_default_sub_batches(o->B), placement, sizeof placement);
     if (tsr_rank() == 0)
-        printf("runtime: %s; %s\n", tsr_runtime_summary(), tsr_blas_description());
+        printf("runtime: %s; %s%s\n", tsr_runtime_summary(), tsr_blas_description(), placement);
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
     signal(SIGUSR1, on_stop_signal);

@@ -11,9 +11,13 @@
 # With the argument 2gpu instead (CTest 'simulation_2gpu'): GPT-2 124M B8
 # T64 on one simulated node of two H200s (copies of the measured one joined
 # at 450 GB/s: replicate_gpu.sh), the GPUs alone, one sub-batch each; asserts
-# 0 CPU + 2 CUDA workers and 2 sub-batches, tasks on both GPUs, no copies
-# between host and GPUs in the steady steps (the state stays on the GPUs),
-# and prints the step against one GPU's (no bar on that ratio yet).
+# 0 CPU + 2 CUDA workers and 2 sub-batches, sub-batch 0 on GPU 0 and 1 on
+# GPU 1 (the runtime line), tasks on both GPUs, no copies between host and
+# GPUs in the steady steps (the state stays on the GPUs), and the step
+# within 2.5x one GPU's with the whole batch (4.8x when the scheduler
+# spread each sub-batch's tasks over both GPUs; 2.1x with them placed:
+# T64 steps are set by per-task costs, and two sub-batches are twice the
+# tasks).
 # Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
 #
 #   timing/simulation/check.sh [BUILD_DIR [2gpu]]   (the simulation build; default build-sim)
@@ -49,6 +53,8 @@ check_two_gpus() {
         fail "the 2-GPU run failed: $(tail -5 <<<"$two")"
     grep -q ' 0 CPU + 2 CUDA workers' <<<"$two" || fail "not 0 CPU + 2 CUDA workers: $(grep -m1 runtime: <<<"$two")"
     grep -q '; 2 sub-batch(es)' <<<"$two" || fail "not one sub-batch a GPU: $(grep -m1 model: <<<"$two")"
+    grep -q '^runtime: .*; sub-batch 0 on GPU 0, 1 on GPU 1$' <<<"$two" ||
+        fail "the runtime line does not place sub-batch 0 on GPU 0 and 1 on GPU 1: $(grep -m1 runtime: <<<"$two")"
     for gpu in 0 1; do
         tasks=$(awk -v g="CUDA $gpu.0" 'index($0, "  " g " ") == 1 { print $(NF - 3) }' <<<"$two")
         [ "${tasks:-0}" -gt 0 ] || fail "simulated GPU $gpu ran no task: $(grep -m1 "CUDA $gpu" <<<"$two")"
@@ -63,6 +69,8 @@ check_two_gpus() {
     s2=$(steady "$two") s1=$(steady "$one")
     [ -n "$s1" ] && [ -n "$s2" ] || fail "no steady-state step time in the output"
     echo "124M B8 T64: 1 GPU $s1 ms a step, 2 GPUs (B4 each) $s2 ms: $(awk -v a="$s2" -v b="$s1" 'BEGIN { printf "%.2f", a / b }')x"
+    awk -v a="$s2" -v b="$s1" 'BEGIN { exit !(a < 2.5 * b) }' ||
+        fail "the 2-GPU step ($s2 ms) is not within 2.5x the 1-GPU step ($s1 ms): are the sub-batches placed on their GPUs?"
     echo "simulation check (2 GPUs): passed"
 }
 case ${2:-} in

@@ -1,0 +1,107 @@
+/* Worker groups: data parallelism inside one process. Each group is a set
+ * of StarPU workers that runs every task touching a descriptor placed on it
+ * (tsr_desc_run_on; runtime/submit.c gives the task the group's worker mask,
+ * so the scheduler still orders, prefetches and times it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <starpu.h>
+#include "tsr_context.h"
+
+enum { MASK_WORDS = (STARPU_NMAXWORKERS + 31) / 32 };
+
+static struct {
+    int n;                                  /* groups, 0: none */
+    int gpu;                                /* 1: a group a GPU, 0: a CPU worker each */
+    int device[STARPU_NMAXWORKERS];         /* the group's GPU, or CPU worker index */
+    int workers[STARPU_NMAXWORKERS];        /* workers in the group */
+    uint32_t mask[STARPU_NMAXWORKERS][MASK_WORDS];
+} groups;
+
+static int group_of_node(unsigned node, const unsigned *nodes)
+{
+    for (int g = 0; g < groups.n; g++)
+        if (nodes[g] == node)
+            return g;
+    return -1;
+}
+
+static void add_worker(int g, int worker)
+{
+    groups.mask[g][worker / 32] |= UINT32_C(1) << (worker % 32);
+    groups.workers[g]++;
+}
+
+/* A group per GPU (memory node) of the CUDA workers. */
+static void group_by_gpu(void)
+{
+    int ids[STARPU_NMAXWORKERS];
+    unsigned nodes[STARPU_NMAXWORKERS];
+    int n = (int)starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, STARPU_NMAXWORKERS);
+    for (int k = 0; k < n; k++) {
+        unsigned node = starpu_worker_get_memory_node((unsigned)ids[k]);
+        int g = group_of_node(node, nodes);
+        if (g < 0) {
+            g = groups.n++;
+            nodes[g] = node;
+            groups.device[g] = starpu_worker_get_devid(ids[k]);
+        }
+        add_worker(g, ids[k]);
+    }
+    groups.gpu = 1;
+}
+
+/* A group per CPU worker (TSR_CPU_WORKER_GROUPS=1: tests of the placement
+ * without a GPU). */
+static void group_by_cpu_worker(void)
+{
+    int ids[STARPU_NMAXWORKERS];
+    int n = (int)starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
+    for (int k = 0; k < n; k++) {
+        groups.device[k] = k;
+        add_worker(k, ids[k]);
+    }
+    groups.n = n;
+    groups.gpu = 0;
+}
+
+void tsr_worker_groups_start(void)
+{
+    memset(&groups, 0, sizeof groups);
+    /* one rank only: under MPI the sub-batches are placed on ranks first */
+    if (tsr_ctx.size > 1)
+        return;
+    /* GPUs alone: with CPU workers beside them the scheduler balances the kinds */
+    if (tsr_ncuda_workers() > 0 && tsr_ncpu_workers() == 0)
+        group_by_gpu();
+    else if (tsr_ncuda_workers() == 0 && tsr_ctx.cpu_worker_groups)
+        group_by_cpu_worker();
+    if (groups.n < 2)
+        memset(&groups, 0, sizeof groups);
+}
+
+void tsr_worker_groups_stop(void) { memset(&groups, 0, sizeof groups); }
+
+int tsr_worker_groups(void) { return groups.n; }
+
+int tsr_worker_group_of(int part) { return groups.n > 0 && part >= 0 ? part % groups.n : -1; }
+
+const uint32_t *tsr_worker_group_mask(int group, unsigned *words)
+{
+    if (group < 0 || group >= groups.n) {
+        *words = 0;
+        return NULL;
+    }
+    *words = MASK_WORDS;
+    return groups.mask[group];
+}
+
+void tsr_worker_group_name(int group, char *buf, size_t size)
+{
+    if (group < 0 || group >= groups.n)
+        snprintf(buf, size, "any worker");
+    else if (groups.gpu)
+        snprintf(buf, size, "GPU %d%s", groups.device[group], groups.workers[group] > 1 ? " (its CUDA workers)" : "");
+    else
+        snprintf(buf, size, "CPU worker %d", groups.device[group]);
+}
