@@ -302,9 +302,13 @@ static void *tile_alloc(tsr_desc_t *d, size_t bytes)
     return p;
 }
 
+/* Another thread may read the handles while the submitting thread registers
+ * them (tsr_desc_resident_bytes, sampled by tsr_gpt2 --profile): a handle is
+ * stored with release once StarPU (and StarPU-MPI) know it, and read here
+ * with acquire, so a reader sees NULL or a complete handle. */
 starpu_data_handle_t tsr_tile_registered_handle(const tsr_desc_t *d, int bi, int i, int j)
 {
-    return d->handles[tsr_tile_index(d, bi, i, j)];
+    return __atomic_load_n(&d->handles[tsr_tile_index(d, bi, i, j)], __ATOMIC_ACQUIRE);
 }
 
 /* A tile as StarPU's block interface (rows x cols x depth; columns ld
@@ -374,7 +378,7 @@ starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
     if (tsr_ctx.mpi_active)
         starpu_mpi_data_register(h, d->tag_base + idx, owner);
 #endif
-    d->handles[idx] = h;
+    __atomic_store_n(&d->handles[idx], h, __ATOMIC_RELEASE); /* published: tsr_tile_registered_handle */
     return h;
 }
 
