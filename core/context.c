@@ -194,13 +194,6 @@ static int count_nvidia_gpus(void)
     return n;
 }
 
-/* CUDA workers are turned off by the config or by STARPU_NCUDA=0 (which StarPU reads over the config). */
-static int cuda_turned_off(const tsr_config_t *cfg)
-{
-    const char *env = getenv("STARPU_NCUDA");
-    return env ? atoi(env) == 0 : cfg->ncuda == 0;
-}
-
 /* The workers and scheduler to start (tsr_plan_workers) from this machine's
  * GPUs, the configuration and StarPU's variables. */
 static int plan_workers(const tsr_config_t *cfg, tsr_workers_plan_t *plan)
@@ -260,7 +253,7 @@ static void fold_simulated_allocations(void)
                                                                  STARPU_MALLOC_SIMULATION_FOLDED);
 }
 
-static void warn_unused_hardware(const tsr_config_t *cfg)
+static void warn_unused_hardware(const tsr_workers_plan_t *plan)
 {
     int cores = count_physical_cores();
     if (cores > STARPU_MAXCPUS)
@@ -268,7 +261,7 @@ static void warn_unused_hardware(const tsr_config_t *cfg)
                 "build StarPU with deps/starpu/build.sh (--enable-maxcpus=256) to use them all",
                 cores, STARPU_MAXCPUS);
     int gpus = count_nvidia_gpus();
-    if (gpus == 0 || cuda_turned_off(cfg))
+    if (gpus == 0 || plan->cuda_off)
         return;
     if (!STARPU_HAS_CUDA)
         tsr_log(TSR_LOG_INFO, "warning: %d NVIDIA GPU(s) found but this StarPU was built without CUDA; "
@@ -437,7 +430,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
     warn_oversubscribed(use_mpi);
     if (tsr_ctx.rank == 0)
-        warn_unused_hardware(&cfg);
+        warn_unused_hardware(&plan);
     return TSR_SUCCESS;
 }
 

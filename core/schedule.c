@@ -40,7 +40,7 @@ static struct {
     char png[4096]; /* "" : summary only */
     tsr_schedule_report_t report;
     pthread_mutex_t lock;
-    task_record_t *chunks[MAX_CHUNKS];
+    task_record_t *_Atomic chunks[MAX_CHUNKS]; /* read outside the lock while another callback allocates one */
     atomic_long next;  /* next free record */
     atomic_long dropped;
     mark_t marks[MAX_MARKS];

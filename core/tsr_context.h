@@ -44,6 +44,8 @@ typedef struct {
 typedef struct {
     int ncpus, ncuda;      /* for starpu_conf: -1 StarPU's default, 0 none, N (StarPU's variables still win) */
     int gpu_only;          /* no CPU worker runs tasks: the GPUs run them all */
+    int cuda_off;          /* CUDA workers turned off: STARPU_NCUDA=0, or the configuration's ncuda 0
+                            * (StarPU reads the variable over it), GPUs found or not */
     char sched[64];        /* the scheduler */
     char reason[256];      /* why, for the runtime line ("" when there is nothing to say), or the error */
 } tsr_workers_plan_t;

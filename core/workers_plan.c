@@ -50,7 +50,8 @@ int tsr_plan_workers(const tsr_workers_in_t *in, tsr_workers_plan_t *p)
 {
     memset(p, 0, sizeof *p);
     int ncuda = chosen_count(in->env_ncuda, in->ncuda), ncpu = chosen_count(in->env_ncpu, in->ncpus);
-    int gpus_used = in->gpus > 0 && ncuda != 0;
+    p->cuda_off = ncuda == 0;
+    int gpus_used = in->gpus > 0 && !p->cuda_off;
     p->ncuda = in->ncuda;
     p->ncpus = in->ncpus > 0 ? in->ncpus : -1;
     plan_scheduler(in, gpus_used, p);

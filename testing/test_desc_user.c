@@ -2,7 +2,8 @@
  * views of the caller's array (no copy). tsr_gemm on them against one BLAS
  * call, 2D with padded leading dimensions and batched 3D; the padding is
  * left untouched and the arrays are never freed (they are static here);
- * bad arguments fail with a message. Under MPI with 2 ranks: TSR_EINVAL. */
+ * bad arguments fail with a message; wrapping a large array leaves its
+ * values as they were. Under MPI with 2 ranks: TSR_EINVAL. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -93,6 +94,29 @@ static void bad_arguments(void)
     CHECK_RC(tsr_desc_destroy(d), TSR_SUCCESS);
 }
 
+/* An array of several huge pages is advised onto them when wrapped
+ * (MADV_HUGEPAGE, MADV_COLLAPSE where the kernel has it): its values, and
+ * those of the memory around it, are unchanged. The array starts 8 bytes
+ * past a page, so that only its 2 MiB-aligned interior is advised. */
+static void huge_page_advice(void)
+{
+    enum { ROWS = 1000, COLS = 1000, EXTRA = 1 << 16 }; /* 7.6 MiB of doubles, and 512 KiB on each side */
+    size_t total = (size_t)ROWS * COLS + 2 * EXTRA;
+    double *buffer = malloc(total * sizeof *buffer);
+    CHECK(buffer != NULL);
+    if (!buffer)
+        return;
+    fill(buffer, (int)total, 4);
+    tsr_desc_t *d;
+    CHECK_RC(tsr_desc_create_2d_user(&d, TSR_FLOAT64, ROWS, COLS, 256, 256, buffer + EXTRA + 1, ROWS), TSR_SUCCESS);
+    tsr_desc_destroy(d);
+    int changed = 0;
+    for (size_t i = 0; i < total; i++)
+        changed += buffer[i] != tsr_random_value(4, 0, (int)i, 0);
+    CHECK(changed == 0);
+    free(buffer);
+}
+
 /* Several ranks: refused with a message. */
 static void several_ranks(void)
 {
@@ -115,6 +139,7 @@ int main(int argc, char **argv)
         gemm_case(BATCH, 2, 16, 11, 9, TSR_REDUCTION_ORDERED);
         gemm_case(BATCH, 3, 7, 33, 4, TSR_REDUCTION_REDUX);
         bad_arguments();
+        huge_page_advice();
     }
     int rc = tsr_rank() == 0 ? tsr_check_report("test_desc_user") : (tsr_checks_failed ? 1 : 0);
     tsr_finalize();

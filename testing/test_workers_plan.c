@@ -21,7 +21,8 @@ static void check_defaults(void)
     tsr_workers_plan_t p;
     tsr_workers_in_t in = machine(0); /* no GPU: every core, lws, nothing to say */
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
-    CHECK(p.ncpus == -1 && p.ncuda == -1 && !p.gpu_only && strcmp(p.sched, "lws") == 0 && p.reason[0] == '\0');
+    CHECK(p.ncpus == -1 && p.ncuda == -1 && !p.gpu_only && !p.cuda_off && strcmp(p.sched, "lws") == 0 &&
+          p.reason[0] == '\0');
     in = machine(1); /* a GPU: it alone, dmdas, and why */
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
     CHECK(p.ncpus == 0 && p.ncuda == -1 && p.gpu_only && strcmp(p.sched, "dmdas") == 0);
@@ -68,16 +69,24 @@ static void check_gpus_turned_off(void)
     tsr_workers_in_t in = machine(1);
     in.ncuda = 0; /* --gpus 0: the CPUs as without a GPU */
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
-    CHECK(p.ncpus == -1 && p.ncuda == 0 && !p.gpu_only && strcmp(p.sched, "lws") == 0);
+    CHECK(p.ncpus == -1 && p.ncuda == 0 && p.cuda_off && !p.gpu_only && strcmp(p.sched, "lws") == 0);
     in = machine(1);
     in.env_ncuda = "0";
     in.ncuda = 1; /* STARPU_NCUDA wins over --gpus */
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
-    CHECK(p.ncpus == -1 && !p.gpu_only && strcmp(p.sched, "lws") == 0);
+    CHECK(p.ncpus == -1 && p.cuda_off && !p.gpu_only && strcmp(p.sched, "lws") == 0);
+    in.ncuda = 0;
+    in.env_ncuda = "2"; /* STARPU_NCUDA=2 wins over --gpus 0 */
+    CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
+    CHECK(!p.cuda_off && p.gpu_only);
+    in = machine(0); /* turned off without a GPU too (tsr_init's warning about unused GPUs reads it) */
+    in.ncuda = 0;
+    CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
+    CHECK(p.cuda_off);
     in = machine(2);
     in.ncuda = 1; /* --gpus 1 of 2 */
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
-    CHECK(p.ncpus == 0 && p.ncuda == 1 && p.gpu_only);
+    CHECK(p.ncpus == 0 && p.ncuda == 1 && p.gpu_only && !p.cuda_off);
     /* no worker at all: refused with the reason */
     in = machine(0);
     in.env_ncpu = "0";

@@ -5,8 +5,10 @@
  * descriptor of Tessera's own exists): no copy of A, B or C means a peak
  * within a few MB of the arrays themselves.
  *   time_gemm_user [--n N] [--tile T] [--threads W] [--rounds R] [--huge 1]
- * --huge 1: the arrays advised to transparent huge pages (MADV_HUGEPAGE), as
- * Tessera's own tiles are (tile/desc.c); a caller's choice, off by default. 
+ * --huge 1: the arrays advised to transparent huge pages (MADV_HUGEPAGE)
+ * before they are filled, as Tessera's own tiles are (tile/desc.c); off by
+ * default: filled on 4 KiB pages, which tsr_desc_create_user moves onto huge
+ * pages (MADV_COLLAPSE) in the first, untimed in-place call.
  * CSV on stdout: one row per timed call, then a summary row per mode (best
  * and median seconds) and the ratio rows. */
 #include <math.h>

@@ -6,6 +6,7 @@
 #define TSR_GPT2_H
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include "tessera.h"
@@ -58,7 +59,7 @@ typedef struct {
     double *submit_ms;     /* per step: the time its tasks took to submit */
     tsr_gpt2_live_t live_peak;   /* --profile: the most of each kind held while training */
     pthread_t sampler;           /* --profile: samples live_peak (gpt2_sampler_start) */
-    volatile int sampling;       /* the sampler runs while set */
+    atomic_int sampling;         /* the sampler runs while set (read by its thread) */
     double *submit_cpu_ms; /* per step: the submitting thread's CPU time in the forward,
                             * backward and update submission (the batch read left out) */
     double *sent_from, *sent_to; /* --profile: bytes sent to each rank before the
