@@ -421,6 +421,85 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     return rc;
 }
 
+/* ---- owner-computes: a rank submits only the sub-batches it runs --------------- */
+
+/* The rank all of sub-batch b's samples are on (owner_2d), or -1 when they
+ * span several ranks. */
+static int sub_batch_rank(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    int P = tsr_size(), first = b->dist2d.first, rank = first * P / m->B;
+    return rank == (first + b->B - 1) * P / m->B ? rank : -1;
+}
+
+/* Whether a rank may leave out the forward and backward of the sub-batches
+ * wholly on another rank rather than walk their tasks to skip each one (a
+ * walk that grows with the cluster): their tasks then involve it only
+ * through the parameter tiles it owns, which each call reads whole and which
+ * it sends instead (tsr_desc_send_read). That holds with the gradients
+ * summed into shards (grad_sum: the sub-batches' own stay on their rank),
+ * ordered accumulation (REDUX runs tasks on the parameters' owners), fused
+ * projections without temporaries or none (a temporary takes MPI tags,
+ * which every rank must count alike) and StarPU-MPI's communication cache
+ * (STARPU_MPI_CACHE=0: every rank walks every sub-batch). */
+static int leaves_out_other_ranks(const tsr_gpt2_model_t *m)
+{
+    const tsr_gpt2_batch_t *b = &m->sub[0];
+    const tsr_gpt2_layer_acts_t *a = &b->acts[0];
+    int no_temporaries = !m->fused || (tsr_linear_qkv_fusable(a->ln1, m->params[slot(0, QKVW)], a->q) &&
+                                       tsr_linear_attproj_fusable(a->atty, m->params[slot(0, ATTPROJW)], a->res2));
+    return tsr_size() > 1 && m->grad_sum && m->tiles.accum == TSR_REDUCTION_ORDERED && no_temporaries &&
+           tsr_mpi_cache_enabled();
+}
+
+/* Whether this rank submits sub-batch b's forward and backward. */
+static int runs_here(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    int rank = m->own_only ? sub_batch_rank(m, b) : -1;
+    return rank < 0 || rank == tsr_rank();
+}
+
+/* In place of calls of sub-batch b (on another rank) that read the
+ * parameters of slots[0 .. n) whole, in that order: the tiles this rank
+ * owns go to b's rank. */
+static int send_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, const int *slots, int n)
+{
+    int rank = sub_batch_rank(m, b), rc = TSR_SUCCESS;
+    for (int k = 0; k < n && !rc; k++)
+        rc = tsr_desc_send_read(m->params[slots[k]], rank);
+    return rc;
+}
+
+/* What block_forward, block_backward, loss_forward and head_backward read
+ * of the parameters, call by call (layernorms read their weights and
+ * biases, linear layers their weights, the forward their biases too; the
+ * backward's weight gradients read no parameter). */
+static int send_block_forward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, int l)
+{
+    int slots[TSR_GPT2_PER_LAYER];
+    for (int k = 0; k < TSR_GPT2_PER_LAYER; k++) /* LN1W .. FCPROJB: the order of block_forward */
+        slots[k] = slot(l, k);
+    return send_params(m, b, slots, TSR_GPT2_PER_LAYER);
+}
+
+static int send_block_backward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, int l)
+{
+    const int slots[] = { slot(l, FCPROJW), slot(l, FCW), slot(l, LN2W), slot(l, ATTPROJW), slot(l, QKVW),
+                          slot(l, LN1W) };
+    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+}
+
+static int send_loss_forward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    const int slots[] = { LNFW, LNFB, WTE };
+    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+}
+
+static int send_head_backward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    const int slots[] = { WTE, LNFW }; /* the LM head's input gradient, the final layernorm's */
+    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+}
+
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles, int state_on_rank0)
 {
@@ -464,6 +543,8 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
     }
     if (rc)
         tsr_gpt2_model_destroy(m);
+    else
+        m->own_only = leaves_out_other_ranks(m);
     return rc;
 }
 
@@ -796,10 +877,12 @@ static int forward_layers(tsr_gpt2_model_t *m, int with_loss)
         else if (!(rc = fetch_after(m, p, WTE, 1, input_gate, l))) /* the LM head's */
             rc = fetch_after(m, p, LNFW, 2, input_gate, l);
         for (int r = 0; r < m->nsub && !rc; r++)
-            rc = block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l));
+            rc = runs_here(m, &m->sub[r]) ? block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l))
+                                          : send_block_forward_params(m, &m->sub[r], l);
     }
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = loss_forward(m, &m->sub[r], with_loss);
+        rc = runs_here(m, &m->sub[r]) ? loss_forward(m, &m->sub[r], with_loss)
+                                      : send_loss_forward_params(m, &m->sub[r]);
     return rc;
 }
 
@@ -1038,13 +1121,17 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
     if (!rc)
         rc = fetch_layer_after(m, L - 1, logits_gate, 0);
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = head_backward(m, &m->sub[r]);
+        rc = runs_here(m, &m->sub[r]) ? head_backward(m, &m->sub[r]) : send_head_backward_params(m, &m->sub[r]);
     if (!rc && m->grad_sum)
         rc = sum_grads_by_tree(m, LNFW, 2);
     for (int l = L - 1; l >= 0 && !rc; l--) {
         if (l > 0)
             rc = fetch_layer_after(m, l - 1, dres_gate, l);
         for (int r = 0; r < m->nsub && !rc; r++) {
+            if (!runs_here(m, &m->sub[r])) {
+                rc = send_block_backward_params(m, &m->sub[r], l);
+                continue;
+            }
             rc = block_backward(m, &m->sub[r], l, block_input(&m->sub[r], l));
             if (!rc)
                 invalidate_layer(&m->sub[r], l);
@@ -1052,8 +1139,8 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
         if (!rc && m->grad_sum)
             rc = sum_grads_by_tree(m, slot(l, 0), TSR_GPT2_PER_LAYER);
     }
-    for (int r = 0; r < m->nsub && !rc; r++)
-        rc = embeddings_backward(m, &m->sub[r]);
+    for (int r = 0; r < m->nsub && !rc; r++) /* on another rank: it reads no parameter */
+        rc = runs_here(m, &m->sub[r]) ? embeddings_backward(m, &m->sub[r]) : TSR_SUCCESS;
     if (rc)
         return rc;
     return m->grad_sum ? sum_grads_by_tree(m, WTE, 2) : sum_grads_in_order(m);

@@ -129,6 +129,8 @@ typedef struct {
     tsr_gpt2_shard_arg_t *shard; /* per tensor, under MPI (NULL: all on rank 0) */
     int *shard_owner;        /* the owner of every training-state tile, tensor after tensor */
     tsr_gpt2_batch_t *sub;   /* nsub sub-batches */
+    int own_only;            /* a rank submits only the sub-batches on it (the
+                              * others: the parameter tiles it sends them) */
 } tsr_gpt2_model_t;
 
 /* Create every descriptor (collective). Checks the tiles against the model;
