@@ -10,6 +10,9 @@ enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW
 /* Global parameter slots. */
 enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
 
+/* Sub-batches whose partial gradients' gates follow the tree (more: all gated). */
+#define TSR_GPT2_MAX_SUB_TREE 1024
+
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
 
 /* Checkpoint tensor of a slot, and the layer (or -1) it belongs to. */
@@ -817,15 +820,19 @@ static int has_samples_here(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b
  * tasks run a few layers behind their submission, so without it the
  * copies of every layer's parameters (and partial gradients) would be
  * received as soon as their owners have them, and held at once. */
+static tsr_desc_t *own_gate(tsr_gpt2_model_t *m, tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
+{
+    tsr_desc_t *g = NULL;
+    for (int r = m->nsub - 1; r >= 0 && !g && tsr_size() > 1; r--)
+        if (has_samples_here(m, &m->sub[r]))
+            g = gate(&m->sub[r], l);
+    return g;
+}
+
 static int fetch_after(tsr_gpt2_model_t *m, tsr_desc_t **set, int first, int n,
                        tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
 {
-    tsr_desc_t *g = NULL;
-    if (tsr_size() < 2)
-        return TSR_SUCCESS;
-    for (int r = m->nsub - 1; r >= 0 && !g; r--)
-        if (has_samples_here(m, &m->sub[r]))
-            g = gate(&m->sub[r], l);
+    tsr_desc_t *g = own_gate(m, gate, l);
     for (int s = first; g && s < first + n; s++) {
         int rc = tsr_desc_fetch_after(set[s], g);
         if (rc)
@@ -1068,6 +1075,43 @@ static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     return rc;
 }
 
+/* ---- owner-computes: the partial gradients' gates ------------------------------ */
+
+typedef struct {
+    tsr_desc_t *parts[TSR_GPT2_MAX_SUB_TREE];
+    int n, r;
+    const tsr_desc_t *sum;
+} partial_grad_pick_t;
+
+/* Whether this rank sends or receives tile (bi, i, j) of sub-batch r's
+ * partial gradient in the tree of sum_grads_by_tree. */
+static int moves_partial_grad(const tsr_desc_t *d, int bi, int i, int j, void *arg)
+{
+    const partial_grad_pick_t *p = arg;
+    return tsr_tile_is_local(d, bi, i, j) ||
+           tsr_sum_tree_reader(p->parts, p->n, p->sum, p->r, bi, i, j) == tsr_rank();
+}
+
+/* fetch_after for sub-batch r's partial gradients of slots [first, first +
+ * n), on the tiles this rank sends or receives alone: the others' gates
+ * would hold back nothing here, and a rank would gate every sub-batch's. */
+static int fetch_moved_partial_grads_after(tsr_gpt2_model_t *m, int r, int first, int n)
+{
+    tsr_desc_t *g = own_gate(m, dres_gate, 0);
+    partial_grad_pick_t p = { { NULL }, m->nsub, r, NULL };
+    if (m->nsub > TSR_GPT2_MAX_SUB_TREE)
+        return fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
+    for (int s = first; g && s < first + n; s++) {
+        for (int k = 0; k < m->nsub; k++)
+            p.parts[k] = m->sub[k].grads[s];
+        p.sum = m->grad_sum[s];
+        int rc = tsr_desc_fetch_after_some(m->sub[r].grads[s], g, moves_partial_grad, &p);
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
 /* The sharded sum of slots [first, first + n), placed like the parameters:
  * a tree over the sub-batches (log2 deep rather than a chain of nsub - 1
  * additions on each tile's owner, which the last gradients of a step, all
@@ -1081,7 +1125,8 @@ static int sum_grads_by_tree(tsr_gpt2_model_t *m, int first, int n)
     tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
     int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
+        rc = m->own_only ? fetch_moved_partial_grads_after(m, r, first, n)
+                         : fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
     for (int s = first; s < first + n && !rc; s++) {
         for (int r = 0; r < m->nsub; r++)
             parts[r] = m->sub[r].grads[s];
