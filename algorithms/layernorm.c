@@ -383,20 +383,34 @@ static int tree_root(tsr_desc_t *const *parts, int n, const tsr_desc_t *sum, int
 
 /* One tile: the parts in ring order from the root; at level h the part at
  * position q (a multiple of 2h) adds in the one at q + h, on its own rank;
- * the last level's addition writes the sum. */
+ * the last level's addition writes the sum. A rank leaves out the additions
+ * it neither runs nor feeds (tsr_task_involves_me) without building them:
+ * with a part per rank that is all but log2 n of a tile's n - 1. */
 static int sum_tile_by_tree(tsr_desc_t *const *parts, int n, tsr_desc_t *sum, int bi, int i, int j)
 {
     int root = tree_root(parts, n, sum, bi, i, j);
     for (int h = 1; h < n; h *= 2)
         for (int q = 0; q + h < n; q += 2 * h) {
-            tsr_tile_t a = tsr_tile(parts[(root + q) % n], bi, i, j);
-            tsr_tile_t b = tsr_tile(parts[(root + q + h) % n], bi, i, j);
-            int rc = 2 * h >= n ? tsr_insert_residual_fwd(a, b, tsr_tile(sum, bi, i, j))
-                                : tsr_insert_add(1.0, b, 1.0, a);
+            int last = 2 * h >= n;
+            tsr_tile_t t[3] = { tsr_tile(parts[(root + q) % n], bi, i, j),
+                                tsr_tile(parts[(root + q + h) % n], bi, i, j), tsr_tile(sum, bi, i, j) };
+            const enum starpu_data_access_mode modes[3] = { last ? STARPU_R : STARPU_RW, STARPU_R, STARPU_W };
+            if (!tsr_task_involves_me(t, modes, last ? 3 : 2))
+                continue;
+            int rc = last ? tsr_insert_residual_fwd(t[0], t[1], t[2]) : tsr_insert_add(1.0, t[1], 1.0, t[0]);
             if (rc)
                 return rc;
         }
     return TSR_SUCCESS;
+}
+
+int tsr_sum_tree_reader(tsr_desc_t *const *parts, int n, const tsr_desc_t *sum, int r, int bi, int i, int j)
+{
+    int root = tree_root(parts, n, sum, bi, i, j), pos = (r - root + n) % n;
+    int h = pos & -pos; /* the level at which it is added in (the root: the last) */
+    int reader = pos == 0 || 2 * h >= n ? tsr_tile_owner(sum, bi, i, j)
+                                        : tsr_tile_owner(parts[(root + pos - h) % n], bi, i, j);
+    return reader == tsr_tile_owner(parts[r], bi, i, j) ? -1 : reader;
 }
 
 static int check_sum_parts(const char *fn, tsr_desc_t *const *parts, int n, const tsr_desc_t *sum)

@@ -89,6 +89,10 @@ int tsr_residual_backward(tsr_desc_t *dout, tsr_desc_t *da, tsr_desc_t *db, tsr_
  * partial sums afterwards. n >= 2, distinct parts, sum none of them
  * (TSR_EINVAL); shapes, tiles and element type as tsr_residual_forward's. */
 int tsr_sum_tree(tsr_desc_t *const *parts, int n, tsr_desc_t *sum);
+/* The rank that receives tile (bi, i, j) of parts[r] in tsr_sum_tree's tree
+ * (the one whose addition reads it), or -1 where that is its owner: with its
+ * owner, the ranks that move the tile (to gate it: tsr_desc_fetch_after_some). */
+int tsr_sum_tree_reader(tsr_desc_t *const *parts, int n, const tsr_desc_t *sum, int r, int bi, int i, int j);
 
 #ifdef __cplusplus
 }

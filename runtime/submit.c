@@ -43,6 +43,13 @@ static int involves_rank(const tsr_tile_t *tiles, const enum starpu_data_access_
     return 0;
 }
 
+int tsr_task_involves_me(const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes, int ntiles)
+{
+    if (!tsr_ctx.mpi_active)
+        return 1;
+    return involves_rank(tiles, modes, ntiles, first_written_owner(tiles, modes, ntiles), tsr_ctx.rank);
+}
+
 /* The task's element type: that of its tiles, or bf16 when it has a bf16
  * tile and its other tiles are bf16 or float32 where the op allows it. */
 static int task_dtype(const tsr_op_t *op, const tsr_tile_t *tiles, int ntiles, tsr_dtype_t *dtype)

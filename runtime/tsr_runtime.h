@@ -178,6 +178,11 @@ void tsr_kernel_check(int rc);
  * tiles, nor holds a received copy of a tile it writes skips the call. arg (argsize bytes) is copied. */
 int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes,
                int ntiles, const void *arg, size_t argsize, int exec_rank, double flops);
+/* Whether tsr_submit would insert a task on these tiles here (exec_rank -1)
+ * rather than skip it: an algorithm that knows the task's tiles may leave
+ * out the call, and what it computes for it, where this says 0. 1 without
+ * MPI. */
+int tsr_task_involves_me(const tsr_tile_t *tiles, const enum starpu_data_access_mode *modes, int ntiles);
 
 /* The source tiles of a task, from buffer `first` on: pointers and leading
  * dimensions (float32 tiles, or bf16 ones on a CUDA worker when the op's

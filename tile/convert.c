@@ -81,27 +81,81 @@ static starpu_data_handle_t first_local_handle(tsr_desc_t *d)
 }
 #endif
 
+#if TSR_USE_MPI
+/* One gate task: tile (bi, i, j) of d waits for gate handle g. */
+static int gate_tile(tsr_desc_t *d, int bi, int i, int j, starpu_data_handle_t g)
+{
+    starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+    int ret = h ? starpu_task_insert(&gate_cl, STARPU_W, h, STARPU_W, g, 0) : 0;
+    if (!h || ret) {
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: %s", h ? "task submission failed" : "out of memory");
+        return h ? TSR_ERUNTIME : TSR_ENOMEM;
+    }
+    return TSR_SUCCESS;
+}
+#endif
+
 int tsr_desc_fetch_after(tsr_desc_t *d, tsr_desc_t *gate)
+{
+    return tsr_desc_fetch_after_some(d, gate, NULL, NULL);
+}
+
+int tsr_desc_fetch_after_some(tsr_desc_t *d, tsr_desc_t *gate, tsr_tile_pick_fn pick, void *arg)
 {
 #if TSR_USE_MPI
     if (!d || !gate || !tsr_ctx.mpi_active)
         return TSR_SUCCESS;
     starpu_data_handle_t g = first_local_handle(gate);
-    if (!g)
-        return TSR_SUCCESS;
-    for (int bi = 0; bi < d->bt; bi++)
+    for (int bi = 0; g && bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++) {
-                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
-                int ret = h ? starpu_task_insert(&gate_cl, STARPU_W, h, STARPU_W, g, 0) : 0;
-                if (!h || ret) {
-                    tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: %s", h ? "task submission failed" : "out of memory");
-                    return h ? TSR_ERUNTIME : TSR_ENOMEM;
-                }
+                int rc = !pick || pick(d, bi, i, j, arg) ? gate_tile(d, bi, i, j, g) : TSR_SUCCESS;
+                if (rc)
+                    return rc;
             }
 #else
     (void)d;
     (void)gate;
+    (void)pick;
+    (void)arg;
+#endif
+    return TSR_SUCCESS;
+}
+
+int tsr_mpi_cache_enabled(void)
+{
+#if TSR_USE_MPI
+    return !tsr_ctx.mpi_active || starpu_mpi_cache_is_enabled();
+#else
+    return 1;
+#endif
+}
+
+int tsr_desc_send_read(tsr_desc_t *d, int rank)
+{
+#if TSR_USE_MPI
+    if (!d || !tsr_ctx.mpi_active || rank == tsr_ctx.rank)
+        return TSR_SUCCESS;
+    if (!starpu_mpi_cache_is_enabled())
+        return TSR_ENOTSUP;
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                if (!tsr_tile_is_local(d, bi, i, j))
+                    continue;
+                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+                if (!h)
+                    return TSR_ENOMEM;
+                if (starpu_mpi_get_data_on_node_detached(tsr_ctx.comm, h, rank, NULL, NULL) != 0) {
+                    tsr_log(TSR_LOG_ERROR, "sending a tile of descriptor %d to rank %d failed", d->id, rank);
+                    return TSR_ERUNTIME;
+                }
+                if (!d->keep_received) /* as the reading call's tsr_desc_flush */
+                    starpu_mpi_cache_flush(tsr_ctx.comm, h);
+            }
+#else
+    (void)d;
+    (void)rank;
 #endif
     return TSR_SUCCESS;
 }

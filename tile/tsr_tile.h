@@ -166,6 +166,22 @@ void tsr_desc_alloc_on_write(tsr_desc_t *d);
  * its own tile; a rank owning no tile of gate does nothing, and so does a
  * run without MPI. */
 int tsr_desc_fetch_after(tsr_desc_t *d, tsr_desc_t *gate);
+/* tsr_desc_fetch_after for the tiles pick(d, bi, i, j, arg) says yes to
+ * alone (pick NULL: every tile): a rank gates only the tiles it sends or
+ * receives, not those of the whole descriptor. */
+typedef int (*tsr_tile_pick_fn)(const tsr_desc_t *d, int bi, int i, int j, void *arg);
+int tsr_desc_fetch_after_some(tsr_desc_t *d, tsr_desc_t *gate, tsr_tile_pick_fn pick, void *arg);
+/* Owner-computes without walking the other ranks' tasks. A rank that leaves
+ * out an algorithm call whose tasks all run on `rank` and read every tile of
+ * d (it neither runs nor writes any of them) does what the call would have
+ * done to d here: it sends each tile of d it owns to `rank` (StarPU-MPI's
+ * cached send: the receive is posted by that rank's own submission of the
+ * call) and then flushes it as the call does (tsr_desc_flush). It needs the
+ * StarPU-MPI communication cache (off with STARPU_MPI_CACHE=0:
+ * tsr_mpi_cache_enabled says 0 and tsr_desc_send_read returns TSR_ENOTSUP;
+ * then every rank must submit every call). Nothing to do without MPI. */
+int tsr_mpi_cache_enabled(void);
+int tsr_desc_send_read(tsr_desc_t *d, int rank);
 /* Bytes of d's tiles that StarPU allocated in this process's memory and
  * that hold a value now: with owned 0 the copies of other ranks' tiles
  * (received, or on their way to be dropped), with owned 1 the tiles of an

@@ -14,6 +14,8 @@ enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
  * the oldest one not yet summed (wte_grad_by_columns): one being made while
  * one is sent and added */
 enum { WTE_COLUMNS_IN_FLIGHT = 2 };
+/* Sub-batches whose partial gradients' gates follow the tree (more: all gated). */
+#define TSR_GPT2_MAX_SUB_TREE 1024
 
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
 
@@ -458,6 +460,85 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     return rc;
 }
 
+/* ---- owner-computes: a rank submits only the sub-batches it runs --------------- */
+
+/* The rank all of sub-batch b's samples are on (owner_2d), or -1 when they
+ * span several ranks. */
+static int sub_batch_rank(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    int P = tsr_size(), first = b->dist2d.first, rank = first * P / m->B;
+    return rank == (first + b->B - 1) * P / m->B ? rank : -1;
+}
+
+/* Whether a rank may leave out the forward and backward of the sub-batches
+ * wholly on another rank rather than walk their tasks to skip each one (a
+ * walk that grows with the cluster): their tasks then involve it only
+ * through the parameter tiles it owns, which each call reads whole and which
+ * it sends instead (tsr_desc_send_read). That holds with the gradients
+ * summed into shards (grad_sum: the sub-batches' own stay on their rank),
+ * ordered accumulation (REDUX runs tasks on the parameters' owners), fused
+ * projections without temporaries or none (a temporary takes MPI tags,
+ * which every rank must count alike) and StarPU-MPI's communication cache
+ * (STARPU_MPI_CACHE=0: every rank walks every sub-batch). */
+static int leaves_out_other_ranks(const tsr_gpt2_model_t *m)
+{
+    const tsr_gpt2_batch_t *b = &m->sub[0];
+    const tsr_gpt2_layer_acts_t *a = &b->acts[0];
+    int no_temporaries = !m->fused || (tsr_linear_qkv_fusable(a->ln1, m->params[slot(0, QKVW)], a->q) &&
+                                       tsr_linear_attproj_fusable(a->atty, m->params[slot(0, ATTPROJW)], a->res2));
+    return tsr_size() > 1 && m->grad_sum && m->tiles.accum == TSR_REDUCTION_ORDERED && no_temporaries &&
+           tsr_mpi_cache_enabled();
+}
+
+/* Whether this rank submits sub-batch b's forward and backward. */
+static int runs_here(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    int rank = m->own_only ? sub_batch_rank(m, b) : -1;
+    return rank < 0 || rank == tsr_rank();
+}
+
+/* In place of calls of sub-batch b (on another rank) that read the
+ * parameters of slots[0 .. n) whole, in that order: the tiles this rank
+ * owns go to b's rank. */
+static int send_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, const int *slots, int n)
+{
+    int rank = sub_batch_rank(m, b), rc = TSR_SUCCESS;
+    for (int k = 0; k < n && !rc; k++)
+        rc = tsr_desc_send_read(m->params[slots[k]], rank);
+    return rc;
+}
+
+/* What block_forward, block_backward, loss_forward and head_backward read
+ * of the parameters, call by call (layernorms read their weights and
+ * biases, linear layers their weights, the forward their biases too; the
+ * backward's weight gradients read no parameter). */
+static int send_block_forward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, int l)
+{
+    int slots[TSR_GPT2_PER_LAYER];
+    for (int k = 0; k < TSR_GPT2_PER_LAYER; k++) /* LN1W .. FCPROJB: the order of block_forward */
+        slots[k] = slot(l, k);
+    return send_params(m, b, slots, TSR_GPT2_PER_LAYER);
+}
+
+static int send_block_backward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, int l)
+{
+    const int slots[] = { slot(l, FCPROJW), slot(l, FCW), slot(l, LN2W), slot(l, ATTPROJW), slot(l, QKVW),
+                          slot(l, LN1W) };
+    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+}
+
+static int send_loss_forward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    const int slots[] = { LNFW, LNFB, WTE };
+    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+}
+
+static int send_head_backward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+{
+    const int slots[] = { WTE, LNFW }; /* the LM head's input gradient, the final layernorm's */
+    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+}
+
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
                           const tsr_gpt2_tiles_t *tiles, int state_on_rank0)
 {
@@ -509,6 +590,8 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
         rc = tsr_gpt2_place_state(m);
     if (rc)
         tsr_gpt2_model_destroy(m);
+    else
+        m->own_only = leaves_out_other_ranks(m);
     return rc;
 }
 
@@ -796,15 +879,19 @@ static int has_samples_here(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b
  * tasks run a few layers behind their submission, so without it the
  * copies of every layer's parameters (and partial gradients) would be
  * received as soon as their owners have them, and held at once. */
+static tsr_desc_t *own_gate(tsr_gpt2_model_t *m, tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
+{
+    tsr_desc_t *g = NULL;
+    for (int r = m->nsub - 1; r >= 0 && !g && tsr_size() > 1; r--)
+        if (has_samples_here(m, &m->sub[r]))
+            g = gate(&m->sub[r], l);
+    return g;
+}
+
 static int fetch_after(tsr_gpt2_model_t *m, tsr_desc_t **set, int first, int n,
                        tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
 {
-    tsr_desc_t *g = NULL;
-    if (tsr_size() < 2)
-        return TSR_SUCCESS;
-    for (int r = m->nsub - 1; r >= 0 && !g; r--)
-        if (has_samples_here(m, &m->sub[r]))
-            g = gate(&m->sub[r], l);
+    tsr_desc_t *g = own_gate(m, gate, l);
     for (int s = first; g && s < first + n; s++) {
         int rc = tsr_desc_fetch_after(set[s], g);
         if (rc)
@@ -856,10 +943,12 @@ static int forward_layers(tsr_gpt2_model_t *m, int with_loss)
         else if (!(rc = fetch_after(m, p, WTE, 1, input_gate, l))) /* the LM head's */
             rc = fetch_after(m, p, LNFW, 2, input_gate, l);
         for (int r = 0; r < m->nsub && !rc; r++)
-            rc = block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l));
+            rc = runs_here(m, &m->sub[r]) ? block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l))
+                                          : send_block_forward_params(m, &m->sub[r], l);
     }
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = loss_forward(m, &m->sub[r], with_loss);
+        rc = runs_here(m, &m->sub[r]) ? loss_forward(m, &m->sub[r], with_loss)
+                                      : send_loss_forward_params(m, &m->sub[r]);
     return rc;
 }
 
@@ -1035,7 +1124,63 @@ static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
     return rc;
 }
 
+/* ---- owner-computes: the partial gradients' gates ------------------------------ */
+
+typedef struct {
+    tsr_desc_t *parts[TSR_GPT2_MAX_SUB_TREE];
+    int n, r;
+    const tsr_desc_t *sum;
+} partial_grad_pick_t;
+
+/* Whether this rank sends or receives tile (bi, i, j) of sub-batch r's
+ * partial gradient in the tree of sum_grads_by_tree. */
+static int moves_partial_grad(const tsr_desc_t *d, int bi, int i, int j, void *arg)
+{
+    const partial_grad_pick_t *p = arg;
+    return tsr_tile_is_local(d, bi, i, j) ||
+           tsr_sum_tree_reader(p->parts, p->n, p->sum, p->r, bi, i, j) == tsr_rank();
+}
+
+/* fetch_after for parts[r] on the tiles this rank sends or receives in the
+ * tree that sums parts[0 .. nsub) into sum (nsub <= TSR_GPT2_MAX_SUB_TREE). */
+static int fetch_moved_after(const tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int r, const tsr_desc_t *sum,
+                             tsr_desc_t *g)
+{
+    partial_grad_pick_t p = { { NULL }, m->nsub, r, sum };
+    for (int k = 0; k < m->nsub; k++)
+        p.parts[k] = parts[k];
+    return tsr_desc_fetch_after_some(parts[r], g, moves_partial_grad, &p);
+}
+
+/* fetch_after for sub-batch r's partial gradients of slots [first, first +
+ * n), on the tiles this rank sends or receives alone: the others' gates
+ * would hold back nothing here, and a rank would gate every sub-batch's. */
+static int fetch_moved_partial_grads_after(tsr_gpt2_model_t *m, int r, int first, int n)
+{
+    tsr_desc_t *g = own_gate(m, dres_gate, 0), *parts[TSR_GPT2_MAX_SUB_TREE];
+    if (m->nsub > TSR_GPT2_MAX_SUB_TREE)
+        return fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
+    for (int s = first; g && s < first + n; s++) {
+        for (int k = 0; k < m->nsub; k++)
+            parts[k] = m->sub[k].grads[s];
+        int rc = fetch_moved_after(m, parts, r, m->grad_sum[s], g);
+        if (rc)
+            return rc;
+    }
+    return TSR_SUCCESS;
+}
+
 static tsr_desc_t *dwte_column_gate(tsr_gpt2_batch_t *b, int c) { return b->dwte_cols[c]; }
+
+/* Column c of sub-batch r's partial token-embedding gradient waits for
+ * column c - WTE_COLUMNS_IN_FLIGHT of this rank's own to be summed. */
+static int fetch_wte_column_after(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int r, int c)
+{
+    int gate_column = c - WTE_COLUMNS_IN_FLIGHT;
+    if (m->own_only && m->nsub <= TSR_GPT2_MAX_SUB_TREE)
+        return fetch_moved_after(m, parts, r, m->dwte_sum_cols[c], own_gate(m, dwte_column_gate, gate_column));
+    return fetch_after(m, m->sub[r].dwte_cols, c, 1, dwte_column_gate, gate_column);
+}
 
 /* Sharded: the token embedding's gradient (the tied LM head's weight
  * gradient plus the encoder's), a column of vocabulary tiles at a time:
@@ -1053,13 +1198,17 @@ static int wte_grad_by_columns(tsr_gpt2_model_t *m)
     tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
     int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = fetch_after(m, m->sub[r].grads, WTE, 1, dres_gate, 0);
+        rc = m->own_only ? fetch_moved_partial_grads_after(m, r, WTE, 1)
+                         : fetch_after(m, m->sub[r].grads, WTE, 1, dres_gate, 0);
     for (int c = 0; c < m->wte_ncols && !rc; c++) {
+        for (int r = 0; r < m->nsub; r++)
+            parts[r] = m->sub[r].dwte_cols[c];
         for (int r = 0; r < m->nsub && !rc && c >= WTE_COLUMNS_IN_FLIGHT; r++)
-            rc = fetch_after(m, m->sub[r].dwte_cols, c, 1, dwte_column_gate, c - WTE_COLUMNS_IN_FLIGHT);
+            rc = fetch_wte_column_after(m, parts, r, c);
         for (int r = 0; r < m->nsub && !rc; r++) {
             tsr_gpt2_batch_t *b = &m->sub[r];
-            parts[r] = b->dwte_cols[c];
+            if (!runs_here(m, b)) /* its rank makes it from its own tiles alone */
+                continue;
             rc = tsr_linear_backward(b->lnf, m->wte_cols[c], b->logits_rows[c], NULL, parts[r], NULL, TSR_OVERWRITE,
                                      TSR_OVERWRITE, acc);
             if (!rc)
@@ -1091,7 +1240,8 @@ static int sum_grads_by_tree(tsr_gpt2_model_t *m, int first, int n)
     tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
     int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
+        rc = m->own_only ? fetch_moved_partial_grads_after(m, r, first, n)
+                         : fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
     for (int s = first; s < first + n && !rc; s++) {
         for (int r = 0; r < m->nsub; r++)
             parts[r] = m->sub[r].grads[s];
@@ -1131,13 +1281,17 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
     if (!rc)
         rc = fetch_layer_after(m, L - 1, logits_gate, 0);
     for (int r = 0; r < m->nsub && !rc; r++)
-        rc = head_backward(m, &m->sub[r]);
+        rc = runs_here(m, &m->sub[r]) ? head_backward(m, &m->sub[r]) : send_head_backward_params(m, &m->sub[r]);
     if (!rc && m->grad_sum)
         rc = sum_grads_by_tree(m, LNFW, 2);
     for (int l = L - 1; l >= 0 && !rc; l--) {
         if (l > 0)
             rc = fetch_layer_after(m, l - 1, dres_gate, l);
         for (int r = 0; r < m->nsub && !rc; r++) {
+            if (!runs_here(m, &m->sub[r])) {
+                rc = send_block_backward_params(m, &m->sub[r], l);
+                continue;
+            }
             rc = block_backward(m, &m->sub[r], l, block_input(&m->sub[r], l));
             if (!rc)
                 invalidate_layer(&m->sub[r], l);
@@ -1147,8 +1301,8 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
     }
     if (!rc && m->grad_sum)
         rc = wte_grad_by_columns(m);
-    for (int r = 0; r < m->nsub && !rc; r++)
-        rc = embeddings_backward(m, &m->sub[r]);
+    for (int r = 0; r < m->nsub && !rc; r++) /* on another rank: it reads no parameter */
+        rc = runs_here(m, &m->sub[r]) ? embeddings_backward(m, &m->sub[r]) : TSR_SUCCESS;
     if (rc)
         return rc;
     return m->grad_sum ? sum_grads_by_tree(m, WPE, 1) : sum_grads_in_order(m);

@@ -153,6 +153,8 @@ typedef struct {
      * summed gradient (wte_grad_by_columns), else NULL */
     tsr_desc_t **wte_cols, **dwte_sum_cols;
     int wte_ncols;
+    int own_only;            /* a rank submits only the sub-batches on it (the
+                              * others: the parameter tiles it sends them) */
 } tsr_gpt2_model_t;
 
 /* Create every descriptor (collective). Checks the tiles against the model;
