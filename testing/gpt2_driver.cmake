@@ -5,7 +5,8 @@ tsr_add_test(gpt2_driver ${GPT2_DRIVER_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_d
 if(TSR_USE_MPI)
   tsr_add_test(gpt2_driver_mpi2 ${GPT2_DRIVER_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_driver_mpi2_work
                ${TSR_MPIRUN} 2)
-  set_tests_properties(gpt2_driver_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
+  # about 40 checks of two-rank runs: 3-4 minutes on 2 idle cores
+  set_tests_properties(gpt2_driver_mpi2 PROPERTIES PROCESSORS 2 LABELS "mpi;slow" TIMEOUT 600)
   # sharded states: saved on 2 ranks, resumed on 1 and 4, and as single
   # files of versions 2 and 1 (ranks); a rank killed between its shard and
   # the commit leaves the previous state (kill)
