@@ -84,7 +84,7 @@ tsr_add_test(gpt2_shards ${GPT2_SHARDS_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_s
 set_tests_properties(gpt2_shards PROPERTIES LABELS gpt2)
 if(TSR_USE_MPI)
   tsr_add_test(gpt2_shards_mpi2 ${GPT2_SHARDS_CHECK} ${CMAKE_CURRENT_BINARY_DIR}/gpt2_shards_mpi2_work ${TSR_MPIRUN} 2)
-  set_tests_properties(gpt2_shards_mpi2 PROPERTIES PROCESSORS 2 LABELS "gpt2;mpi")
+  set_tests_properties(gpt2_shards_mpi2 PROPERTIES PROCESSORS 2 LABELS "gpt2;mpi;slow" TIMEOUT 600)
 endif()
 # inputs that disagree: a state resumed on another training file, --model
 # against --load / --resume, a file too small for one batch, bad states found

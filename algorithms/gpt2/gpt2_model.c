@@ -11,9 +11,11 @@ enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW
 enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
 
 /* Columns of tiles of the token embedding's gradient a rank makes ahead of
- * the oldest one not yet summed (wte_grad_by_columns): one being made while
- * one is sent and added */
-enum { WTE_COLUMNS_IN_FLIGHT = 2 };
+ * the oldest one not yet summed (wte_grad_by_columns). Two kept 16 workers
+ * waiting on the sums (simulated weak T256, 2 nodes: 0.77 against 0.99
+ * ungated); four: 0.91, with the same 4-rank peak RSS for 124M (1158 MB,
+ * against 1258 MB with six). */
+enum { WTE_COLUMNS_IN_FLIGHT = 4 };
 /* Sub-batches whose partial gradients' gates follow the tree (more: all gated). */
 #define TSR_GPT2_MAX_SUB_TREE 1024
 
