@@ -16,8 +16,6 @@ enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
  * ungated); four: 0.91, with the same 4-rank peak RSS for 124M (1158 MB,
  * against 1258 MB with six). */
 enum { WTE_COLUMNS_IN_FLIGHT = 4 };
-/* Sub-batches whose partial gradients' gates follow the tree (more: all gated). */
-#define TSR_GPT2_MAX_SUB_TREE 1024
 
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
 
@@ -1129,7 +1127,7 @@ static int embeddings_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 /* ---- owner-computes: the partial gradients' gates ------------------------------ */
 
 typedef struct {
-    tsr_desc_t *parts[TSR_GPT2_MAX_SUB_TREE];
+    tsr_desc_t *const *parts;
     int n, r;
     const tsr_desc_t *sum;
 } partial_grad_pick_t;
@@ -1144,13 +1142,11 @@ static int moves_partial_grad(const tsr_desc_t *d, int bi, int i, int j, void *a
 }
 
 /* fetch_after for parts[r] on the tiles this rank sends or receives in the
- * tree that sums parts[0 .. nsub) into sum (nsub <= TSR_GPT2_MAX_SUB_TREE). */
+ * tree that sums parts[0 .. nsub) into sum. */
 static int fetch_moved_after(const tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int r, const tsr_desc_t *sum,
                              tsr_desc_t *g)
 {
-    partial_grad_pick_t p = { { NULL }, m->nsub, r, sum };
-    for (int k = 0; k < m->nsub; k++)
-        p.parts[k] = parts[k];
+    partial_grad_pick_t p = { parts, m->nsub, r, sum };
     return tsr_desc_fetch_after_some(parts[r], g, moves_partial_grad, &p);
 }
 
@@ -1159,17 +1155,15 @@ static int fetch_moved_after(const tsr_gpt2_model_t *m, tsr_desc_t *const *parts
  * would hold back nothing here, and a rank would gate every sub-batch's. */
 static int fetch_moved_partial_grads_after(tsr_gpt2_model_t *m, int r, int first, int n)
 {
-    tsr_desc_t *g = own_gate(m, dres_gate, 0), *parts[TSR_GPT2_MAX_SUB_TREE];
-    if (m->nsub > TSR_GPT2_MAX_SUB_TREE)
-        return fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
-    for (int s = first; g && s < first + n; s++) {
+    tsr_desc_t *g = own_gate(m, dres_gate, 0), **parts = malloc(m->nsub * sizeof *parts);
+    int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
+    for (int s = first; g && s < first + n && !rc; s++) {
         for (int k = 0; k < m->nsub; k++)
             parts[k] = m->sub[k].grads[s];
-        int rc = fetch_moved_after(m, parts, r, m->grad_sum[s], g);
-        if (rc)
-            return rc;
+        rc = fetch_moved_after(m, parts, r, m->grad_sum[s], g);
     }
-    return TSR_SUCCESS;
+    free(parts);
+    return rc;
 }
 
 static tsr_desc_t *dwte_column_gate(tsr_gpt2_batch_t *b, int c) { return b->dwte_cols[c]; }
@@ -1179,7 +1173,7 @@ static tsr_desc_t *dwte_column_gate(tsr_gpt2_batch_t *b, int c) { return b->dwte
 static int fetch_wte_column_after(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int r, int c)
 {
     int gate_column = c - WTE_COLUMNS_IN_FLIGHT;
-    if (m->own_only && m->nsub <= TSR_GPT2_MAX_SUB_TREE)
+    if (m->own_only)
         return fetch_moved_after(m, parts, r, m->dwte_sum_cols[c], own_gate(m, dwte_column_gate, gate_column));
     return fetch_after(m, m->sub[r].dwte_cols, c, 1, dwte_column_gate, gate_column);
 }
