@@ -163,11 +163,8 @@ static void check_cache(tsr_config_t *cfg, const char *cache)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CACHE_DIR\n", argv[0]);
+    if (!tsr_check_cache_dir_arg(argc, argv))
         return 2;
-    }
-    setenv("TSR_CACHE_DIR", argv[1], 1);
     clear_models(argv[1]);
     tsr_config_t cfg;
     tsr_config_default(&cfg);

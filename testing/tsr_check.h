@@ -3,6 +3,7 @@
 #ifndef TSR_CHECK_H
 #define TSR_CHECK_H
 #include <stdio.h>
+#include <stdlib.h>
 
 static int tsr_checks_passed, tsr_checks_failed;
 
@@ -23,5 +24,17 @@ static inline int tsr_check_report(const char *name)
 {
     printf("%s: %d passed, %d failed\n", name, tsr_checks_passed, tsr_checks_failed);
     return tsr_checks_failed ? 1 : 0;
+}
+
+/* The tests that write tile models take the cache folder as their one
+ * argument: sets TSR_CACHE_DIR to it; 0 (after a usage line) when absent. */
+static inline int tsr_check_cache_dir_arg(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CACHE_DIR\n", argv[0]);
+        return 0;
+    }
+    setenv("TSR_CACHE_DIR", argv[1], 1);
+    return 1;
 }
 #endif
