@@ -50,6 +50,12 @@ tsr_add_test(replay_gpt2_tiles bash ${CMAKE_CURRENT_SOURCE_DIR}/check_replay_gpt
 # --precision bf16 against float32 on CPU workers (losses within 2e-2)
 tsr_add_test(gpt2_bf16 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_bf16.sh $<TARGET_FILE:tsr_gpt2>
              ${CMAKE_CURRENT_BINARY_DIR}/gpt2_bf16_work)
+if(TSR_USE_MPI)
+  # under mpirun -np 2: a step sends half the float32 run's bytes
+  tsr_add_test(gpt2_bf16_mpi2 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_bf16.sh $<TARGET_FILE:tsr_gpt2>
+               ${CMAKE_CURRENT_BINARY_DIR}/gpt2_bf16_mpi2_work ${TSR_MPIRUN} 2)
+  set_tests_properties(gpt2_bf16_mpi2 PROPERTIES PROCESSORS 2 LABELS mpi)
+endif()
 # the GPU node script (timing/gpu_node.sh): arguments and its loss comparison,
 # on stand-in trainers
 tsr_add_test(gpu_node_script bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpu_node.sh
