@@ -7,6 +7,7 @@
  * MPI process. There every operation is built from StarPU-MPI point-to-point
  * messages (rank 0 gathers, then sends to all), so that it also costs
  * simulated network time. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <starpu.h>
@@ -202,4 +203,17 @@ int tsr_any(int flag)
     if (tsr_allreduce_double(&any, TSR_REDUCE_MAX))
         return 1; /* cannot agree: every rank that sees this stops */
     return any != 0;
+}
+
+void tsr_abort_ranks(int status)
+{
+#if TSR_USE_MPI
+    if (tsr_ctx.mpi_active && tsr_ctx.size > 1 && !tsr_simulated()) {
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(tsr_ctx.raw_comm, status);
+    }
+#else
+    (void)status;
+#endif
 }

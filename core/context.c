@@ -16,6 +16,9 @@
 #endif
 #if TSR_USE_MPI
 #include <starpu_mpi.h>
+#if !defined(STARPU_SIMGRID) && defined(__has_include) && __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* Open MPI's MPIX_Query_cuda_support; not SMPI's */
+#endif
 #endif
 
 static _Atomic uint64_t tasks_submitted;
@@ -211,16 +214,37 @@ static int plan_workers(const tsr_config_t *cfg, tsr_workers_plan_t *plan)
     return rc;
 }
 
+/* Whether the MPI library takes GPU buffers (Open MPI's
+ * MPIX_Query_cuda_support): StarPU-MPI then sends tiles from GPU memory
+ * (STARPU_MPI_GPUDIRECT, on by default), else through host memory. */
+static int mpi_is_cuda_aware(void)
+{
+#if TSR_USE_MPI && defined(MPIX_CUDA_AWARE_SUPPORT)
+    return MPIX_Query_cuda_support();
+#else
+    return 0;
+#endif
+}
+
+/* Under MPI with CUDA workers: how tiles on a GPU travel between ranks. */
+static const char *gpu_traffic(void)
+{
+    if (tsr_ctx.size < 2 || tsr_ncuda_workers() == 0)
+        return "";
+    return mpi_is_cuda_aware() ? ", MPI CUDA-aware (GPU tiles sent from GPU memory)"
+                               : ", MPI not CUDA-aware (GPU tiles staged in host memory)";
+}
+
 static void describe_runtime(int tf32, const char *reason)
 {
     int major, minor, release;
     starpu_get_version(&major, &minor, &release);
     snprintf(runtime_summary, sizeof runtime_summary,
-             "StarPU %d.%d.%d (CUDA %s, FxT %s, max %d CPUs), %d CPU + %d CUDA workers%s, scheduler %s, %d rank(s)%s%s",
+             "StarPU %d.%d.%d (CUDA %s, FxT %s, max %d CPUs), %d CPU + %d CUDA workers%s, scheduler %s, %d rank(s)%s%s%s",
              major, minor, release, STARPU_HAS_CUDA ? "yes" : "no", STARPU_HAS_FXT ? "yes" : "no",
              STARPU_MAXCPUS, tsr_ncpu_workers(), tsr_ncuda_workers(),
              tsr_ncuda_workers() == 0 ? "" : tf32 ? " (GEMMs in TF32)" : " (GEMMs in strict float32)", sched_name,
-             tsr_ctx.size, *reason ? "; " : "", reason);
+             tsr_ctx.size, gpu_traffic(), *reason ? "; " : "", reason);
 }
 
 #if TSR_USE_CUDA && STARPU_HAS_CUDA

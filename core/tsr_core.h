@@ -139,6 +139,11 @@ int tsr_barrier(void);
 int tsr_broadcast(void *buf, size_t bytes, int root);
 /* 1 when flag is non-zero on any rank (collective; the flag itself without MPI). */
 int tsr_any(int flag);
+/* Ends every rank with exit status `status` (MPI_Abort), for a failure on
+ * one rank in the middle of a step: the others would wait forever on the
+ * messages it no longer sends. Returns (doing nothing) on a single rank,
+ * without MPI and under simulation. */
+void tsr_abort_ranks(int status);
 /* Every rank's `bytes` bytes at mine, in rank order, into all (collective;
  * without MPI a copy). */
 int tsr_allgather(const void *mine, void *all, size_t bytes);

@@ -2,6 +2,7 @@
  * and does not crash. Under mpirun -np 2 it also checks process-grid
  * mismatches. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -233,8 +234,36 @@ static void check_resident_gpu_data(void)
     CHECK(target && strcmp(target, "7") == 0);
 }
 
+/* --abort-ranks: rank 1 ends every rank (tsr_abort_ranks) while rank 0
+ * waits for it in a barrier it never joins; CTest passes on rank 1's line
+ * and fails on rank 0's or a timeout. On one rank it returns. */
+static int check_abort_ranks(void)
+{
+    if (tsr_size() == 1) {
+        tsr_abort_ranks(3);
+        printf("abort_ranks: one rank: tsr_abort_ranks returned\n");
+        return 0;
+    }
+    if (tsr_rank() == 1) {
+        printf("abort_ranks: rank 1 ends every rank\n");
+        tsr_abort_ranks(3);
+    }
+    tsr_barrier();
+    printf("abort_ranks: rank %d passed the barrier\n", tsr_rank());
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--abort-ranks") == 0) {
+        tsr_config_t cfg;
+        tsr_config_default(&cfg);
+        cfg.ncpus = 1;
+        CHECK_RC(tsr_init(&cfg, &argc, &argv), TSR_SUCCESS);
+        int rc = check_abort_ranks();
+        tsr_finalize();
+        return rc;
+    }
     check_before_init();
     check_strerror();
     tsr_config_t cfg;

@@ -91,6 +91,19 @@ static step_timing_t step_timing(const trainer_t *t, int first, int s)
     return fills && drains ? STEP_WHOLE : fills ? STEP_FILL : drains ? STEP_DRAIN : STEP_STEADY;
 }
 
+/* A step that fails on one rank of several (out of memory, a read error, a
+ * failed task) leaves the others waiting on its messages: every rank ends,
+ * with the reason on the failing one's stderr. */
+static int ends_every_rank_on_failure(int rc, int step)
+{
+    if (rc && tsr_size() > 1) {
+        fprintf(stderr, "tsr_gpt2: rank %d: step %d failed: %s; ending every rank\n", tsr_rank(), step,
+                tsr_strerror(rc));
+        tsr_abort_ranks(1);
+    }
+    return rc;
+}
+
 static int train(trainer_t *t)
 {
     int rc = 0, first = t->step, BT = t->opt.B * t->opt.T;
@@ -105,13 +118,13 @@ static int train(trainer_t *t)
         gpt2_clear_progress();
         step_timing_t kind = step_timing(t, first, s);
         if (!rc && evaluate) {
-            rc = gpt2_val_loss(t, &vl);
+            rc = ends_every_rank_on_failure(gpt2_val_loss(t, &vl), s);
             t->last_val = vl;
             if (!rc && tsr_rank() == 0 && !t->opt.quiet)
                 printf("val loss %f\n", vl);
         }
         if (!rc && sample)
-            rc = gpt2_generate(t);
+            rc = ends_every_rank_on_failure(gpt2_generate(t), s);
         char mark[32];
         snprintf(mark, sizeof mark, "step %d", s);
         tsr_schedule_mark(mark);
@@ -119,7 +132,8 @@ static int train(trainer_t *t)
         if (t->sent_from && kind == STEP_STEADY && t->comm_steps == 0)
             tsr_comm_bytes_sent(t->sent_from);
         if (!rc)
-            rc = train_step(t, &loss, &ms, &submit_ms, &submit_cpu_ms, kind == STEP_DRAIN || kind == STEP_WHOLE);
+            rc = ends_every_rank_on_failure(
+                train_step(t, &loss, &ms, &submit_ms, &submit_cpu_ms, kind == STEP_DRAIN || kind == STEP_WHOLE), s);
         if (t->sent_to && kind == STEP_STEADY && !rc) {
             tsr_comm_bytes_sent(t->sent_to);
             t->comm_steps++;
