@@ -127,18 +127,13 @@ void tsr_schedule_mark(const char *label)
     if (!atomic_load(&rec.recording) || !tsr_ctx.initialized || rec.nmarks >= MAX_MARKS)
         return;
     mark_t *m = &rec.marks[rec.nmarks];
+    /* the copy totals so far, then this mark's own */
+    if (rec.nmarks)
+        *m = rec.marks[rec.nmarks - 1];
+    else
+        memset(m, 0, sizeof *m);
     snprintf(m->label, sizeof m->label, "%s", label ? label : "");
     m->us = starpu_timing_now();
-    if (rec.nmarks) { /* the totals so far, the label and time set above */
-        const mark_t *prev = &rec.marks[rec.nmarks - 1];
-        m->bytes_to_gpus = prev->bytes_to_gpus;
-        m->bytes_from_gpus = prev->bytes_from_gpus;
-        m->bytes_between_gpus = prev->bytes_between_gpus;
-        m->copies_between_gpus = prev->copies_between_gpus;
-    } else {
-        m->bytes_to_gpus = m->bytes_from_gpus = m->bytes_between_gpus = 0;
-        m->copies_between_gpus = 0;
-    }
     add_bus_traffic(m);
     rec.nmarks++;
 }
