@@ -505,6 +505,11 @@ static void print_steady_window(FILE *out, const long *order, long n)
         fprintf(out, "  steady steps' host <-> GPU copies: %.3f MB host to GPU, %.3f MB GPU to host a step "
                 "(%d steps)\n", (to->bytes_to_gpus - from->bytes_to_gpus) / 1e6 / steps,
                 (to->bytes_from_gpus - from->bytes_from_gpus) / 1e6 / steps, steps);
+        /* data parallelism over GPUs: each copy between them is a fixed cost */
+        if (starpu_cuda_worker_get_count() > 1)
+            fprintf(out, "  steady steps' GPU <-> GPU copies: %.1f copies, %.1f MB a step (%d steps)\n",
+                    (double)(to->copies_between_gpus - from->copies_between_gpus) / steps,
+                    (to->bytes_between_gpus - from->bytes_between_gpus) / 1e6 / steps, steps);
     }
     print_window_replay(out, order, n, from->us, to->us);
     print_kinds(out, kinds, nkinds, 0);

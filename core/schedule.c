@@ -100,10 +100,10 @@ int tsr_schedule_start(void)
     return TSR_SUCCESS;
 }
 
-/* Adds the bytes StarPU copied from host memory to GPU memory and back
- * since the last call to the running totals (reading a bus's counters
- * resets them). */
-static void add_bus_bytes(double *to_gpus, double *from_gpus)
+/* Adds the bytes StarPU copied from host memory to GPU memory and back,
+ * and the bytes and copies between GPUs, since the last call to the
+ * running totals of m (reading a bus's counters resets them). */
+static void add_bus_traffic(mark_t *m)
 {
     for (int b = 0; b < starpu_bus_get_count(); b++) {
         struct starpu_profiling_bus_info info;
@@ -112,9 +112,13 @@ static void add_bus_bytes(double *to_gpus, double *from_gpus)
         enum starpu_node_kind src = starpu_node_get_kind((unsigned)starpu_bus_get_src(b));
         enum starpu_node_kind dst = starpu_node_get_kind((unsigned)starpu_bus_get_dst(b));
         if (src == STARPU_CPU_RAM && dst == STARPU_CUDA_RAM)
-            *to_gpus += (double)info.transferred_bytes;
+            m->bytes_to_gpus += (double)info.transferred_bytes;
         else if (src == STARPU_CUDA_RAM && dst == STARPU_CPU_RAM)
-            *from_gpus += (double)info.transferred_bytes;
+            m->bytes_from_gpus += (double)info.transferred_bytes;
+        else if (src == STARPU_CUDA_RAM && dst == STARPU_CUDA_RAM) {
+            m->bytes_between_gpus += (double)info.transferred_bytes;
+            m->copies_between_gpus += info.transfer_count;
+        }
     }
 }
 
@@ -123,11 +127,14 @@ void tsr_schedule_mark(const char *label)
     if (!atomic_load(&rec.recording) || !tsr_ctx.initialized || rec.nmarks >= MAX_MARKS)
         return;
     mark_t *m = &rec.marks[rec.nmarks];
+    /* the copy totals so far, then this mark's own */
+    if (rec.nmarks)
+        *m = rec.marks[rec.nmarks - 1];
+    else
+        memset(m, 0, sizeof *m);
     snprintf(m->label, sizeof m->label, "%s", label ? label : "");
     m->us = starpu_timing_now();
-    m->bytes_to_gpus = rec.nmarks ? rec.marks[rec.nmarks - 1].bytes_to_gpus : 0;
-    m->bytes_from_gpus = rec.nmarks ? rec.marks[rec.nmarks - 1].bytes_from_gpus : 0;
-    add_bus_bytes(&m->bytes_to_gpus, &m->bytes_from_gpus);
+    add_bus_traffic(m);
     rec.nmarks++;
 }
 

@@ -26,6 +26,8 @@ typedef struct {
     char label[32];
     double us;
     double bytes_to_gpus, bytes_from_gpus; /* host <-> GPU transfers so far */
+    double bytes_between_gpus;             /* GPU -> GPU transfers so far */
+    long copies_between_gpus;
 } tsr_schedule_mark_t;
 
 /* What tsr_finalize hands to the analysis: ntasks records (tsr_recorded_task),

@@ -13,11 +13,13 @@
 # at 450 GB/s: replicate_gpu.sh), the GPUs alone, one sub-batch each; asserts
 # 0 CPU + 2 CUDA workers and 2 sub-batches, sub-batch 0 on GPU 0 and 1 on
 # GPU 1 (the runtime line), tasks on both GPUs, no copies between host and
-# GPUs in the steady steps (the state stays on the GPUs), and the step
-# within 2.5x one GPU's with the whole batch (4.8x when the scheduler
-# spread each sub-batch's tasks over both GPUs; 2.1x with them placed:
-# T64 steps are set by per-task costs, and two sub-batches are twice the
-# tasks).
+# GPUs in the steady steps (the state stays on the GPUs), at most two copies
+# between the GPUs a tensor and step (its parameters out of its home GPU,
+# the other GPU's partial gradient in: 2 x 148), and the step within 2.3x
+# one GPU's with the whole batch (4.8x when the scheduler spread each
+# sub-batch's tasks over both GPUs; 2.1x with them placed: each copy between
+# simulated GPUs costs about 70 us and they run one after another,
+# docs/simulation.md "Several GPUs a node").
 # Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
 #
 #   timing/simulation/check.sh [BUILD_DIR [2gpu]]   (the simulation build; default build-sim)
@@ -48,7 +50,7 @@ steady() { sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*
 
 check_two_gpus() {
     local gpt2=(tsr_gpt2 --model 124M -B 8 -T 64 --steps 6 --val-every 0 --sample-every 0 --profile)
-    local two one gpu tasks copies s1 s2
+    local two one gpu tasks copies between s1 s2
     two=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 2 --gpu-link 450 "${gpt2[@]}" 2>&1) ||
         fail "the 2-GPU run failed: $(tail -5 <<<"$two")"
     grep -q ' 0 CPU + 2 CUDA workers' <<<"$two" || fail "not 0 CPU + 2 CUDA workers: $(grep -m1 runtime: <<<"$two")"
@@ -64,13 +66,18 @@ check_two_gpus() {
     [ -n "$copies" ] || fail "no host <-> GPU line in the --profile output"
     awk -v c="$copies" 'BEGIN { split(c, v, " "); exit !(v[1] + v[2] < 1) }' ||
         fail "the steady steps copy $copies MB a step between host and GPUs (under 1 MB expected)"
+    between=$(sed -n "s/.*steady steps' GPU <-> GPU copies: \([0-9.]*\) copies.*/\1/p" <<<"$two")
+    [ -n "$between" ] || fail "no GPU <-> GPU line in the --profile output"
+    echo "GPU <-> GPU copies a steady step: $between"
+    awk -v c="$between" 'BEGIN { exit !(c > 0 && c <= 2 * 148) }' ||
+        fail "$between copies a step between the GPUs (1 to 296 expected: a tensor's parameters out, its partial gradient in)"
     one=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 1 "${gpt2[@]}" 2>&1) ||
         fail "the 1-GPU run failed: $(tail -5 <<<"$one")"
     s2=$(steady "$two") s1=$(steady "$one")
     [ -n "$s1" ] && [ -n "$s2" ] || fail "no steady-state step time in the output"
     echo "124M B8 T64: 1 GPU $s1 ms a step, 2 GPUs (B4 each) $s2 ms: $(awk -v a="$s2" -v b="$s1" 'BEGIN { printf "%.2f", a / b }')x"
-    awk -v a="$s2" -v b="$s1" 'BEGIN { exit !(a < 2.5 * b) }' ||
-        fail "the 2-GPU step ($s2 ms) is not within 2.5x the 1-GPU step ($s1 ms): are the sub-batches placed on their GPUs?"
+    awk -v a="$s2" -v b="$s1" 'BEGIN { exit !(a < 2.3 * b) }' ||
+        fail "the 2-GPU step ($s2 ms) is not within 2.3x the 1-GPU step ($s1 ms): are the sub-batches placed on their GPUs?"
     echo "simulation check (2 GPUs): passed"
 }
 case ${2:-} in
