@@ -41,6 +41,24 @@ void tsr_desc_alloc_on_write(tsr_desc_t *d)
         d->alloc_on_write = 1;
 }
 
+#if TSR_USE_MPI
+/* Whether flushing h (starpu_mpi_cache_flush) has something to do: on its
+ * owner, clear the marks of the sends (the receivers drop their copies); on
+ * another rank, drop the copy it received or holds from a task it ran. The
+ * flush submits an invalidation for every tile of another rank, copy or
+ * none, so the tiles a rank never held are left out (at 4 ranks, most of
+ * the remote tiles a GPT-2 step flushes). */
+static int has_copy_to_flush(starpu_data_handle_t h)
+{
+    if (starpu_mpi_data_get_rank(h) == tsr_ctx.rank || starpu_mpi_cached_receive(h))
+        return 1;
+    for (unsigned node = 0; node < starpu_memory_nodes_get_count(); node++)
+        if (starpu_data_test_if_allocated_on_node(h, node))
+            return 1;
+    return 0;
+}
+#endif
+
 /* Drops the StarPU-MPI copies of d's tiles this rank received. */
 static void drop_received(tsr_desc_t *d)
 {
@@ -49,7 +67,7 @@ static void drop_received(tsr_desc_t *d)
         return;
     int n = tsr_desc_ntiles(d);
     for (int t = 0; t < n; t++)
-        if (d->handles[t])
+        if (d->handles[t] && has_copy_to_flush(d->handles[t]))
             starpu_mpi_cache_flush(tsr_ctx.comm, d->handles[t]);
 #else
     (void)d;
