@@ -82,8 +82,7 @@ static void drop_received(tsr_desc_t *d)
  * let a task read a tile nobody has written yet (a copy not received). */
 static struct starpu_codelet gate_cl = {
     .where = STARPU_NOWHERE,
-    .nbuffers = 2,
-    .modes = { STARPU_W, STARPU_W },
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .name = "fetch_gate",
 };
 
@@ -97,19 +96,34 @@ static starpu_data_handle_t first_local_handle(tsr_desc_t *d)
                     return tsr_tile_handle(d, bi, i, j);
     return NULL;
 }
-#endif
 
-#if TSR_USE_MPI
-/* One gate task: tile (bi, i, j) of d waits for gate handle g. */
-static int gate_tile(tsr_desc_t *d, int bi, int i, int j, starpu_data_handle_t g)
+/* One gate task for all of d's picked tiles (gate handle g, then the
+ * tiles): one insertion a call rather than one a tile. */
+static int gate_tiles(tsr_desc_t *d, starpu_data_handle_t g, tsr_tile_pick_fn pick, void *arg)
 {
-    starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
-    int ret = h ? starpu_task_insert(&gate_cl, STARPU_W, h, STARPU_W, g, 0) : 0;
-    if (!h || ret) {
-        tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: %s", h ? "task submission failed" : "out of memory");
-        return h ? TSR_ERUNTIME : TSR_ENOMEM;
-    }
-    return TSR_SUCCESS;
+    struct starpu_data_descr *data = malloc((size_t)(tsr_desc_ntiles(d) + 1) * sizeof *data);
+    if (!data)
+        return TSR_ENOMEM;
+    int n = 0, rc = TSR_SUCCESS;
+    data[n++] = (struct starpu_data_descr){ .handle = g, .mode = STARPU_W };
+    for (int bi = 0; bi < d->bt && !rc; bi++)
+        for (int i = 0; i < d->mt && !rc; i++)
+            for (int j = 0; j < d->nt && !rc; j++) {
+                if (pick && !pick(d, bi, i, j, arg))
+                    continue;
+                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+                if (!h)
+                    rc = TSR_ENOMEM;
+                else if (h != g)
+                    data[n++] = (struct starpu_data_descr){ .handle = h, .mode = STARPU_W };
+            }
+    if (!rc && n > 1 && starpu_task_insert(&gate_cl, STARPU_DATA_MODE_ARRAY, data, n, 0) != 0)
+        rc = TSR_ERUNTIME;
+    if (rc)
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: %s",
+                rc == TSR_ENOMEM ? "out of memory" : "task submission failed");
+    free(data);
+    return rc;
 }
 #endif
 
@@ -124,13 +138,7 @@ int tsr_desc_fetch_after_some(tsr_desc_t *d, tsr_desc_t *gate, tsr_tile_pick_fn 
     if (!d || !gate || !tsr_ctx.mpi_active)
         return TSR_SUCCESS;
     starpu_data_handle_t g = first_local_handle(gate);
-    for (int bi = 0; g && bi < d->bt; bi++)
-        for (int i = 0; i < d->mt; i++)
-            for (int j = 0; j < d->nt; j++) {
-                int rc = !pick || pick(d, bi, i, j, arg) ? gate_tile(d, bi, i, j, g) : TSR_SUCCESS;
-                if (rc)
-                    return rc;
-            }
+    return g ? gate_tiles(d, g, pick, arg) : TSR_SUCCESS;
 #else
     (void)d;
     (void)gate;

@@ -156,7 +156,8 @@ void tsr_desc_home_on(tsr_desc_t *d, int group);
  * with them StarPU keeps it for its next allocation of the same size. */
 void tsr_desc_alloc_on_write(tsr_desc_t *d);
 /* Under MPI, hold back the next access to each of d's tiles until the tasks
- * submitted so far that write this rank's first tile of gate are done: on a
+ * submitted so far that write this rank's first tile of gate (and those
+ * that access d's tiles: one task gates them all) are done: on a
  * tile's owner its next send (and its next task), elsewhere its next receive
  * (and the buffer it lands in) wait for them. For data dropped after a use
  * (tsr_desc_flush) and read again later: it comes back only shortly before
