@@ -97,32 +97,62 @@ static starpu_data_handle_t first_local_handle(tsr_desc_t *d)
     return NULL;
 }
 
-/* One gate task for all of d's picked tiles (gate handle g, then the
- * tiles): one insertion a call rather than one a tile. */
+/* The gate task being built: gate handle g, then the tiles it holds back;
+ * open while tsr_desc_fetch_batch_begin calls outnumber the ends. */
+static struct {
+    int open, n, cap;
+    starpu_data_handle_t g;
+    struct starpu_data_descr *data;
+} pending;
+
+static int submit_pending(void)
+{
+    int n = pending.n;
+    pending.n = 0;
+    if (n > 1 && starpu_task_insert(&gate_cl, STARPU_DATA_MODE_ARRAY, pending.data, n, 0) != 0) {
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: task submission failed");
+        return TSR_ERUNTIME;
+    }
+    return TSR_SUCCESS;
+}
+
+static int add_pending(starpu_data_handle_t h)
+{
+    if (pending.n == pending.cap) {
+        int cap = pending.cap ? 2 * pending.cap : 64;
+        struct starpu_data_descr *data = realloc(pending.data, (size_t)cap * sizeof *data);
+        if (!data) {
+            tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: out of memory");
+            return TSR_ENOMEM;
+        }
+        pending.data = data;
+        pending.cap = cap;
+    }
+    pending.data[pending.n++] = (struct starpu_data_descr){ .handle = h, .mode = STARPU_W };
+    return TSR_SUCCESS;
+}
+
+/* d's picked tiles join the gate task of g (one insertion for them all,
+ * and for the other calls of a batch with the same gate). */
 static int gate_tiles(tsr_desc_t *d, starpu_data_handle_t g, tsr_tile_pick_fn pick, void *arg)
 {
-    struct starpu_data_descr *data = malloc((size_t)(tsr_desc_ntiles(d) + 1) * sizeof *data);
-    if (!data)
-        return TSR_ENOMEM;
-    int n = 0, rc = TSR_SUCCESS;
-    data[n++] = (struct starpu_data_descr){ .handle = g, .mode = STARPU_W };
+    int rc = pending.n && pending.g != g ? submit_pending() : TSR_SUCCESS;
+    if (!rc && !pending.n) {
+        pending.g = g;
+        rc = add_pending(g);
+    }
     for (int bi = 0; bi < d->bt && !rc; bi++)
         for (int i = 0; i < d->mt && !rc; i++)
             for (int j = 0; j < d->nt && !rc; j++) {
                 if (pick && !pick(d, bi, i, j, arg))
                     continue;
                 starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
-                if (!h)
-                    rc = TSR_ENOMEM;
-                else if (h != g)
-                    data[n++] = (struct starpu_data_descr){ .handle = h, .mode = STARPU_W };
+                rc = !h ? TSR_ENOMEM : h != g ? add_pending(h) : TSR_SUCCESS;
             }
-    if (!rc && n > 1 && starpu_task_insert(&gate_cl, STARPU_DATA_MODE_ARRAY, data, n, 0) != 0)
-        rc = TSR_ERUNTIME;
     if (rc)
-        tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: %s",
-                rc == TSR_ENOMEM ? "out of memory" : "task submission failed");
-    free(data);
+        pending.n = 0;
+    else if (!pending.open)
+        rc = submit_pending();
     return rc;
 }
 #endif
@@ -144,6 +174,22 @@ int tsr_desc_fetch_after_some(tsr_desc_t *d, tsr_desc_t *gate, tsr_tile_pick_fn 
     (void)gate;
     (void)pick;
     (void)arg;
+#endif
+    return TSR_SUCCESS;
+}
+
+void tsr_desc_fetch_batch_begin(void)
+{
+#if TSR_USE_MPI
+    pending.open++;
+#endif
+}
+
+int tsr_desc_fetch_batch_end(void)
+{
+#if TSR_USE_MPI
+    if (pending.open > 0 && --pending.open == 0)
+        return submit_pending();
 #endif
     return TSR_SUCCESS;
 }
