@@ -124,6 +124,31 @@ static const uint32_t *task_workers(const tsr_tile_t *tiles, int ntiles, unsigne
     return NULL;
 }
 
+#if TSR_USE_MPI
+/* Whether StarPU-MPI has nothing to exchange for a task this rank runs: it
+ * owns every tile, none is reduced (STARPU_REDUX, or an MPI reduction
+ * pending on it). The task is then inserted as a plain one, without
+ * starpu_mpi_task_insert's decoding and per-tile lookups, and forget_sends
+ * does what that call does after it. */
+static int runs_on_own_tiles(const struct starpu_data_descr *data, int ntiles, int me)
+{
+    for (int t = 0; t < ntiles; t++)
+        if ((data[t].mode & STARPU_REDUX) || starpu_mpi_data_get_rank(data[t].handle) != me ||
+            starpu_mpi_data_get_redux_map(data[t].handle))
+            return 0;
+    return 1;
+}
+
+/* The tiles a task writes have a new value: their copies sent before are
+ * stale, so the next read elsewhere sends them again. */
+static void forget_sends(const struct starpu_data_descr *data, int ntiles)
+{
+    for (int t = 0; t < ntiles; t++)
+        if (data[t].mode & STARPU_W)
+            starpu_mpi_cached_send_clear(data[t].handle);
+}
+#endif
+
 static void *copy_arg(const void *arg, size_t argsize)
 {
     void *copy = malloc(argsize);
@@ -174,7 +199,8 @@ int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_acc
     uint32_t *workers = (uint32_t *)task_workers(tiles, ntiles, &words);
     int ret;
 #if TSR_USE_MPI
-    if (tsr_ctx.mpi_active) {
+    int plain = !tsr_ctx.mpi_active || (executes && runs_on_own_tiles(data, ntiles, me));
+    if (!plain) {
         if (executes)
             ret = starpu_mpi_task_insert(tsr_ctx.comm, cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
                                          STARPU_CL_ARGS, arg_copy, argsize, STARPU_EXECUTE_ON_NODE, exec_rank,
@@ -186,6 +212,10 @@ int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_acc
 #endif
         ret = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, data, ntiles, STARPU_CL_ARGS, arg_copy, argsize,
                                  STARPU_FLOPS, flops, STARPU_TASK_WORKERIDS, words, workers, 0);
+#if TSR_USE_MPI
+    if (plain && tsr_ctx.mpi_active && ret == 0)
+        forget_sends(data, ntiles);
+#endif
     if (ret != 0) {
         tsr_log(TSR_LOG_ERROR, "task submission of %s failed (%d)", cl->name, ret);
         return TSR_ERUNTIME;

@@ -224,6 +224,51 @@ static void check_keep_received(void)
     tsr_desc_destroy(C);
 }
 
+/* Gates in a batch (tsr_desc_fetch_batch_begin/end: one gate task for A
+ * and B) and tasks on a rank's own tiles (inserted without StarPU-MPI):
+ * A and B on rank 0 are read on rank 1 (C = A I, D = B I) after the gate;
+ * A, kept received there, is then rewritten by a task on rank 0's own
+ * tiles (A = 2 X J), and rank 1 reads the new value: the send of the old
+ * one is forgotten (else rank 1 would wait for a copy never sent). */
+static void check_fetch_batch(void)
+{
+    double a[16], id[16] = { 0 }, c[16], d[16];
+    for (int k = 0; k < 16; k++)
+        a[k] = k + 1;
+    for (int k = 0; k < 4; k++)
+        id[k * 5] = 1;
+    tsr_desc_t *A = small(0, a), *B = small(0, a), *X = small(0, a), *J = small(0, id), *I = small(1, id),
+               *C = small(1, id), *D = small(1, id), *G = NULL;
+    tsr_dist_t row = tsr_dist_block_cyclic(1, tsr_size()); /* a gate tile on every rank */
+    CHECK_RC(tsr_desc_create_2d(&G, TSR_FLOAT64, 4, 4 * tsr_size(), 4, 4, &row), TSR_SUCCESS);
+    double *zeros = calloc((size_t)16 * tsr_size(), sizeof *zeros);
+    if (G && zeros)
+        CHECK_RC(tsr_desc_scatter(G, zeros, 4, 0), TSR_SUCCESS);
+    free(zeros);
+    if (!A || !B || !X || !J || !I || !C || !D || !G)
+        return;
+    tsr_desc_keep_received(A, 1);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 2.0, X, J, 0.0, A, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+        tsr_desc_fetch_batch_begin();
+        CHECK_RC(tsr_desc_fetch_after(A, G), TSR_SUCCESS);
+        CHECK_RC(tsr_desc_fetch_after(B, G), TSR_SUCCESS);
+        CHECK_RC(tsr_desc_fetch_batch_end(), TSR_SUCCESS);
+        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, A, I, 0.0, C, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_gemm(TSR_NOTRANS, TSR_NOTRANS, 1.0, B, I, 0.0, D, TSR_REDUCTION_ORDERED), TSR_SUCCESS);
+        CHECK_RC(tsr_desc_gather(C, c, 4, 0), TSR_SUCCESS);
+        CHECK_RC(tsr_desc_gather(D, d, 4, 0), TSR_SUCCESS);
+        int bad = 0;
+        for (int k = 0; tsr_rank() == 0 && k < 16; k++)
+            bad += c[k] != (1.0 + round) * a[k] || d[k] != a[k];
+        CHECK(bad == 0);
+    }
+    tsr_desc_t *all[] = { A, B, X, J, I, C, D, G };
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        tsr_desc_destroy(all[k]);
+}
+
 /* An alloc-on-write descriptor (tsr_desc_alloc_on_write) holds memory from
  * a task's write to its invalidation, and refuses scatter and gather:
  * A = X I, C = A I read back, A invalidated (its memory goes back), and
@@ -403,8 +448,10 @@ int main(int argc, char **argv)
     tsr_dist_t custom = tsr_dist_custom(diagonal_owner, &size);
     check_local_access(&custom);
     check_view(&custom);
-    if (size >= 2)
+    if (size >= 2) {
         check_keep_received();
+        check_fetch_batch();
+    }
     check_alloc_on_write();
     /* the block-cyclic formula itself */
     if (size >= 4) {

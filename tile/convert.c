@@ -41,6 +41,24 @@ void tsr_desc_alloc_on_write(tsr_desc_t *d)
         d->alloc_on_write = 1;
 }
 
+#if TSR_USE_MPI
+/* Whether flushing h (starpu_mpi_cache_flush) has something to do: on its
+ * owner, clear the marks of the sends (the receivers drop their copies); on
+ * another rank, drop the copy it received or holds from a task it ran. The
+ * flush submits an invalidation for every tile of another rank, copy or
+ * none, so the tiles a rank never held are left out (at 4 ranks, most of
+ * the remote tiles a GPT-2 step flushes). */
+static int has_copy_to_flush(starpu_data_handle_t h)
+{
+    if (starpu_mpi_data_get_rank(h) == tsr_ctx.rank || starpu_mpi_cached_receive(h))
+        return 1;
+    for (unsigned node = 0; node < starpu_memory_nodes_get_count(); node++)
+        if (starpu_data_test_if_allocated_on_node(h, node))
+            return 1;
+    return 0;
+}
+#endif
+
 /* Drops the StarPU-MPI copies of d's tiles this rank received. */
 static void drop_received(tsr_desc_t *d)
 {
@@ -49,7 +67,7 @@ static void drop_received(tsr_desc_t *d)
         return;
     int n = tsr_desc_ntiles(d);
     for (int t = 0; t < n; t++)
-        if (d->handles[t])
+        if (d->handles[t] && has_copy_to_flush(d->handles[t]))
             starpu_mpi_cache_flush(tsr_ctx.comm, d->handles[t]);
 #else
     (void)d;
@@ -64,8 +82,7 @@ static void drop_received(tsr_desc_t *d)
  * let a task read a tile nobody has written yet (a copy not received). */
 static struct starpu_codelet gate_cl = {
     .where = STARPU_NOWHERE,
-    .nbuffers = 2,
-    .modes = { STARPU_W, STARPU_W },
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .name = "fetch_gate",
 };
 
@@ -79,19 +96,64 @@ static starpu_data_handle_t first_local_handle(tsr_desc_t *d)
                     return tsr_tile_handle(d, bi, i, j);
     return NULL;
 }
-#endif
 
-#if TSR_USE_MPI
-/* One gate task: tile (bi, i, j) of d waits for gate handle g. */
-static int gate_tile(tsr_desc_t *d, int bi, int i, int j, starpu_data_handle_t g)
+/* The gate task being built: gate handle g, then the tiles it holds back;
+ * open while tsr_desc_fetch_batch_begin calls outnumber the ends. */
+static struct {
+    int open, n, cap;
+    starpu_data_handle_t g;
+    struct starpu_data_descr *data;
+} pending;
+
+static int submit_pending(void)
 {
-    starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
-    int ret = h ? starpu_task_insert(&gate_cl, STARPU_W, h, STARPU_W, g, 0) : 0;
-    if (!h || ret) {
-        tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: %s", h ? "task submission failed" : "out of memory");
-        return h ? TSR_ERUNTIME : TSR_ENOMEM;
+    int n = pending.n;
+    pending.n = 0;
+    if (n > 1 && starpu_task_insert(&gate_cl, STARPU_DATA_MODE_ARRAY, pending.data, n, 0) != 0) {
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: task submission failed");
+        return TSR_ERUNTIME;
     }
     return TSR_SUCCESS;
+}
+
+static int add_pending(starpu_data_handle_t h)
+{
+    if (pending.n == pending.cap) {
+        int cap = pending.cap ? 2 * pending.cap : 64;
+        struct starpu_data_descr *data = realloc(pending.data, (size_t)cap * sizeof *data);
+        if (!data) {
+            tsr_log(TSR_LOG_ERROR, "tsr_desc_fetch_after: out of memory");
+            return TSR_ENOMEM;
+        }
+        pending.data = data;
+        pending.cap = cap;
+    }
+    pending.data[pending.n++] = (struct starpu_data_descr){ .handle = h, .mode = STARPU_W };
+    return TSR_SUCCESS;
+}
+
+/* d's picked tiles join the gate task of g (one insertion for them all,
+ * and for the other calls of a batch with the same gate). */
+static int gate_tiles(tsr_desc_t *d, starpu_data_handle_t g, tsr_tile_pick_fn pick, void *arg)
+{
+    int rc = pending.n && pending.g != g ? submit_pending() : TSR_SUCCESS;
+    if (!rc && !pending.n) {
+        pending.g = g;
+        rc = add_pending(g);
+    }
+    for (int bi = 0; bi < d->bt && !rc; bi++)
+        for (int i = 0; i < d->mt && !rc; i++)
+            for (int j = 0; j < d->nt && !rc; j++) {
+                if (pick && !pick(d, bi, i, j, arg))
+                    continue;
+                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+                rc = !h ? TSR_ENOMEM : h != g ? add_pending(h) : TSR_SUCCESS;
+            }
+    if (rc)
+        pending.n = 0;
+    else if (!pending.open)
+        rc = submit_pending();
+    return rc;
 }
 #endif
 
@@ -106,18 +168,28 @@ int tsr_desc_fetch_after_some(tsr_desc_t *d, tsr_desc_t *gate, tsr_tile_pick_fn 
     if (!d || !gate || !tsr_ctx.mpi_active)
         return TSR_SUCCESS;
     starpu_data_handle_t g = first_local_handle(gate);
-    for (int bi = 0; g && bi < d->bt; bi++)
-        for (int i = 0; i < d->mt; i++)
-            for (int j = 0; j < d->nt; j++) {
-                int rc = !pick || pick(d, bi, i, j, arg) ? gate_tile(d, bi, i, j, g) : TSR_SUCCESS;
-                if (rc)
-                    return rc;
-            }
+    return g ? gate_tiles(d, g, pick, arg) : TSR_SUCCESS;
 #else
     (void)d;
     (void)gate;
     (void)pick;
     (void)arg;
+#endif
+    return TSR_SUCCESS;
+}
+
+void tsr_desc_fetch_batch_begin(void)
+{
+#if TSR_USE_MPI
+    pending.open++;
+#endif
+}
+
+int tsr_desc_fetch_batch_end(void)
+{
+#if TSR_USE_MPI
+    if (pending.open > 0 && --pending.open == 0)
+        return submit_pending();
 #endif
     return TSR_SUCCESS;
 }

@@ -156,7 +156,8 @@ void tsr_desc_home_on(tsr_desc_t *d, int group);
  * with them StarPU keeps it for its next allocation of the same size. */
 void tsr_desc_alloc_on_write(tsr_desc_t *d);
 /* Under MPI, hold back the next access to each of d's tiles until the tasks
- * submitted so far that write this rank's first tile of gate are done: on a
+ * submitted so far that write this rank's first tile of gate (and those
+ * that access the other tiles the same gate task holds back) are done: on a
  * tile's owner its next send (and its next task), elsewhere its next receive
  * (and the buffer it lands in) wait for them. For data dropped after a use
  * (tsr_desc_flush) and read again later: it comes back only shortly before
@@ -171,6 +172,13 @@ int tsr_desc_fetch_after(tsr_desc_t *d, tsr_desc_t *gate);
  * receives, not those of the whole descriptor. */
 typedef int (*tsr_tile_pick_fn)(const tsr_desc_t *d, int bi, int i, int j, void *arg);
 int tsr_desc_fetch_after_some(tsr_desc_t *d, tsr_desc_t *gate, tsr_tile_pick_fn pick, void *arg);
+/* A batch of the calls above: between begin and end (nested pairs count as
+ * one), the calls with the same gate go in as one task, submitted at the
+ * end or at the next call with another gate, so nothing else may be
+ * submitted in between. Saves an insertion a call (the gates of one layer's
+ * parameters, of each sub-batch's partial gradients). */
+void tsr_desc_fetch_batch_begin(void);
+int tsr_desc_fetch_batch_end(void);
 /* Owner-computes without walking the other ranks' tasks. A rank that leaves
  * out an algorithm call whose tasks all run on `rank` and read every tile of
  * d (it neither runs nor writes any of them) does what the call would have

@@ -892,12 +892,12 @@ static int fetch_after(tsr_gpt2_model_t *m, tsr_desc_t **set, int first, int n,
                        tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
 {
     tsr_desc_t *g = own_gate(m, gate, l);
-    for (int s = first; g && s < first + n; s++) {
-        int rc = tsr_desc_fetch_after(set[s], g);
-        if (rc)
-            return rc;
-    }
-    return TSR_SUCCESS;
+    int rc = TSR_SUCCESS;
+    tsr_desc_fetch_batch_begin(); /* one gate task for the n */
+    for (int s = first; g && s < first + n && !rc; s++)
+        rc = tsr_desc_fetch_after(set[s], g);
+    int end_rc = tsr_desc_fetch_batch_end();
+    return rc ? rc : end_rc;
 }
 
 static int fetch_layer_after(tsr_gpt2_model_t *m, int layer, tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int), int l)
@@ -1166,6 +1166,19 @@ static int fetch_moved_partial_grads_after(tsr_gpt2_model_t *m, int r, int first
     return rc;
 }
 
+/* The gates of every sub-batch's partial gradients of slots [first, first
+ * + n) (their transfers wait for this rank's backward), as one task. */
+static int fetch_partial_grads_after(tsr_gpt2_model_t *m, int first, int n)
+{
+    int rc = TSR_SUCCESS;
+    tsr_desc_fetch_batch_begin();
+    for (int r = 0; r < m->nsub && !rc; r++)
+        rc = m->own_only ? fetch_moved_partial_grads_after(m, r, first, n)
+                         : fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
+    int end_rc = tsr_desc_fetch_batch_end();
+    return rc ? rc : end_rc;
+}
+
 static tsr_desc_t *dwte_column_gate(tsr_gpt2_batch_t *b, int c) { return b->dwte_cols[c]; }
 
 /* Column c of sub-batch r's partial token-embedding gradient waits for
@@ -1193,9 +1206,8 @@ static int wte_grad_by_columns(tsr_gpt2_model_t *m)
     tsr_reduction_t acc = m->tiles.accum;
     tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
     int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
-    for (int r = 0; r < m->nsub && !rc; r++)
-        rc = m->own_only ? fetch_moved_partial_grads_after(m, r, WTE, 1)
-                         : fetch_after(m, m->sub[r].grads, WTE, 1, dres_gate, 0);
+    if (!rc)
+        rc = fetch_partial_grads_after(m, WTE, 1);
     for (int c = 0; c < m->wte_ncols && !rc; c++) {
         for (int r = 0; r < m->nsub; r++)
             parts[r] = m->sub[r].dwte_cols[c];
@@ -1235,9 +1247,8 @@ static int sum_grads_by_tree(tsr_gpt2_model_t *m, int first, int n)
 {
     tsr_desc_t **parts = malloc(m->nsub * sizeof *parts);
     int rc = parts ? TSR_SUCCESS : TSR_ENOMEM;
-    for (int r = 0; r < m->nsub && !rc; r++)
-        rc = m->own_only ? fetch_moved_partial_grads_after(m, r, first, n)
-                         : fetch_after(m, m->sub[r].grads, first, n, dres_gate, 0);
+    if (!rc)
+        rc = fetch_partial_grads_after(m, first, n);
     for (int s = first; s < first + n && !rc; s++) {
         for (int r = 0; r < m->nsub; r++)
             parts[r] = m->sub[r].grads[s];
