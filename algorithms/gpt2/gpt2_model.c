@@ -11,13 +11,15 @@ enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW
 enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
 
 /* Columns of tiles of the token embedding's gradient a rank makes ahead of
- * the oldest one not yet summed (wte_grad_by_columns). Two kept 16 workers
- * waiting on the sums (simulated weak T256, 2 nodes: 0.77 against 0.99
- * ungated); four: 0.91, with the same 4-rank peak RSS for 124M (1158 MB,
- * against 1258 MB with six). */
+ * the oldest one not yet summed (wte_grad_by_columns), the first ones'
+ * LM-head part during the backward's last WTE_HEAD_LAYERS layers
+ * (lm_head_columns_early). Simulated weak T256 on 2 nodes of 16 workers:
+ * 0.945 of one node's rate (0.99 ungated; 0.91 with all made after the
+ * backward, two rounds of GEMM chains on half the workers). 124M B8 T64 on
+ * 4 ranks: busiest peak RSS 1210 MB (0.44x one rank's; 1179 MB all after
+ * the backward; six columns ahead: about 100 MB more). */
 enum { WTE_COLUMNS_IN_FLIGHT = 4 };
-/* Layers before the backward's end at which the LM head's weight gradient
- * of the first WTE_COLUMNS_IN_FLIGHT columns starts (lm_head_columns_early). */
+/* (two: as fast as four in that simulation, with less held; one: 0.93) */
 enum { WTE_HEAD_LAYERS = 2 };
 
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
