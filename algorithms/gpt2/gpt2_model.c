@@ -11,11 +11,16 @@ enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW
 enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
 
 /* Columns of tiles of the token embedding's gradient a rank makes ahead of
- * the oldest one not yet summed (wte_grad_by_columns). Two kept 16 workers
- * waiting on the sums (simulated weak T256, 2 nodes: 0.77 against 0.99
- * ungated); four: 0.91, with the same 4-rank peak RSS for 124M (1158 MB,
- * against 1258 MB with six). */
+ * the oldest one not yet summed (wte_grad_by_columns), the first ones'
+ * LM-head part during the backward's last WTE_HEAD_LAYERS layers
+ * (lm_head_columns_early). Simulated weak T256 on 2 nodes of 16 workers:
+ * 0.945 of one node's rate (0.99 ungated; 0.91 with all made after the
+ * backward, two rounds of GEMM chains on half the workers). 124M B8 T64 on
+ * 4 ranks: busiest peak RSS 1210 MB (0.44x one rank's; 1179 MB all after
+ * the backward; six columns ahead: about 100 MB more). */
 enum { WTE_COLUMNS_IN_FLIGHT = 4 };
+/* (two: as fast as four in that simulation, with less held; one: 0.93) */
+enum { WTE_HEAD_LAYERS = 2 };
 
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
 
@@ -1191,16 +1196,69 @@ static int fetch_wte_column_after(tsr_gpt2_model_t *m, tsr_desc_t *const *parts,
     return fetch_after(m, m->sub[r].dwte_cols, c, 1, dwte_column_gate, gate_column);
 }
 
+/* The tied LM head's weight gradient into column c of the token embedding's
+ * partial gradients (parts), for the sub-batches this rank makes; column c
+ * of their logits is dead after it. */
+static int lm_head_weight_grad_column(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int c)
+{
+    int rc = TSR_SUCCESS;
+    for (int r = 0; r < m->nsub && !rc; r++) {
+        tsr_gpt2_batch_t *b = &m->sub[r];
+        if (!runs_here(m, b)) /* its rank makes it from its own tiles alone */
+            continue;
+        rc = tsr_linear_backward(b->lnf, m->wte_cols[c], b->logits_rows[c], NULL, parts[r], NULL, TSR_OVERWRITE,
+                                 TSR_OVERWRITE, m->tiles.accum);
+        if (!rc)
+            tsr_desc_invalidate(b->logits_rows[c]);
+    }
+    return rc;
+}
+
+/* Column c of every sub-batch's partial token-embedding gradient. */
+static void wte_column_parts(const tsr_gpt2_model_t *m, int c, tsr_desc_t **parts)
+{
+    for (int r = 0; r < m->nsub; r++)
+        parts[r] = m->sub[r].dwte_cols[c];
+}
+
+static int is_local_tile(const tsr_desc_t *d, int bi, int i, int j, void *arg)
+{
+    (void)arg;
+    return tsr_tile_is_local(d, bi, i, j);
+}
+
+/* Sharded, WTE_HEAD_LAYERS before the backward's end: the LM head's weight
+ * gradient of the first WTE_COLUMNS_IN_FLIGHT columns (its inputs are ready
+ * since the loss), this rank's partial tiles held back (fetch_after) until
+ * its backward is as far; the copies other ranks receive of them wait for
+ * the end, as the other columns' (wte_grad_by_columns). Its GEMMs are
+ * ordered chains over a tile's token tiles: made after the backward, each
+ * round of columns ran them on half the workers while the rest waited. */
+static int lm_head_columns_early(tsr_gpt2_model_t *m)
+{
+    tsr_desc_t *g = own_gate(m, dres_gate, 0), **parts = malloc(m->nsub * sizeof *parts);
+    int rc = parts ? TSR_SUCCESS : TSR_ENOMEM, ncols = m->wte_ncols < WTE_COLUMNS_IN_FLIGHT ? m->wte_ncols : WTE_COLUMNS_IN_FLIGHT;
+    for (int r = 0; r < m->nsub && !rc; r++)
+        for (int c = 0; c < ncols && !rc; c++)
+            rc = tsr_desc_fetch_after_some(m->sub[r].dwte_cols[c], g, is_local_tile, NULL);
+    for (int c = 0; c < ncols && !rc; c++) {
+        wte_column_parts(m, c, parts);
+        rc = lm_head_weight_grad_column(m, parts, c);
+    }
+    free(parts);
+    return rc;
+}
+
 /* Sharded: the token embedding's gradient (the tied LM head's weight
  * gradient plus the encoder's), a column of vocabulary tiles at a time:
  * made, summed into its owners' tiles (sum_grads_by_tree's tree) and freed,
  * each column's partial tiles and the copies received to add them held back
  * (fetch_after) until the column WTE_COLUMNS_IN_FLIGHT before is summed.
  * Whole, each rank held every sub-batch's partial gradient of it at once
- * (154 MB for 124M) plus the copies it adds. All of it waits for the rest
- * of the backward (its first tasks are ready from the start, and would hold
- * it through the backward); it comes after the other gradients, with the
- * logits and the final layernorm output dead after it. */
+ * (154 MB for 124M) plus the copies it adds. The first columns' LM-head
+ * part was made during the backward (lm_head_columns_early); the encoder's
+ * part reads the end of the backward. The logits and the final layernorm
+ * output are dead after it. */
 static int wte_grad_by_columns(tsr_gpt2_model_t *m)
 {
     tsr_reduction_t acc = m->tiles.accum;
@@ -1209,17 +1267,14 @@ static int wte_grad_by_columns(tsr_gpt2_model_t *m)
     if (!rc)
         rc = fetch_partial_grads_after(m, WTE, 1);
     for (int c = 0; c < m->wte_ncols && !rc; c++) {
-        for (int r = 0; r < m->nsub; r++)
-            parts[r] = m->sub[r].dwte_cols[c];
+        wte_column_parts(m, c, parts);
         for (int r = 0; r < m->nsub && !rc && c >= WTE_COLUMNS_IN_FLIGHT; r++)
             rc = fetch_wte_column_after(m, parts, r, c);
+        if (!rc && c >= WTE_COLUMNS_IN_FLIGHT)
+            rc = lm_head_weight_grad_column(m, parts, c);
         for (int r = 0; r < m->nsub && !rc; r++) {
             tsr_gpt2_batch_t *b = &m->sub[r];
-            if (!runs_here(m, b)) /* its rank makes it from its own tiles alone */
-                continue;
-            rc = tsr_linear_backward(b->lnf, m->wte_cols[c], b->logits_rows[c], NULL, parts[r], NULL, TSR_OVERWRITE,
-                                     TSR_OVERWRITE, acc);
-            if (!rc)
+            if (runs_here(m, b))
                 rc = tsr_encoder_backward(parts[r], NULL, b->dres, b->inputs, b->B, m->T, TSR_ACCUMULATE, acc);
         }
         if (!rc)
@@ -1294,6 +1349,8 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
     for (int l = L - 1; l >= 0 && !rc; l--) {
         if (l > 0)
             rc = fetch_layer_after(m, l - 1, dres_gate, l);
+        if (!rc && m->grad_sum && l == (L < WTE_HEAD_LAYERS ? L : WTE_HEAD_LAYERS) - 1)
+            rc = lm_head_columns_early(m);
         for (int r = 0; r < m->nsub && !rc; r++) {
             if (!runs_here(m, &m->sub[r])) {
                 rc = send_block_backward_params(m, &m->sub[r], l);
