@@ -238,11 +238,22 @@ void tsr_desc_flush(tsr_desc_t *d)
         drop_received(d);
 }
 
+/* Whether invalidating d's own tiles frees anything: their replicates on
+ * other memory nodes (GPUs, NUMA nodes), or the memory of tiles allocated on
+ * write. With one memory node a tile's only copy is its own storage, which
+ * stays: the invalidation would cost a StarPU request a tile for nothing. */
+static int own_tiles_have_copies(const tsr_desc_t *d)
+{
+    return d->alloc_on_write || starpu_memory_nodes_get_count() > 1;
+}
+
 void tsr_desc_invalidate(tsr_desc_t *d)
 {
     if (!d)
         return;
     drop_received(d); /* MPI: its copies elsewhere are dead too */
+    if (!own_tiles_have_copies(d))
+        return;
     for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++) {
