@@ -1238,9 +1238,12 @@ static int lm_head_columns_early(tsr_gpt2_model_t *m)
 {
     tsr_desc_t *g = own_gate(m, dres_gate, 0), **parts = malloc(m->nsub * sizeof *parts);
     int rc = parts ? TSR_SUCCESS : TSR_ENOMEM, ncols = m->wte_ncols < WTE_COLUMNS_IN_FLIGHT ? m->wte_ncols : WTE_COLUMNS_IN_FLIGHT;
+    tsr_desc_fetch_batch_begin(); /* one gate task for them all */
     for (int r = 0; r < m->nsub && !rc; r++)
         for (int c = 0; c < ncols && !rc; c++)
             rc = tsr_desc_fetch_after_some(m->sub[r].dwte_cols[c], g, is_local_tile, NULL);
+    int end_rc = tsr_desc_fetch_batch_end();
+    rc = rc ? rc : end_rc;
     for (int c = 0; c < ncols && !rc; c++) {
         wte_column_parts(m, c, parts);
         rc = lm_head_weight_grad_column(m, parts, c);
