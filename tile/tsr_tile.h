@@ -112,7 +112,9 @@ int tsr_desc_destroy(tsr_desc_t *desc);
  * For temporaries that are rewritten before their next use (collective
  * under MPI: every rank calls it at the same point). Reading a tile before
  * it is written again is a programming error: StarPU aborts on it
- * ("handle->initialized"). */
+ * ("handle->initialized"), except where there was nothing to drop (one
+ * memory node and tiles with storage of their own: the call then leaves
+ * them as they are, at no cost). */
 void tsr_desc_invalidate(tsr_desc_t *desc);
 
 int tsr_desc_ntiles(const tsr_desc_t *d);
