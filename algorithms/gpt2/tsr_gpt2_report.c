@@ -152,8 +152,14 @@ static void *sample_live_bytes(void *arg)
     return NULL;
 }
 
+/* Not under simulation: there every rank's sampler walks every tile of the
+ * parameters and of every sub-batch's partial gradients 100 times a
+ * simulated second, in real time, so N ranks cost N^2 walks; at 32
+ * simulated nodes that was 95 % of the simulation's time. */
 void gpt2_sampler_start(trainer_t *t)
 {
+    if (tsr_simulated())
+        return;
     t->sampling = 1;
     if (pthread_create(&t->sampler, NULL, sample_live_bytes, t) != 0)
         t->sampling = 0; /* the report then shows zeros */
@@ -204,10 +210,15 @@ void gpt2_rank_report(trainer_t *t, int first)
                 received += all[(size_t)q * n + SENT + r];
             }
             printf("rank %d holds %.1f MB of parameters, %.1f MB of AdamW state, %.1f MB of gradients, %.1f MB of "
-                   "activations of its own; at most %.1f MB of other ranks' parameters cached, %.1f MB of its "
-                   "partial gradients, %.1f MB of other buffers; peak RSS %.1f MB", r, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6,
-                   v[3] / 1e6, v[OWNED_KINDS] / 1e6, v[OWNED_KINDS + 1] / 1e6, v[OWNED_KINDS + 2] / 1e6,
-                   v[RSS] / 1e6);
+                   "activations of its own", r, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6, v[3] / 1e6);
+            if (tsr_simulated())
+                printf("; other ranks' parameters cached, partial gradients and other buffers not sampled "
+                       "(simulation)");
+            else
+                printf("; at most %.1f MB of other ranks' parameters cached, %.1f MB of its partial gradients, "
+                       "%.1f MB of other buffers", v[OWNED_KINDS] / 1e6, v[OWNED_KINDS + 1] / 1e6,
+                       v[OWNED_KINDS + 2] / 1e6);
+            printf("; peak RSS %.1f MB", v[RSS] / 1e6);
             if (size > 1)
                 printf("; a steady step: %.2f MB sent, %.2f MB received (over %d steps)", sent / 1e6,
                        received / 1e6, (int)v[STEPS]);
