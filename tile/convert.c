@@ -244,7 +244,8 @@ void tsr_desc_flush(tsr_desc_t *d)
  * stays: the invalidation would cost a StarPU request a tile for nothing. */
 static int own_tiles_have_copies(const tsr_desc_t *d)
 {
-    return d->alloc_on_write || starpu_memory_nodes_get_count() > 1;
+    const tsr_desc_t *owner = d->parent ? d->parent : d; /* a view's tiles are its parent's */
+    return owner->alloc_on_write || starpu_memory_nodes_get_count() > 1;
 }
 
 void tsr_desc_invalidate(tsr_desc_t *d)
