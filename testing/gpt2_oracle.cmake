@@ -36,6 +36,10 @@ tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi2 2 ${GPT2_ORACLE} 32 32 96 200 2 0 2
 # a sub-batch per rank on 4 ranks: the gradients summed by a tree, each tile's
 # rooted on its owner (tsr_sum_tree)
 tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi4 4 ${GPT2_ORACLE} 32 32 96 200 2 0 4)
+# 8 token tiles a rank, 16 vocabulary columns: the token embedding's columns
+# made after the backward take their LM-head part in two halves of the token
+# tiles (WTE_SPLIT_TOKEN_TILES)
+tsr_add_mpi_test(gpt2_oracle_wte_halves_mpi2 2 ${GPT2_ORACLE} 8 32 96 32 2 0 2)
 # the tile chooser's model (gpt2_tiles_auto.c): the step's task count, the
 # submitting thread's measured cost a task and the floor it puts on a step
 tsr_add_test_program(test_gpt2_tiles_model)

@@ -21,6 +21,13 @@ enum { WTE, WPE, LNFW, LNFB, NGLOBAL };
 enum { WTE_COLUMNS_IN_FLIGHT = 4 };
 /* (two: as fast as four in that simulation, with less held; one: 0.93) */
 enum { WTE_HEAD_LAYERS = 2 };
+/* A column made after the backward runs alone on the workers (its sums and
+ * AdamW wait for it): on a sub-batch of at least WTE_SPLIT_TOKEN_TILES token
+ * tiles its LM-head part is two ordered chains over the halves of the token
+ * tiles, the second into a tile of its own then added, twice as many chains
+ * half as long (simulated weak T256, 16 token tiles on 16 workers: the four
+ * columns' 8 chains of 16 GEMMs had 8 workers waiting 181 ms). */
+enum { WTE_SPLIT_TOKEN_TILES = 4 };
 
 static int slot(int layer, int k) { return NGLOBAL + layer * TSR_GPT2_PER_LAYER + k; }
 
@@ -384,6 +391,41 @@ static tsr_desc_t **tile_views(int *rc, tsr_desc_t *d, int by_rows)
     return views;
 }
 
+/* Views of the tile rows (by_rows; else the whole height) of d over its
+ * tile columns [j0, j0 + nt); *rc keeps the first failure. */
+static tsr_desc_t **token_views(int *rc, tsr_desc_t *d, int by_rows, int j0, int nt)
+{
+    int n = by_rows ? d->mt : 1;
+    tsr_desc_t **views = *rc ? NULL : calloc(n, sizeof *views);
+    if (!*rc && !views)
+        *rc = TSR_ENOMEM;
+    for (int i = 0; views && i < n && !*rc; i++)
+        *rc = tsr_desc_view(&views[i], d, by_rows ? i : 0, by_rows ? 1 : d->mt, j0, nt);
+    return views;
+}
+
+/* The second-half tiles of the token embedding's partial gradient (shaped
+ * and placed as the sub-batch's, alloc on write) and the views the halves
+ * read (WTE_SPLIT_TOKEN_TILES). */
+static int create_wte_halves(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
+{
+    tsr_dist_t root = tsr_dist_single(first * tsr_size() / m->B);
+    const tsr_desc_t *g = b->grads[WTE];
+    int rc = TSR_SUCCESS, nt = b->lnf->nt, half = nt / 2;
+    b->dwte_half = make(&rc, g->dtype, 1, g->m, g->n, 1, g->mb, g->nb, &root);
+    if (!rc)
+        tsr_desc_alloc_on_write(b->dwte_half);
+    b->dwte_half_cols = tile_views(&rc, b->dwte_half, 0);
+    for (int k = 0; k < 2; k++) {
+        int j0 = k ? half : 0, n = k ? nt - half : half;
+        tsr_desc_t **lnf = token_views(&rc, b->lnf, 0, j0, n);
+        b->lnf_halves[k] = lnf ? lnf[0] : NULL;
+        free(lnf);
+        b->logits_row_halves[k] = token_views(&rc, b->logits, 1, j0, n);
+    }
+    return rc;
+}
+
 /* Sharded, the views wte_grad_by_columns works on: the columns of the token
  * embedding, of its summed and partial gradients, and the logits' rows
  * (the vocabulary tiles of the tied LM head). */
@@ -396,6 +438,8 @@ static int create_wte_columns(tsr_gpt2_model_t *m)
     for (int r = 0; r < m->nsub; r++) {
         m->sub[r].dwte_cols = tile_views(&rc, m->sub[r].grads[WTE], 0);
         m->sub[r].logits_rows = tile_views(&rc, m->sub[r].logits, 1);
+        if (!rc && m->sub[r].lnf->nt >= WTE_SPLIT_TOKEN_TILES)
+            rc = create_wte_halves(m, &m->sub[r], r * (m->B / m->nsub));
     }
     return rc;
 }
@@ -644,6 +688,12 @@ static void destroy_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b)
 {
     destroy_set(b->dwte_cols, m->wte_ncols); /* views first */
     destroy_set(b->logits_rows, m->wte_ncols);
+    destroy_set(b->dwte_half_cols, m->wte_ncols);
+    for (int k = 0; k < 2; k++) {
+        destroy_set(b->logits_row_halves[k], m->wte_ncols);
+        tsr_desc_destroy(b->lnf_halves[k]);
+    }
+    tsr_desc_destroy(b->dwte_half);
     destroy_set(b->grads, m->ntensors);
     each_activation(m, b, destroy_one, NULL);
     free(b->acts);
@@ -702,6 +752,9 @@ void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int ns
     for (int r = 0; r < nsub; r++)
         subs += (long)r * (B / nsub) * nranks / B == 0;
     double wte_cols = tiles && tiles->voc > 0 ? fmin(Vp, WTE_COLUMNS_IN_FLIGHT * (double)tiles->voc) : Vp;
+    long sub_tokens = (long)(B / nsub) * T;
+    if (tiles && tiles->tok > 0 && (sub_tokens + tiles->tok - 1) / tiles->tok >= WTE_SPLIT_TOKEN_TILES)
+        wte_cols *= 2; /* and their second halves */
     if (sharded && nsub > 1)
         mem->grads = np * es * share + subs * wte_cols * C * es;
     else
@@ -730,6 +783,8 @@ void tsr_gpt2_live_bytes(const tsr_gpt2_model_t *m, tsr_gpt2_live_t *live)
         for (int r = 0; r < m->nsub; r++)
             live->grads += tsr_desc_resident_bytes(m->sub[r].grads[s], 1);
     }
+    for (int r = 0; r < m->nsub; r++)
+        live->grads += m->sub[r].dwte_half ? tsr_desc_resident_bytes(m->sub[r].dwte_half, 1) : 0;
     live->buffers = tsr_runtime_allocated_bytes() - live->cached - live->grads;
     if (live->buffers < 0) /* the samples are not taken at one instant */
         live->buffers = 0;
@@ -1184,30 +1239,64 @@ static int fetch_partial_grads_after(tsr_gpt2_model_t *m, int first, int n)
     return rc ? rc : end_rc;
 }
 
+static int is_local_tile(const tsr_desc_t *d, int bi, int i, int j, void *arg)
+{
+    (void)arg;
+    return tsr_tile_is_local(d, bi, i, j);
+}
+
 static tsr_desc_t *dwte_column_gate(tsr_gpt2_batch_t *b, int c) { return b->dwte_cols[c]; }
 
 /* Column c of sub-batch r's partial token-embedding gradient waits for
  * column c - WTE_COLUMNS_IN_FLIGHT of this rank's own to be summed. */
 static int fetch_wte_column_after(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int r, int c)
 {
-    int gate_column = c - WTE_COLUMNS_IN_FLIGHT;
+    int gate_column = c - WTE_COLUMNS_IN_FLIGHT, rc = TSR_SUCCESS;
+    tsr_desc_t *g = own_gate(m, dwte_column_gate, gate_column), *half = m->sub[r].dwte_half;
+    tsr_desc_fetch_batch_begin(); /* one gate task with the second half's */
     if (m->own_only)
-        return fetch_moved_after(m, parts, r, m->dwte_sum_cols[c], own_gate(m, dwte_column_gate, gate_column));
-    return fetch_after(m, m->sub[r].dwte_cols, c, 1, dwte_column_gate, gate_column);
+        rc = fetch_moved_after(m, parts, r, m->dwte_sum_cols[c], g);
+    else
+        rc = fetch_after(m, m->sub[r].dwte_cols, c, 1, dwte_column_gate, gate_column);
+    if (!rc && half && g)
+        rc = tsr_desc_fetch_after_some(m->sub[r].dwte_half_cols[c], g, is_local_tile, NULL);
+    int end_rc = tsr_desc_fetch_batch_end();
+    return rc ? rc : end_rc;
+}
+
+/* part = the LM head's weight gradient of column c over the first half of
+ * b's token tiles, plus (added after) that over the second half, made in
+ * dwte_half (WTE_SPLIT_TOKEN_TILES). */
+static int lm_head_weight_grad_halves(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, tsr_desc_t *part, int c)
+{
+    tsr_desc_t *dst[2] = { part, b->dwte_half_cols[c] };
+    int rc = TSR_SUCCESS;
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = tsr_linear_backward(b->lnf_halves[k], m->wte_cols[c], b->logits_row_halves[k][c], NULL, dst[k], NULL,
+                                 TSR_OVERWRITE, TSR_OVERWRITE, m->tiles.accum);
+    if (!rc)
+        rc = tsr_residual_forward(part, dst[1], part);
+    if (!rc)
+        tsr_desc_invalidate(dst[1]);
+    return rc;
 }
 
 /* The tied LM head's weight gradient into column c of the token embedding's
- * partial gradients (parts), for the sub-batches this rank makes; column c
- * of their logits is dead after it. */
-static int lm_head_weight_grad_column(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int c)
+ * partial gradients (parts), for the sub-batches this rank makes (in halves
+ * where late and the sub-batch has them); column c of their logits is dead
+ * after it. */
+static int lm_head_weight_grad_column(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int c, int late)
 {
     int rc = TSR_SUCCESS;
     for (int r = 0; r < m->nsub && !rc; r++) {
         tsr_gpt2_batch_t *b = &m->sub[r];
         if (!runs_here(m, b)) /* its rank makes it from its own tiles alone */
             continue;
-        rc = tsr_linear_backward(b->lnf, m->wte_cols[c], b->logits_rows[c], NULL, parts[r], NULL, TSR_OVERWRITE,
-                                 TSR_OVERWRITE, m->tiles.accum);
+        if (late && b->dwte_half)
+            rc = lm_head_weight_grad_halves(m, b, parts[r], c);
+        else
+            rc = tsr_linear_backward(b->lnf, m->wte_cols[c], b->logits_rows[c], NULL, parts[r], NULL,
+                                     TSR_OVERWRITE, TSR_OVERWRITE, m->tiles.accum);
         if (!rc)
             tsr_desc_invalidate(b->logits_rows[c]);
     }
@@ -1219,12 +1308,6 @@ static void wte_column_parts(const tsr_gpt2_model_t *m, int c, tsr_desc_t **part
 {
     for (int r = 0; r < m->nsub; r++)
         parts[r] = m->sub[r].dwte_cols[c];
-}
-
-static int is_local_tile(const tsr_desc_t *d, int bi, int i, int j, void *arg)
-{
-    (void)arg;
-    return tsr_tile_is_local(d, bi, i, j);
 }
 
 /* Sharded, WTE_HEAD_LAYERS before the backward's end: the LM head's weight
@@ -1246,7 +1329,7 @@ static int lm_head_columns_early(tsr_gpt2_model_t *m)
     rc = rc ? rc : end_rc;
     for (int c = 0; c < ncols && !rc; c++) {
         wte_column_parts(m, c, parts);
-        rc = lm_head_weight_grad_column(m, parts, c);
+        rc = lm_head_weight_grad_column(m, parts, c, 0);
     }
     free(parts);
     return rc;
@@ -1274,7 +1357,7 @@ static int wte_grad_by_columns(tsr_gpt2_model_t *m)
         for (int r = 0; r < m->nsub && !rc && c >= WTE_COLUMNS_IN_FLIGHT; r++)
             rc = fetch_wte_column_after(m, parts, r, c);
         if (!rc && c >= WTE_COLUMNS_IN_FLIGHT)
-            rc = lm_head_weight_grad_column(m, parts, c);
+            rc = lm_head_weight_grad_column(m, parts, c, 1);
         for (int r = 0; r < m->nsub && !rc; r++) {
             tsr_gpt2_batch_t *b = &m->sub[r];
             if (runs_here(m, b))

@@ -123,6 +123,11 @@ typedef struct {
     /* sharded: views of the columns of grads' token embedding and of the
      * matching rows of the logits (wte_grad_by_columns), else NULL */
     tsr_desc_t **dwte_cols, **logits_rows;
+    /* sharded, at least WTE_SPLIT_TOKEN_TILES token tiles (gpt2_model.c):
+     * the second half of the token tiles' part of the LM head's weight
+     * gradient of a column made after the backward (alloc on write, its
+     * columns), and the halves of lnf and of logits_rows it reads, else NULL */
+    tsr_desc_t *dwte_half, **dwte_half_cols, *lnf_halves[2], **logits_row_halves[2];
     int *inputs, *targets;   /* B*T, the same on every rank */
 } tsr_gpt2_batch_t;
 
