@@ -378,50 +378,38 @@ static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
     return rc;
 }
 
-/* Views of each tile column (by_rows: row) of d: tsr_desc_view; *rc keeps
- * the first failure. */
-static tsr_desc_t **tile_views(int *rc, tsr_desc_t *d, int by_rows)
+/* Views of each tile column of d, or (by_rows) of each tile row over its
+ * tile columns [j0, j0 + nt): tsr_desc_view; *rc keeps the first failure. */
+static tsr_desc_t **tile_views_in(int *rc, tsr_desc_t *d, int by_rows, int j0, int nt)
 {
     int n = by_rows ? d->mt : d->nt;
     tsr_desc_t **views = *rc ? NULL : calloc(n, sizeof *views);
     if (!*rc && !views)
         *rc = TSR_ENOMEM;
     for (int c = 0; views && c < n && !*rc; c++)
-        *rc = by_rows ? tsr_desc_view(&views[c], d, c, 1, 0, d->nt) : tsr_desc_view(&views[c], d, 0, d->mt, c, 1);
+        *rc = by_rows ? tsr_desc_view(&views[c], d, c, 1, j0, nt) : tsr_desc_view(&views[c], d, 0, d->mt, c, 1);
     return views;
 }
 
-/* Views of the tile rows (by_rows; else the whole height) of d over its
- * tile columns [j0, j0 + nt); *rc keeps the first failure. */
-static tsr_desc_t **token_views(int *rc, tsr_desc_t *d, int by_rows, int j0, int nt)
-{
-    int n = by_rows ? d->mt : 1;
-    tsr_desc_t **views = *rc ? NULL : calloc(n, sizeof *views);
-    if (!*rc && !views)
-        *rc = TSR_ENOMEM;
-    for (int i = 0; views && i < n && !*rc; i++)
-        *rc = tsr_desc_view(&views[i], d, by_rows ? i : 0, by_rows ? 1 : d->mt, j0, nt);
-    return views;
-}
+/* tile_views_in over every tile column. */
+static tsr_desc_t **tile_views(int *rc, tsr_desc_t *d, int by_rows) { return tile_views_in(rc, d, by_rows, 0, d->nt); }
 
 /* The second-half tiles of the token embedding's partial gradient (shaped
  * and placed as the sub-batch's, alloc on write) and the views the halves
  * read (WTE_SPLIT_TOKEN_TILES). */
-static int create_wte_halves(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
+static int create_wte_halves(tsr_gpt2_batch_t *b)
 {
-    tsr_dist_t root = tsr_dist_single(first * tsr_size() / m->B);
     const tsr_desc_t *g = b->grads[WTE];
     int rc = TSR_SUCCESS, nt = b->lnf->nt, half = nt / 2;
-    b->dwte_half = make(&rc, g->dtype, 1, g->m, g->n, 1, g->mb, g->nb, &root);
+    b->dwte_half = make(&rc, g->dtype, 1, g->m, g->n, 1, g->mb, g->nb, &g->dist);
     if (!rc)
         tsr_desc_alloc_on_write(b->dwte_half);
     b->dwte_half_cols = tile_views(&rc, b->dwte_half, 0);
     for (int k = 0; k < 2; k++) {
         int j0 = k ? half : 0, n = k ? nt - half : half;
-        tsr_desc_t **lnf = token_views(&rc, b->lnf, 0, j0, n);
-        b->lnf_halves[k] = lnf ? lnf[0] : NULL;
-        free(lnf);
-        b->logits_row_halves[k] = token_views(&rc, b->logits, 1, j0, n);
+        if (!rc)
+            rc = tsr_desc_view(&b->lnf_halves[k], b->lnf, 0, b->lnf->mt, j0, n);
+        b->logits_row_halves[k] = tile_views_in(&rc, b->logits, 1, j0, n);
     }
     return rc;
 }
@@ -439,7 +427,7 @@ static int create_wte_columns(tsr_gpt2_model_t *m)
         m->sub[r].dwte_cols = tile_views(&rc, m->sub[r].grads[WTE], 0);
         m->sub[r].logits_rows = tile_views(&rc, m->sub[r].logits, 1);
         if (!rc && m->sub[r].lnf->nt >= WTE_SPLIT_TOKEN_TILES)
-            rc = create_wte_halves(m, &m->sub[r], r * (m->B / m->nsub));
+            rc = create_wte_halves(&m->sub[r]);
     }
     return rc;
 }
@@ -1283,11 +1271,11 @@ static int lm_head_weight_grad_halves(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, 
 
 /* The tied LM head's weight gradient into column c of the token embedding's
  * partial gradients (parts), for the sub-batches this rank makes (in halves
- * where late and the sub-batch has them); column c of their logits is dead
- * after it. */
-static int lm_head_weight_grad_column(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int c, int late)
+ * where the column is made after the backward and the sub-batch has them);
+ * column c of their logits is dead after it. */
+static int lm_head_weight_grad_column(tsr_gpt2_model_t *m, tsr_desc_t *const *parts, int c)
 {
-    int rc = TSR_SUCCESS;
+    int rc = TSR_SUCCESS, late = c >= WTE_COLUMNS_IN_FLIGHT; /* lm_head_columns_early made the others */
     for (int r = 0; r < m->nsub && !rc; r++) {
         tsr_gpt2_batch_t *b = &m->sub[r];
         if (!runs_here(m, b)) /* its rank makes it from its own tiles alone */
@@ -1329,7 +1317,7 @@ static int lm_head_columns_early(tsr_gpt2_model_t *m)
     rc = rc ? rc : end_rc;
     for (int c = 0; c < ncols && !rc; c++) {
         wte_column_parts(m, c, parts);
-        rc = lm_head_weight_grad_column(m, parts, c, 0);
+        rc = lm_head_weight_grad_column(m, parts, c);
     }
     free(parts);
     return rc;
@@ -1357,7 +1345,7 @@ static int wte_grad_by_columns(tsr_gpt2_model_t *m)
         for (int r = 0; r < m->nsub && !rc && c >= WTE_COLUMNS_IN_FLIGHT; r++)
             rc = fetch_wte_column_after(m, parts, r, c);
         if (!rc && c >= WTE_COLUMNS_IN_FLIGHT)
-            rc = lm_head_weight_grad_column(m, parts, c, 1);
+            rc = lm_head_weight_grad_column(m, parts, c);
         for (int r = 0; r < m->nsub && !rc; r++) {
             tsr_gpt2_batch_t *b = &m->sub[r];
             if (runs_here(m, b))
