@@ -93,6 +93,10 @@ refused "run_scaling.sh --nodes payload" --nodes bash "$S/run_scaling.sh" --node
 refused "run_scaling.sh --nodes 3x" --nodes bash "$S/run_scaling.sh" --nodes 3x rs2.csv
 refused "run_scaling.sh --only weak-t256" --only bash "$S/run_scaling.sh" --only weak-t256 rs3.csv
 [ ! -e rs3.csv ] || bad "run_scaling.sh --only weak-t256 wrote rs3.csv"
+refused "run_gpu_scaling.sh --gpus payload" --gpus bash "$S/run_gpu_scaling.sh" --gpus "$pay" gs1.csv
+refused "run_gpu_scaling.sh --gpus 17" --gpus bash "$S/run_gpu_scaling.sh" --gpus 1,17 gs2.csv
+refused "run_gpu_scaling.sh --precision fp16" --precision bash "$S/run_gpu_scaling.sh" --precision fp16 gs3.csv
+[ ! -e gs3.csv ] || bad "run_gpu_scaling.sh --precision fp16 wrote gs3.csv"
 refused "time_gpt2.sh --bt payload" --bt bash "$T/time_gpt2.sh" --exe "$tsr" --bt "$pay:64"
 refused "time_gpt2_vs_reference.sh -B payload" -B \
     bash "$T/time_gpt2_vs_reference.sh" --exe "$tsr" --reference ./ref.sh --ref-dir ref -B "$pay"

@@ -61,7 +61,7 @@ static void usage(FILE *out)
 "                      is faster on the GPUs alone; more than the cores: a warning)\n"
 "  --max-memory SIZE   the memory a rank may use, e.g. 8G, 512M (K, M, G, T: powers of\n"
 "                      1024); default: what the machine has (MemAvailable, a cgroup's\n"
-"                      memory.max). The run's memory (parameters, AdamW, gradients,\n"
+"                      memory.max; no limit under simulation). The run's memory (parameters, AdamW, gradients,\n"
 "                      activations for B, T) is estimated before anything is allocated,\n"
 "                      printed in the model line, and a run needing more is refused; a\n"
 "                      larger SIZE overrides the check (e.g. with swap)\n"

@@ -422,7 +422,9 @@ static int check_memory(trainer_t *t)
     tsr_gpt2_memory_estimate(&t->cfg, o->B, o->T, nsub, tiles, tsr_size(), o->state_on_rank0, o->precision, &mem);
     double need = mem.total + host_bytes(t);
     const char *what = "--max-memory";
-    double limit = o->max_memory > 0 ? o->max_memory : machine_memory(&what);
+    /* a simulation allocates no tile (its kernels do not run): only
+     * --max-memory limits it */
+    double limit = o->max_memory > 0 ? o->max_memory : tsr_simulated() ? 0 : machine_memory(&what);
     t->mem_estimate = need;
     int over = limit > 0 && need > limit;
     if (over)

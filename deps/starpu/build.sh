@@ -10,6 +10,11 @@
 #                                   the same for the simulation runtime: StarPU
 #                                   on SimGrid (Debian's libsimgrid-dev, SMPI),
 #                                   static, without CUDA and FxT (docs/simulation.md)
+#   deps/starpu/build.sh --simgrid --gpu-node [--prefix]
+#                                   the simulation runtime with room for 16
+#                                   simulated GPUs a node (simulate.sh --gpus 4
+#                                   and more); its data handles are larger, so
+#                                   the many-node CPU runs keep the other one
 # (the options in any order). A build prints a line a phase on stderr:
 # fetching, unpacking, configuring, compiling (by tenths), installing.
 #
@@ -30,16 +35,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 say() { echo "build-starpu: $*" >&2; }
 die() { echo "build-starpu: error: $*" >&2; exit 1; }
-usage() { echo "build-starpu: error: $1 (usage: $0 [--simgrid] [--prefix])" >&2; exit 2; }
-simgrid=0 print_prefix=0
+usage() { echo "build-starpu: error: $1 (usage: $0 [--simgrid [--gpu-node]] [--prefix])" >&2; exit 2; }
+simgrid=0 gpu_node=0 print_prefix=0
 for arg in "$@"; do
     case $arg in
         --simgrid) simgrid=1 ;;
+        --gpu-node) gpu_node=1 ;;
         --prefix) print_prefix=1 ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
         *) usage "unknown argument '$(printf '%s' "$arg" | tr -c '[:print:]' '?')'" ;;
     esac
 done
+[ $gpu_node = 0 ] || [ $simgrid = 1 ] || usage "--gpu-node is an option of --simgrid"
 # shellcheck source=../debian_source.sh
 . "$here/../debian_source.sh"
 cache=$(tessera_cache_dir)
@@ -69,6 +76,8 @@ if [ $simgrid = 1 ]; then
     # simulation has one memory node and at most 64 CPU workers
     options=(--enable-simgrid --enable-mpi --enable-static --disable-shared --disable-cuda
              --enable-maxcpus=64 --enable-maxnodes=4 "${options[@]:4}")
+    # a node of up to 16 GPUs: the host's memory node and one a GPU
+    [ $gpu_node = 1 ] && options=("${options[@]/--enable-maxnodes=4/--enable-maxnodes=17}" --enable-maxcudadev=16)
     TSR_STARPU_CUDA=off
 fi
 nvcc=""
@@ -94,7 +103,7 @@ key_of() {   # $1 = source version
         sha256sum | cut -c1-12
 }
 upstream_of() { local v=${1%%+*}; echo "${v%%-*}"; }   # 1.4.10+dfsg-2 -> 1.4.10
-prefix_for() { echo "$cache/starpu-$(upstream_of "$1")$([ $simgrid = 1 ] && echo -simgrid)-$(key_of "$1")"; }
+prefix_for() { echo "$cache/starpu-$(upstream_of "$1")$([ $simgrid = 1 ] && echo -simgrid)$([ $gpu_node = 1 ] && echo -gpus)-$(key_of "$1")"; }
 
 if [ $print_prefix = 1 ]; then
     prefix_for "$WANTED_VERSION"

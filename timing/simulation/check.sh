@@ -9,17 +9,16 @@
 #     measured on the device), predicts the measured 124M B8 T1024 step
 #     within 15 %.
 # With the argument 2gpu instead (CTest 'simulation_2gpu'): GPT-2 124M B8
-# T64 on one simulated node of two H200s (copies of the measured one joined
-# at 450 GB/s: replicate_gpu.sh), the GPUs alone, one sub-batch each; asserts
-# 0 CPU + 2 CUDA workers and 2 sub-batches, sub-batch 0 on GPU 0 and 1 on
-# GPU 1 (the runtime line), tasks on both GPUs, no copies between host and
-# GPUs in the steady steps (the state stays on the GPUs), at most two copies
-# between the GPUs a tensor and step (its parameters out of its home GPU,
-# the other GPU's partial gradient in: 2 x 148), and the step within 2.3x
-# one GPU's with the whole batch (4.8x when the scheduler spread each
-# sub-batch's tasks over both GPUs; 2.1x with them placed: each copy between
-# simulated GPUs costs about 70 us and they run one after another,
-# docs/simulation.md "Several GPUs a node").
+# T1024 a GPU (issue 42's weak-scaling shape) on one simulated node of two
+# H200s (copies of the measured one joined at 450 GB/s: replicate_gpu.sh),
+# the GPUs alone, one sub-batch each; asserts 0 CPU + 2 CUDA workers and 2
+# sub-batches, sub-batch 0 on GPU 0 and 1 on GPU 1 (the runtime line), tasks
+# on both GPUs, no copies between host and GPUs in the steady steps (the
+# state stays on the GPUs), at most two copies between the GPUs a tensor and
+# step (its parameters out of its home GPU, the other GPU's partial gradient
+# in: 2 x 148), and a weak-scaling efficiency of at least 0.90 against one
+# GPU with B8 (0.82 when the transfers inside a node took SMPI's MPI
+# factors: node_bus_factors.cpp; docs/simulation.md "Several GPUs a node").
 # Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
 #
 #   timing/simulation/check.sh [BUILD_DIR [2gpu]]   (the simulation build; default build-sim)
@@ -49,9 +48,9 @@ build=(--build "${1:-$here/../../build-sim}")
 steady() { sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
 
 check_two_gpus() {
-    local gpt2=(tsr_gpt2 --model 124M -B 8 -T 64 --steps 6 --val-every 0 --sample-every 0 --profile)
+    local run=(tsr_gpt2 --model 124M -T 1024 --steps 6 --val-every 0 --sample-every 0 --profile)
     local two one gpu tasks copies between s1 s2
-    two=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 2 --gpu-link 450 "${gpt2[@]}" 2>&1) ||
+    two=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 2 --gpu-link 450 "${run[@]}" -B 16 2>&1) ||
         fail "the 2-GPU run failed: $(tail -5 <<<"$two")"
     grep -q ' 0 CPU + 2 CUDA workers' <<<"$two" || fail "not 0 CPU + 2 CUDA workers: $(grep -m1 runtime: <<<"$two")"
     grep -q '; 2 sub-batch(es)' <<<"$two" || fail "not one sub-batch a GPU: $(grep -m1 model: <<<"$two")"
@@ -71,13 +70,13 @@ check_two_gpus() {
     echo "GPU <-> GPU copies a steady step: $between"
     awk -v c="$between" 'BEGIN { exit !(c > 0 && c <= 2 * 148) }' ||
         fail "$between copies a step between the GPUs (1 to 296 expected: a tensor's parameters out, its partial gradient in)"
-    one=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 1 "${gpt2[@]}" 2>&1) ||
+    one=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 1 "${run[@]}" -B 8 2>&1) ||
         fail "the 1-GPU run failed: $(tail -5 <<<"$one")"
     s2=$(steady "$two") s1=$(steady "$one")
     [ -n "$s1" ] && [ -n "$s2" ] || fail "no steady-state step time in the output"
-    echo "124M B8 T64: 1 GPU $s1 ms a step, 2 GPUs (B4 each) $s2 ms: $(awk -v a="$s2" -v b="$s1" 'BEGIN { printf "%.2f", a / b }')x"
-    awk -v a="$s2" -v b="$s1" 'BEGIN { exit !(a < 2.3 * b) }' ||
-        fail "the 2-GPU step ($s2 ms) is not within 2.3x the 1-GPU step ($s1 ms): are the sub-batches placed on their GPUs?"
+    echo "124M T1024: 1 GPU (B8) $s1 ms a step, 2 GPUs (B16, B8 each) $s2 ms: weak efficiency $(awk -v a="$s2" -v b="$s1" 'BEGIN { printf "%.3f", b / a }')"
+    awk -v a="$s2" -v b="$s1" 'BEGIN { exit !(b / a >= 0.90) }' ||
+        fail "the 2-GPU step ($s2 ms) is below 0.90 weak efficiency against the 1-GPU step ($s1 ms)"
     echo "simulation check (2 GPUs): passed"
 }
 case ${2:-} in

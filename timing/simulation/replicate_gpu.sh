@@ -5,8 +5,9 @@
 # its own path to host memory as measured for CUDA0 (its own copies of every
 # link of CUDA0's routes; the host interconnect, shared, N times as wide), and
 # a link each way to a switch of GBPS GB/s that joins the GPUs (NVLink and
-# NVSwitch: about 450 GB/s each way per H200), with the latency measured
-# between host and GPU. The scheduler's bandwidth and latency tables, the
+# NVSwitch: about 450 GB/s each way per H200). A copy between GPUs pays the
+# latency measured between host and GPU once, as the scheduler's table says
+# (on the link into the switch; the link out of it has none). The scheduler's bandwidth and latency tables, the
 # GPUs' NUMA affinity and the node's GPU count follow. The codelet models
 # need no change where StarPU times every GPU by CUDA0's models
 # (STARPU_PERF_MODEL_HOMOGENEOUS_CUDA=1, which simulate.sh sets).
@@ -56,7 +57,7 @@ block { text = text $0 "\n"; if ($0 ~ /<\/host>/) { printf "%s", text; for (i = 
 /<route / && !switch_links++ { # SimGrid wants every link declared before the routes
     for (i = 0; i < n; i++) {
         printf "   <link id=\"CUDA%d-switch\" bandwidth=\"%sBps\" latency=\"%s\"/>\n", i, bw, lat
-        printf "   <link id=\"switch-CUDA%d\" bandwidth=\"%sBps\" latency=\"%s\"/>\n", i, bw, lat
+        printf "   <link id=\"switch-CUDA%d\" bandwidth=\"%sBps\" latency=\"0s\"/>\n", i, bw
     }
 }
 /<route src="CUDA0"|<route src="RAM" dst="CUDA0"/ { route = 1; text = "" }

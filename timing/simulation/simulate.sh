@@ -19,7 +19,8 @@
 #   --models NAME performance models timing/simulation/perfmodels/NAME (default
 #                 the only one there, else name one)
 #   --platform F  network platform (default timing/simulation/platforms/cluster-100G.xml)
-#   --build DIR   the simulation build (default build-sim; made when missing)
+#   --build DIR   the simulation build (default build-sim, build-sim-gpus for
+#                 --gpus 4 and more; made when missing)
 #   --submit-cost US[,SKIP]  microseconds the submitting thread spends a task it
 #                 inserts (and a call it skips), charged in simulated time
 #                 (default 13.7,3.8: measured on the 16-core node; 0: only
@@ -92,10 +93,17 @@ if [ "$maps" -gt 0 ] && [ "$maps" -lt $((nodes * 3500)) ]; then
 fi
 
 # ---- the simulation runtime and build (cached) ------------------------------
-prefix=$(bash "$root/deps/starpu/build.sh" --simgrid)
-# memory nodes: the host's and one a GPU (deps/starpu/build.sh --simgrid's --enable-maxnodes)
+# memory nodes: the host's and one a GPU; the runtime built for 4 memory nodes
+# has the smaller data handles the many-node CPU runs need, so 4 GPUs and more
+# take the one built for 17 (--gpu-node), and a build of their own
+runtime=(--simgrid)
+if [ "$gpus" -ge 4 ]; then
+    runtime+=(--gpu-node)
+    [ "$build" = "$root/build-sim" ] && build=$root/build-sim-gpus
+fi
+prefix=$(bash "$root/deps/starpu/build.sh" "${runtime[@]}")
 maxnodes=$(cat "$prefix"/include/starpu/*/starpu_config.h | sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p')
-[ "$gpus" -lt "${maxnodes:-2}" ] || arg_error "--gpus $gpus: this simulation runtime has room for $((${maxnodes:-2} - 1)) GPU(s) a node (STARPU_MAXNODES $maxnodes: deps/starpu/build.sh --simgrid's --enable-maxnodes)"
+[ "$gpus" -lt "${maxnodes:-2}" ] || arg_error "--gpus $gpus: this simulation runtime has room for $((${maxnodes:-2} - 1)) GPU(s) a node (STARPU_MAXNODES $maxnodes: deps/starpu/build.sh ${runtime[*]})"
 # a build this script made (its marker file) follows the runtime when the
 # runtime's options change; any other is left alone
 marker=$build/.made-by-simulate.sh
@@ -111,16 +119,26 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" --target "$target" -j"$(nproc)" >&2
 
+# Transfers inside a node take the latency and bandwidth StarPU measured, not
+# SMPI's MPI factors (node_bus_factors.cpp), built once per simulation build
+factors=$build/node_bus_factors.so
+if [ ! -f "$factors" ] || [ "$here/node_bus_factors.cpp" -nt "$factors" ]; then
+    # shellcheck disable=SC2046  # pkg-config prints separate flags
+    c++ -std=c++17 -O2 -shared -fPIC -o "$factors.tmp" "$here/node_bus_factors.cpp" $(pkg-config --cflags --libs simgrid) >&2 ||
+        arg_error "cannot build $here/node_bus_factors.cpp (needs g++ and libsimgrid-dev)"
+    mv -f "$factors.tmp" "$factors"
+fi
+preload=$factors
 # Past 16 nodes SimGrid 3.32's own bookkeeping (a list walk for every finished
 # communication) takes most of the time: those runs preload the same library
 # with the fix SimGrid 3.34 made (same version and interface, same predictions)
-wrapper=()
 if [ "$nodes" -gt 16 ]; then
     simgrid_prefix=$(bash "$root/deps/simgrid/build.sh")
-    [[ $simgrid_prefix =~ ^[A-Za-z0-9/._+-]+$ ]] ||
-        arg_error "the SimGrid prefix '$simgrid_prefix' has characters smpirun's -wrapper cannot carry"
-    wrapper=(-wrapper "env LD_PRELOAD=$simgrid_prefix/lib/libsimgrid.so.3.32")
+    preload=$simgrid_prefix/lib/libsimgrid.so.3.32:$preload
 fi
+[[ $preload =~ ^[A-Za-z0-9/._+:-]+$ ]] ||
+    arg_error "the libraries to preload ('$preload') have characters smpirun's -wrapper cannot carry"
+wrapper=(-wrapper "env LD_PRELOAD=$preload")
 
 # ---- the run: models copied (StarPU may rewrite them), a node of N workers ---
 run=$(mktemp -d "${TMPDIR:-/tmp}/tsr-simulate.XXXXXX")
@@ -154,7 +172,9 @@ export STARPU_HOME=$run TSR_CACHE_DIR=$run/cache STARPU_SILENT=${STARPU_SILENT:-
 export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072}
 # SimGrid's own chatter (configuration, platform version, end-of-run notes) is
 # kept to warnings about the run itself
-quiet=(--log=xbt_cfg.thres:warning --log=surf_parse.thres:warning --log=smpi_config.thres:error
+# StarPU's bus models ask for no TCP window bound (network/TCP-gamma -1, as
+# in their platform files); between nodes it never bound (1 TB/s at 2 us)
+quiet=(--cfg=network/TCP-gamma:-1 --log=xbt_cfg.thres:warning --log=surf_parse.thres:warning --log=smpi_config.thres:error
        --log=ker_lmm.thres:error --log=smpi.thres:warning --log=smpi_kernel.thres:error)
 "$prefix/bin/starpu_smpirun" -platform "$platform" -hostfile "$run/hostfile" -np "$nodes" \
     "${wrapper[@]}" "$build/$path" "$@" "${quiet[@]}"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Simulated weak scaling of GPT-2 124M training over the GPUs of one node and
+# over nodes of several GPUs (simulate.sh with the H200 models: each GPU a
+# copy of the measured one, joined by a switch of 450 GB/s each way per GPU,
+# NVLink and NVSwitch), one sub-batch of B sequences of T tokens a GPU.
+# Writes CSV rows as they come; each run's output is kept beside OUT.csv as
+# OUT.N-nodes-G-gpus.log.
+#
+#   timing/simulation/run_gpu_scaling.sh [--gpus LIST] [--nodes LIST] [--B N] [--T N]
+#                                        [--precision fp32|bf16] OUT.csv
+#   --gpus: GPUs a node, 1-16, comma-separated (default 1,2,4,8); with
+#   --nodes (default 1) every pair is run, one rank a node; the first row
+#   (1 node of the first GPU count) is the base of the efficiency.
+#   --B (default 8) and --T (default 1024): a GPU's sub-batch. Nodes are
+#   joined by platforms/cluster-gpu-4x400G.xml (4 x 400 Gb/s a node).
+# CSV: nodes,gpus_per_node,gpus,B,T,precision,step_ms,tokens_per_ms,
+# tokens_per_ms_per_gpu,efficiency,gpu_gpu_copies,gpu_gpu_mb,simulation_s
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PROG=run_gpu_scaling
+# shellcheck source=../lib/args.sh
+. "$root/timing/lib/args.sh"
+usage="usage: $0 [--gpus LIST] [--nodes LIST] [--B N] [--T N] [--precision fp32|bf16] OUT.csv"
+gpus_list="1,2,4,8" nodes_list=1 B=8 T=1024 precision=fp32
+show_help() { echo "$usage"; }
+option() {
+    case $1 in
+        --gpus) check_list --gpus "$2" check_count 1 16; gpus_list=$2 ;;
+        --nodes) check_list --nodes "$2" check_count 1 64; nodes_list=$2 ;;
+        --B) check_count --B "$2" 1 1024; B=$2 ;;
+        --T) check_count --T "$2" 1 1024; T=$2 ;;
+        --precision) check_word --precision "$2" fp32 bf16; precision=$2 ;;
+    esac
+}
+take_options option show_help "($usage)" "--gpus --nodes --B --T --precision" "$@"
+shift "$options_taken"
+[ $# -eq 1 ] || arg_error "$usage"
+csv=$1
+check_path OUT.csv "$csv"
+[ -e "$csv" ] && arg_error "$(shown "$csv") exists: name a new file"
+
+echo "nodes,gpus_per_node,gpus,B,T,precision,step_ms,tokens_per_ms,tokens_per_ms_per_gpu,efficiency,gpu_gpu_copies,gpu_gpu_mb,simulation_s" >"$csv"
+base=""
+IFS=, read -r -a node_counts <<<"$nodes_list"
+IFS=, read -r -a gpu_counts <<<"$gpus_list"
+for n in "${node_counts[@]}"; do
+    for g in "${gpu_counts[@]}"; do
+        gpus=$((n * g)) log=${csv%.csv}.$n-nodes-$g-gpus.log
+        link=()
+        [ "$g" -gt 1 ] && link=(--gpu-link 450)
+        start=$(date +%s)
+        bash "$here/simulate.sh" --models h200-gpu --platform "$here/platforms/cluster-gpu-4x400G.xml" --nodes "$n" --workers 0 --gpus "$g" "${link[@]}" \
+            tsr_gpt2 --model 124M -B $((B * gpus)) -T "$T" --sub-batches "$gpus" --precision "$precision" \
+            --steps 6 --val-every 0 --sample-every 0 --profile >"$log" 2>&1 ||
+            { echo "run_gpu_scaling: the run of $n node(s) x $g GPU(s) failed: $log" >&2; exit 1; }
+        secs=$(($(date +%s) - start))
+        step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' "$log")
+        [ -n "$step" ] || { echo "run_gpu_scaling: no steady step in $log" >&2; exit 1; }
+        read -r copies mb < <(sed -n "s/.*steady steps' GPU <-> GPU copies: \([0-9.]*\) copies, \([0-9.]*\) MB.*/\1 \2/p" "$log" | head -1) || true
+        row=$(awk -v s="$step" -v g="$gpus" -v b="$base" -v tok=$((B * T)) 'BEGIN {
+            t = tok * g / s; per = t / g
+            printf "%.1f,%.2f,%.2f,%.3f", s, t, per, b == "" ? 1 : per / b }')
+        [ -n "$base" ] || base=$(cut -d, -f3 <<<"$row")
+        echo "$n,$g,$gpus,$B,$T,$precision,$row,${copies:-0},${mb:-0},$secs" | tee -a "$csv"
+    done
+done
