@@ -47,6 +47,11 @@ endforeach()
 # the replay of the steady steps per tile set (timing/replay_gpt2_tiles.sh)
 tsr_add_test(replay_gpt2_tiles bash ${CMAKE_CURRENT_SOURCE_DIR}/check_replay_gpt2_tiles.sh
              ${PROJECT_SOURCE_DIR}/timing/replay_gpt2_tiles.sh $<TARGET_FILE:tsr_gpt2>)
+# timing/torch_gpt2.py (PyTorch) against tsr_gpt2 from one checkpoint, fp32 and
+# bf16 on CPUs (skipped without a python3 that has torch)
+tsr_add_test(torch_gpt2 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_torch_gpt2.sh $<TARGET_FILE:tsr_gpt2>
+             ${PROJECT_SOURCE_DIR}/timing/torch_gpt2.py ${CMAKE_CURRENT_BINARY_DIR}/torch_gpt2_work)
+set_tests_properties(torch_gpt2 PROPERTIES SKIP_RETURN_CODE 77 PROCESSORS 2)
 # --precision bf16 against float32 on CPU workers (losses within 2e-2)
 tsr_add_test(gpt2_bf16 bash ${CMAKE_CURRENT_SOURCE_DIR}/check_gpt2_bf16.sh $<TARGET_FILE:tsr_gpt2>
              ${CMAKE_CURRENT_BINARY_DIR}/gpt2_bf16_work)

@@ -31,6 +31,13 @@
 #     models     GPT-2 350M, 774M, 1558M (llm.c's d24, d36, d48), B8 T1024, --precision bf16
 #                against llm.c's bf16 trainer (train_gpt2.cu -e d24 ...): the memory
 #                estimate (model line), peak GPU memory, speed
+#     torch      PyTorch (the node's python3, timing/torch_gpt2.py) beside tsr_gpt2 from the same
+#                124M checkpoint and batches (--no-shuffle), at the --sizes (the issue's: "8,1024
+#                16,1024"; torch.compile takes about a minute a run): tsr_gpt2
+#                fp32 (TF32) and bf16, PyTorch fp32 and bf16 (autocast), eager and
+#                torch.compile, one after another; OUT/torch_vs_tessera.csv, and the
+#                losses of the fp32 runs (bar 1e-3 relative: TF32 both) and the bf16 runs
+#                (bar 2e-2 absolute) against each other
 #     mpi2       two MPI ranks sharing the GPU (the MPI bundle's own mpirun, one CUDA worker
 #                each), 124M B8 T64 and B8 T1024, 10 steps: 1 rank, then 2; the largest
 #                relative loss difference (bar 1e-5) and the steady step times; skipped
@@ -44,7 +51,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 PROG=gpu_node.sh
 # shellcheck source=lib/args.sh
 . "$here/lib/args.sh"
-all_stages=(tests correct residency profile speed bf16 tsr_bf16 tiles workers cpu16 models mpi2)
+all_stages=(tests correct residency profile speed bf16 tsr_bf16 tiles workers cpu16 models torch mpi2)
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle|--build|--llmc|--llmc-src|--mpi-bundle|--out|--steps|--sizes)
@@ -252,6 +259,41 @@ stage_cpu16() {
   cat "$out/vs_llmc_cpu_${n}w.log"
   unset STARPU_NCUDA
 }
+# torch_run RUN B T LOG: one run of the torch stage (tessera_fp32, torch_bf16_compiled, ...)
+torch_run() {
+  local run=$1 B=$2 T=$3 log=$4 p=${1#*_}
+  p=${p%_compiled}
+  local common=(--load "$ckpt" -B "$B" -T "$T" --steps "$steps")
+  case $run in
+    tessera_*) timeout 300 "${gpu[@]}" "${common[@]}" --no-shuffle --precision "$p" "${quiet_args[@]}" ;;
+    *_compiled) timeout 600 python3 "$here/torch_gpt2.py" "${common[@]}" --precision "$p" --compile ;;
+    *) timeout 300 python3 "$here/torch_gpt2.py" "${common[@]}" --precision "$p" ;;
+  esac > "$log" 2>&1 || echo "$run B$B T$T: exit $? (the end of $log: $(tail -2 "$log" | tr '\n' ' '))"
+}
+
+stage_torch() {
+  python3 -c "import torch" 2>/dev/null || { echo "torch: this python3 has no torch: skipped"; return; }
+  checkpoint
+  local csv=$out/torch_vs_tessera.csv run log ms
+  echo "B,T,run,median_ms,tokens_per_ms" > "$csv"
+  for bt in $sizes; do
+    IFS=, read -r -a bt <<<"$bt"; set -- "${bt[@]}"   # B,T: checked numbers
+    say "124M B$1 T$2, $steps steps: tsr_gpt2 and PyTorch $(python3 -c 'import torch; print(torch.__version__)')"
+    for run in tessera_fp32 torch_fp32 torch_fp32_compiled tessera_bf16 torch_bf16 torch_bf16_compiled; do
+      log=$out/torch_${run}_B$1_T$2.log
+      torch_run "$run" "$1" "$2" "$log"
+      ms=$(sed -n 's/^summary:.*median step \([0-9.]*\) ms.*/\1/p' "$log")
+      if [ -n "$ms" ]; then
+        echo "$1,$2,$run,$ms,$(awk -v ms="$ms" -v bt=$(($1 * $2)) 'BEGIN { printf "%.2f", bt / ms }')"
+      else echo "$1,$2,$run,nan,nan"; fi >> "$csv"
+      losses "$log" > "$out/losses_torch_${run}_B$1_T$2.txt"
+    done
+    echo "fp32, PyTorch vs tsr_gpt2 (bar 1e-3): $(maxrel "$out/losses_torch_torch_fp32_B$1_T$2.txt" "$out/losses_torch_tessera_fp32_B$1_T$2.txt")"
+    echo "bf16, PyTorch vs tsr_gpt2 (bar 2e-2 absolute): $(maxabs "$out/losses_torch_torch_bf16_B$1_T$2.txt" "$out/losses_torch_tessera_bf16_B$1_T$2.txt")"
+  done
+  column -t -s, "$csv"
+}
+
 stage_mpi2() {
   [ -x "$mpi_bundle/bin/mpirun" ] && [ -x "$mpi_bundle/bin/tsr_gpt2" ] ||
     { echo "mpi2: no MPI bundle in $mpi_bundle (deps/bundle_mpi.sh; --mpi-bundle DIR): skipped"; return; }
@@ -281,7 +323,7 @@ declare -A cpu16_limit=([gemm]=200 [attention]=100 [gpt2]=150)
 
 for s in "${stages[@]}"; do
   case $s in
-    tests|correct|residency|profile|speed|bf16|tsr_bf16|tiles|workers|cpu16|models|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
+    tests|correct|residency|profile|speed|bf16|tsr_bf16|tiles|workers|cpu16|models|torch|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
     *) echo "error: unknown stage $s (see --help)" >&2; exit 2 ;;
   esac
 done
