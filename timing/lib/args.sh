@@ -104,6 +104,19 @@ take_all_options() {
     [ $# -eq 0 ] || arg_error "unknown option '$(shown "$1")' $_tao_hint"
 }
 
+# take_options_and_csv HANDLER HELP USAGE KNOWN [ARGS...]: take_options for
+# a script whose one argument is the CSV it writes (csv): a path that does
+# not exist yet
+take_options_and_csv() {
+    _toc_usage=$3
+    take_options "$1" "$2" "($3)" "$4" "${@:5}"
+    shift $((options_taken + 4))
+    [ $# -eq 1 ] || arg_error "$_toc_usage"
+    csv=$1
+    check_path OUT.csv "$csv"
+    [ ! -e "$csv" ] || arg_error "$(shown "$csv") exists: name a new file"
+}
+
 # help_from_comments: the comment lines of the script from line 2 to its
 # 'set -euo' line, its --help
 help_from_comments() { sed -n '2,/^set -euo/p' "$0" | grep '^#'; }

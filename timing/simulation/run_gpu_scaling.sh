@@ -17,10 +17,9 @@
 # tokens_per_ms_per_gpu,efficiency,gpu_gpu_copies,gpu_gpu_mb,simulation_s
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
 PROG=run_gpu_scaling
 # shellcheck source=../lib/args.sh
-. "$root/timing/lib/args.sh"
+. "$here/../lib/args.sh"
 usage="usage: $0 [--gpus LIST] [--nodes LIST] [--B N] [--T N] [--precision fp32|bf16] OUT.csv"
 gpus_list="1,2,4,8" nodes_list=1 B=8 T=1024 precision=fp32
 show_help() { echo "$usage"; }
@@ -33,12 +32,7 @@ option() {
         --precision) check_word --precision "$2" fp32 bf16; precision=$2 ;;
     esac
 }
-take_options option show_help "($usage)" "--gpus --nodes --B --T --precision" "$@"
-shift "$options_taken"
-[ $# -eq 1 ] || arg_error "$usage"
-csv=$1
-check_path OUT.csv "$csv"
-[ -e "$csv" ] && arg_error "$(shown "$csv") exists: name a new file"
+take_options_and_csv option show_help "$usage" "--gpus --nodes --B --T --precision" "$@"
 
 echo "nodes,gpus_per_node,gpus,B,T,precision,step_ms,tokens_per_ms,tokens_per_ms_per_gpu,efficiency,gpu_gpu_copies,gpu_gpu_mb,simulation_s" >"$csv"
 base=""

@@ -51,12 +51,7 @@ option() {
         --submit-cost) submit_cost=(--submit-cost "$2") ;; # checked by simulate.sh
     esac
 }
-take_options option show_help "($usage)" "--models --nodes --only --placements --steps --submit-cost" "$@"
-shift "$options_taken"
-[ $# -eq 1 ] || arg_error "$usage"
-csv=$1
-check_path OUT.csv "$csv"
-[ -e "$csv" ] && arg_error "$(shown "$csv") exists: name a new file"
+take_options_and_csv option show_help "$usage" "--models --nodes --only --placements --steps --submit-cost" "$@"
 # the validation file holds 32768 tokens, less than one batch of 128 x 256: the
 # training file stands in for it (no validation runs)
 train=$root/algorithms/gpt2/data/tiny_shakespeare_train.bin
