@@ -17,6 +17,8 @@
 #include <xbt/config.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -69,23 +71,34 @@ void collect_models(const simgrid::s4u::NetZone* zone, std::set<simgrid::kernel:
         collect_models(child, models);
 }
 
+using FactorCb = std::function<simgrid::kernel::resource::NetworkModelIntf::NetworkFactorCb>;
+
+/* 1 inside a node, else SMPI's factor (the list of config key) for the size */
+FactorCb node_or_smpi(const char* key)
+{
+    Factors smpi = parse_factors(simgrid::config::get_value<std::string>(key));
+    return [smpi](double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
+                  const std::vector<simgrid::s4u::Link*>&, const std::unordered_set<simgrid::s4u::NetZone*>&) {
+        return inside_one_node(src, dst) ? 1.0 : factor_for(smpi, size);
+    };
+}
+
+/* A run given its own smpi/lat-factor or smpi/bw-factor (--cfg) keeps it
+ * for every communication: SimGrid takes either those or a callback. */
 void install_factors()
 {
-    Factors lat = parse_factors(simgrid::config::get_value<std::string>("smpi/lat-factor"));
-    Factors bw = parse_factors(simgrid::config::get_value<std::string>("smpi/bw-factor"));
+    bool own_lat = !simgrid::config::is_default("smpi/lat-factor");
+    bool own_bw = !simgrid::config::is_default("smpi/bw-factor");
+    if (own_lat || own_bw)
+        std::fprintf(stderr, "node_bus_factors: smpi/%s given: it applies inside the nodes too\n",
+                     own_lat && own_bw ? "lat-factor and bw-factor" : own_lat ? "lat-factor" : "bw-factor");
     std::set<simgrid::kernel::resource::NetworkModelIntf*> models;
     collect_models(simgrid::s4u::Engine::get_instance()->get_netzone_root(), models);
     for (auto* model : models) {
-        model->set_lat_factor_cb([lat](double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
-                                       const std::vector<simgrid::s4u::Link*>&,
-                                       const std::unordered_set<simgrid::s4u::NetZone*>&) {
-            return inside_one_node(src, dst) ? 1.0 : factor_for(lat, size);
-        });
-        model->set_bw_factor_cb([bw](double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
-                                     const std::vector<simgrid::s4u::Link*>&,
-                                     const std::unordered_set<simgrid::s4u::NetZone*>&) {
-            return inside_one_node(src, dst) ? 1.0 : factor_for(bw, size);
-        });
+        if (!own_lat)
+            model->set_lat_factor_cb(node_or_smpi("smpi/lat-factor"));
+        if (!own_bw)
+            model->set_bw_factor_cb(node_or_smpi("smpi/bw-factor"));
     }
 }
 

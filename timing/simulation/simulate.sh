@@ -137,7 +137,7 @@ if [ "$nodes" -gt 16 ]; then
     preload=$simgrid_prefix/lib/libsimgrid.so.3.32:$preload
 fi
 [[ $preload =~ ^[A-Za-z0-9/._+:-]+$ ]] ||
-    arg_error "the libraries to preload ('$preload') have characters smpirun's -wrapper cannot carry"
+    arg_error "the libraries to preload ('$(shown "$preload")', under --build DIR) have characters smpirun's -wrapper cannot carry: name a build directory of letters, digits and / . _ + -"
 wrapper=(-wrapper "env LD_PRELOAD=$preload")
 
 # ---- the run: models copied (StarPU may rewrite them), a node of N workers ---
@@ -170,11 +170,12 @@ export STARPU_HOME=$run TSR_CACHE_DIR=$run/cache STARPU_SILENT=${STARPU_SILENT:-
 # derived datatypes): a fixed mmap threshold gives those back to the system
 # (glibc's moving one kept them in the heap: 2.6 instead of 1.9 GB for 2 ranks)
 export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072}
-# SimGrid's own chatter (configuration, platform version, end-of-run notes) is
-# kept to warnings about the run itself
 # StarPU's bus models ask for no TCP window bound (network/TCP-gamma -1, as
 # in their platform files); between nodes it never bound (1 TB/s at 2 us)
-quiet=(--cfg=network/TCP-gamma:-1 --log=xbt_cfg.thres:warning --log=surf_parse.thres:warning --log=smpi_config.thres:error
+network=(--cfg=network/TCP-gamma:-1)
+# SimGrid's own chatter (configuration, platform version, end-of-run notes) is
+# kept to warnings about the run itself
+quiet=(--log=xbt_cfg.thres:warning --log=surf_parse.thres:warning --log=smpi_config.thres:error
        --log=ker_lmm.thres:error --log=smpi.thres:warning --log=smpi_kernel.thres:error)
 "$prefix/bin/starpu_smpirun" -platform "$platform" -hostfile "$run/hostfile" -np "$nodes" \
-    "${wrapper[@]}" "$build/$path" "$@" "${quiet[@]}"
+    "${wrapper[@]}" "$build/$path" "$@" "${network[@]}" "${quiet[@]}"
