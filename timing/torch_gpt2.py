@@ -60,9 +60,10 @@ def load_checkpoint(path):
                   ("ln2w", (L, C)), ("ln2b", (L, C)), ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)),
                   ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)), ("lnfw", (C,)), ("lnfb", (C,))]
         count = sum(math.prod(s) for _, s in shapes)
+        size = os.fstat(f.fileno()).st_size
+        if size != (HEADER_INTS + count) * 4:
+            fail(f"{path}: {size} bytes, the header's model needs {(HEADER_INTS + count) * 4}")
         data = f.read(count * 4)
-        if len(data) != count * 4:
-            fail(f"{path}: {len(data) // 4} parameters, the header's model has {count}")
     flat = torch.frombuffer(bytearray(data), dtype=torch.float32)
     params, at = {}, 0
     for name, shape in shapes:
