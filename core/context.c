@@ -449,7 +449,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
         tsr_finalize();
         return rc ? rc : TSR_EIO;
     }
-    tsr_worker_groups_start();
+    tsr_worker_groups_start(tsr_ncpu_workers(), tsr_ncuda_workers());
     describe_runtime(cfg.gpu_tf32, plan.reason);
     tsr_log(TSR_LOG_DEBUG, "started: %s", runtime_summary);
     warn_oversubscribed(use_mpi);

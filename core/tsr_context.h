@@ -63,10 +63,11 @@ int tsr_visible_gpus(int found, const char *cuda_visible_devices);
  * 6.1 us a task inserted: 3.8 us). */
 #define TSR_SIM_TASK_US 13.7
 #define TSR_SIM_SKIP_US 3.8
-/* Worker groups (core/worker_groups.c): made once StarPU runs, dropped
- * before it stops. The mask of a group's workers for starpu_task::workerids
- * (words uint32_t values; NULL and 0 for no group). */
-void tsr_worker_groups_start(void);
+/* Worker groups (core/worker_groups.c): made once StarPU runs, from its CPU
+ * and CUDA worker counts, dropped before it stops. The mask of a group's
+ * workers for starpu_task::workerids (words uint32_t values; NULL and 0 for
+ * no group). */
+void tsr_worker_groups_start(int ncpu, int ncuda);
 void tsr_worker_groups_stop(void);
 const uint32_t *tsr_worker_group_mask(int group, unsigned *words);
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */

@@ -65,16 +65,16 @@ static void group_by_cpu_worker(void)
     groups.gpu = 0;
 }
 
-void tsr_worker_groups_start(void)
+void tsr_worker_groups_start(int ncpu, int ncuda)
 {
     memset(&groups, 0, sizeof groups);
     /* one rank only: under MPI the sub-batches are placed on ranks first */
     if (tsr_ctx.size > 1)
         return;
     /* GPUs alone: with CPU workers beside them the scheduler balances the kinds */
-    if (tsr_ncuda_workers() > 0 && tsr_ncpu_workers() == 0)
+    if (ncuda > 0 && ncpu == 0)
         group_by_gpu();
-    else if (tsr_ncuda_workers() == 0 && tsr_ctx.cpu_worker_groups)
+    else if (ncuda == 0 && tsr_ctx.cpu_worker_groups)
         group_by_cpu_worker();
     if (groups.n < 2)
         memset(&groups, 0, sizeof groups);
