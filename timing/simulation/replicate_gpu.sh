@@ -7,8 +7,9 @@
 # a link each way to a switch of GBPS GB/s that joins the GPUs (NVLink and
 # NVSwitch: about 450 GB/s each way per H200). A copy between GPUs pays the
 # latency measured between host and GPU once, as the scheduler's table says
-# (on the link into the switch; the link out of it has none). The scheduler's bandwidth and latency tables, the
-# GPUs' NUMA affinity and the node's GPU count follow. The codelet models
+# (on the link into the switch; the link out of it has none). The
+# scheduler's bandwidth and latency tables, the GPUs' NUMA affinity and the
+# node's GPU count follow. The codelet models
 # need no change where StarPU times every GPU by CUDA0's models
 # (STARPU_PERF_MODEL_HOMOGENEOUS_CUDA=1, which simulate.sh sets).
 #
