@@ -70,6 +70,8 @@ int tsr_visible_gpus(int found, const char *cuda_visible_devices);
 void tsr_worker_groups_start(int ncpu, int ncuda);
 void tsr_worker_groups_stop(void);
 const uint32_t *tsr_worker_group_mask(int group, unsigned *words);
+/* The memory node of a group's workers (-1: no such group). */
+int tsr_worker_group_memory_node(int group);
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */
 int64_t tsr_tag_alloc(int64_t n);
 /* FxT tracing (core/trace.c): prepare before StarPU starts (dir NULL: off);

@@ -96,6 +96,14 @@ const uint32_t *tsr_worker_group_mask(int group, unsigned *words)
     return groups.mask[group];
 }
 
+int tsr_worker_group_memory_node(int group)
+{
+    for (int w = 0; group >= 0 && group < groups.n && w < STARPU_NMAXWORKERS; w++)
+        if (groups.mask[group][w / 32] >> (w % 32) & 1u)
+            return (int)starpu_worker_get_memory_node(w);
+    return -1;
+}
+
 void tsr_worker_group_name(int group, char *buf, size_t size)
 {
     if (group < 0 || group >= groups.n)

@@ -35,6 +35,52 @@ void tsr_desc_home_on(tsr_desc_t *d, int group)
         d->home = group_field(group);
 }
 
+/* A copy tsr_desc_prefetch_to_group_after holds back: tiles to a memory
+ * node once the gate tile is written. */
+typedef struct {
+    starpu_data_handle_t gate;
+    int node, n;
+    starpu_data_handle_t tiles[];
+} prefetch_t;
+
+static void prefetch_when_gate_written(void *arg)
+{
+    prefetch_t *p = arg;
+    starpu_data_release_on_node(p->gate, STARPU_ACQUIRE_NO_NODE);
+    for (int t = 0; t < p->n; t++)
+        starpu_data_prefetch_on_node(p->tiles[t], (unsigned)p->node, 1);
+    free(p);
+}
+
+int tsr_desc_prefetch_to_group_after(tsr_desc_t *d, int group, tsr_desc_t *gate)
+{
+    int node = tsr_worker_group_memory_node(group), n = 0;
+    if (!d || !gate || node < 0 || starpu_node_get_kind((unsigned)node) == STARPU_CPU_RAM ||
+        !tsr_tile_is_local(gate, 0, 0, 0))
+        return TSR_SUCCESS;
+    prefetch_t *p = malloc(sizeof *p + (size_t)d->bt * d->mt * d->nt * sizeof(starpu_data_handle_t));
+    if (!p || !(p->gate = tsr_tile_handle(gate, 0, 0, 0))) {
+        free(p);
+        return TSR_ENOMEM;
+    }
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++)
+                if (tsr_tile_is_local(d, bi, i, j) && !(p->tiles[n++] = tsr_tile_handle(d, bi, i, j))) {
+                    free(p);
+                    return TSR_ENOMEM;
+                }
+    p->node = node;
+    p->n = n;
+    if (starpu_data_acquire_on_node_cb_sequential_consistency(p->gate, STARPU_ACQUIRE_NO_NODE, STARPU_R,
+                                                              prefetch_when_gate_written, p, 1) != 0) {
+        free(p);
+        tsr_log(TSR_LOG_ERROR, "tsr_desc_prefetch_to_group_after: StarPU refused to wait for the gate");
+        return TSR_ERUNTIME;
+    }
+    return TSR_SUCCESS;
+}
+
 void tsr_desc_alloc_on_write(tsr_desc_t *d)
 {
     if (d && !d->user)

@@ -148,6 +148,13 @@ void tsr_desc_run_on(tsr_desc_t *d, int group);
  * parameters and optimizer state there, updated there) but that tasks
  * placed elsewhere read. -1: any worker. */
 void tsr_desc_home_on(tsr_desc_t *d, int group);
+/* Copy this rank's tiles of d to the memory of `group` (a GPU of several)
+ * once the tasks submitted so far that write gate's first tile are done:
+ * ahead of the group's tasks that read them later, which would otherwise
+ * fetch them only once ready, all GPUs at once. The copy is of d's value
+ * at that moment (a task writing d later drops it: a wasted copy, not a
+ * stale read). Nothing to do for a group in main memory or no group. */
+int tsr_desc_prefetch_to_group_after(tsr_desc_t *d, int group, tsr_desc_t *gate);
 /* Give d's owned tiles no storage of their own: StarPU allocates a tile when
  * a task first writes it and frees it when tsr_desc_invalidate's
  * invalidation runs, so a tile holds memory only from its first write to
