@@ -128,6 +128,12 @@ typedef struct {
      * gradient of a column made after the backward (alloc on write, its
      * columns), and the halves of lnf and of logits_rows it reads, else NULL */
     tsr_desc_t *dwte_half, **dwte_half_cols, *lnf_halves[2], **logits_row_halves[2];
+    /* several sub-batches on one rank (tsr_gpt2_wte_summed_early): views of
+     * encoded and dres whose tasks run where the token embedding is homed
+     * (the embedding's forward and backward), and of grads' token embedding
+     * whose tasks run on this sub-batch's workers (the sum of the LM head's
+     * parts); else NULL */
+    tsr_desc_t *encoded_at_wte, *dres_at_wte, *dwte_own;
     int *inputs, *targets;   /* B*T, the same on every rank */
 } tsr_gpt2_batch_t;
 
@@ -188,6 +194,10 @@ void tsr_gpt2_model_destroy(tsr_gpt2_model_t *m);
  * homed on one group, spread by bytes (gpt2_placement.c); the create calls
  * it. Nothing to do otherwise. */
 int tsr_gpt2_place_state(tsr_gpt2_model_t *m);
+/* Whether the token embedding's gradient is summed as the LM head makes
+ * it, its embedding tasks running where it is homed (gpt2_model.c): several
+ * sub-batches on one rank without a sharded sum. */
+int tsr_gpt2_wte_summed_early(const tsr_gpt2_model_t *m);
 
 /* The bytes of the tiles this rank owns for good: parameters, AdamW
  * moments, gradients (their sum; the sub-batches' own only when they are
