@@ -19,6 +19,11 @@ tsr_add_test(gpt2_oracle_subbatch4 ${GPT2_ORACLE} 32 64 256 128 4 1 4)
 # node of several (worker groups: TSR_CPU_WORKER_GROUPS)
 tsr_add_test(gpt2_oracle_subbatch_groups ${GPT2_ORACLE} 16 32 96 200 2 0 2)
 set_property(TEST gpt2_oracle_subbatch_groups APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=2)
+# four groups: the LM head's parts of the token embedding's gradient summed
+# by a tree over the groups, the embedding's tasks on its home group
+# (tsr_gpt2_wte_summed_early)
+tsr_add_test(gpt2_oracle_subbatch4_groups ${GPT2_ORACLE} 32 64 256 128 4 1 4)
+set_property(TEST gpt2_oracle_subbatch4_groups APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=4)
 # token tiles of two whole sequences, attention tiles of their own
 tsr_add_test(gpt2_oracle_split     ${GPT2_ORACLE} 64 32 96 200 2 0 1 8 16)
 tsr_add_test(gpt2_oracle_split_qk  ${GPT2_ORACLE} 16 64 256 512 1 1 2 32 8)
