@@ -588,7 +588,7 @@ static void place_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int grou
  * the token embedding's gradient are summed as soon as the head's backward
  * has made them (during the rest of the backward: sum_wte_head_parts), and
  * every sub-batch's embedding forward and backward run where the embedding
- * is homed (create_views_at_wte), moving the sub-batch's activations or
+ * is homed (create_embedding_views), moving the sub-batch's activations or
  * their gradient (C x BT). Left for the end of the step are those
  * scatters, not nsub - 1 additions of the C x Vp gradient in a chain on
  * its GPU, and the step starts without a copy of the embedding to every
@@ -598,7 +598,7 @@ static void place_batch(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int grou
 int tsr_gpt2_wte_summed_early(const tsr_gpt2_model_t *m) { return m->nsub > 1 && !m->grad_sum && tsr_size() == 1; }
 
 /* The views of encoded_at_wte, dres_at_wte and dwte_own (gpt2_model.h). */
-static int create_views_at_wte(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int group)
+static int create_embedding_views(const tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int group)
 {
     int home = m->params[WTE]->home - 1; /* -1: none */
     int rc = tsr_desc_view(&b->encoded_at_wte, b->encoded, 0, b->encoded->mt, 0, b->encoded->nt);
@@ -654,7 +654,7 @@ int tsr_gpt2_model_create_dtype(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cf
     if (rc == 0)
         rc = tsr_gpt2_place_state(m);
     for (int r = 0; r < nsub && rc == 0 && tsr_gpt2_wte_summed_early(m); r++)
-        rc = create_views_at_wte(m, &m->sub[r], tsr_worker_group_of(r));
+        rc = create_embedding_views(m, &m->sub[r], tsr_worker_group_of(r));
     if (rc)
         tsr_gpt2_model_destroy(m);
     else
