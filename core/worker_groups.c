@@ -15,13 +15,14 @@ static struct {
     int gpu;                                /* 1: a group a GPU, 0: a CPU worker each */
     int device[STARPU_NMAXWORKERS];         /* the group's GPU, or CPU worker index */
     int workers[STARPU_NMAXWORKERS];        /* workers in the group */
+    unsigned node[STARPU_NMAXWORKERS];      /* the group's memory node */
     uint32_t mask[STARPU_NMAXWORKERS][MASK_WORDS];
 } groups;
 
-static int group_of_node(unsigned node, const unsigned *nodes)
+static int group_of_node(unsigned node)
 {
     for (int g = 0; g < groups.n; g++)
-        if (nodes[g] == node)
+        if (groups.node[g] == node)
             return g;
     return -1;
 }
@@ -36,14 +37,13 @@ static void add_worker(int g, int worker)
 static void group_by_gpu(void)
 {
     int ids[STARPU_NMAXWORKERS];
-    unsigned nodes[STARPU_NMAXWORKERS];
     int n = (int)starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, STARPU_NMAXWORKERS);
     for (int k = 0; k < n; k++) {
         unsigned node = starpu_worker_get_memory_node((unsigned)ids[k]);
-        int g = group_of_node(node, nodes);
+        int g = group_of_node(node);
         if (g < 0) {
             g = groups.n++;
-            nodes[g] = node;
+            groups.node[g] = node;
             groups.device[g] = starpu_worker_get_devid(ids[k]);
         }
         add_worker(g, ids[k]);
@@ -59,6 +59,7 @@ static void group_by_cpu_worker(void)
     int n = (int)starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
     for (int k = 0; k < n; k++) {
         groups.device[k] = k;
+        groups.node[k] = starpu_worker_get_memory_node((unsigned)ids[k]);
         add_worker(k, ids[k]);
     }
     groups.n = n;
@@ -96,13 +97,7 @@ const uint32_t *tsr_worker_group_mask(int group, unsigned *words)
     return groups.mask[group];
 }
 
-int tsr_worker_group_memory_node(int group)
-{
-    for (int w = 0; group >= 0 && group < groups.n && w < STARPU_NMAXWORKERS; w++)
-        if (groups.mask[group][w / 32] >> (w % 32) & 1u)
-            return (int)starpu_worker_get_memory_node(w);
-    return -1;
-}
+int tsr_worker_group_memory_node(int group) { return group >= 0 && group < groups.n ? (int)groups.node[group] : -1; }
 
 void tsr_worker_group_name(int group, char *buf, size_t size)
 {

@@ -1006,15 +1006,15 @@ static int loss_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss)
     return rc;
 }
 
-/* Several GPUs on one rank: the replicas of parameters [first, first + n)
- * on each sub-batch's GPU copied once gate(sub-batch, l) is written, a
- * layer ahead of the tasks that read them (which would ask for them only
- * once ready, and wait for them then). */
+/* Several GPUs (worker groups: one rank only): the replicas of parameters
+ * [first, first + n) on each sub-batch's GPU copied once gate(sub-batch, l)
+ * is written, a layer ahead of the tasks that read them (which would ask
+ * for them only once ready, and wait for them then). */
 static int prefetch_params_after(tsr_gpt2_model_t *m, int first, int n, tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int),
                                  int l)
 {
     int rc = TSR_SUCCESS;
-    for (int r = 0; r < m->nsub && tsr_size() == 1; r++)
+    for (int r = 0; r < m->nsub; r++)
         for (int s = first; s < first + n && !rc; s++)
             rc = tsr_desc_prefetch_to_group_after(m->params[s], tsr_worker_group_of(r), gate(&m->sub[r], l));
     return rc;

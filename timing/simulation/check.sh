@@ -18,9 +18,10 @@
 # step (its parameters out of its home GPU, the other GPU's partial gradient
 # in: 2 x 148) and the other sub-batch's embedding input out and its
 # gradient in (the embedding's tasks run on its GPU: gpt2_model.c,
-# tsr_gpt2_wte_summed_early), and a weak-scaling efficiency of at least 0.90 against one
-# GPU with B8 (0.82 when the transfers inside a node took SMPI's MPI
-# factors: node_bus_factors.cpp; docs/simulation.md "Several GPUs a node").
+# tsr_gpt2_wte_summed_early), and a weak-scaling efficiency of at least
+# 0.90 against one GPU with B8 (0.82 when the transfers inside a node took
+# SMPI's MPI factors: node_bus_factors.cpp; docs/simulation.md "Several GPUs
+# a node").
 # Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
 #
 #   timing/simulation/check.sh [BUILD_DIR [2gpu]]   (the simulation build; default build-sim)
