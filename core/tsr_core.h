@@ -113,11 +113,12 @@ int tsr_ncpu_workers(void);
 int tsr_ncuda_workers(void);
 const char *tsr_sched_name(void);
 int tsr_parallel_worker_size(void);
-/* Worker groups, for data parallelism inside one process (one rank): with
+/* Worker groups, for data parallelism inside each process (a rank): with
  * CUDA workers alone on 2 or more GPUs, a group a GPU (its CUDA workers);
  * with TSR_CPU_WORKER_GROUPS=1 and CPU workers alone (tests), a group a CPU
- * worker; else none (0). Every task touching a descriptor placed on a group
- * (tsr_desc_run_on) runs on that group's workers. */
+ * worker; else none (0). Under MPI every rank has as many, else none has.
+ * Every task touching a descriptor placed on a group (tsr_desc_run_on) runs
+ * on that group's workers. */
 int tsr_worker_groups(void);
 /* The group of part `part` of a split (part mod the groups; -1 with none). */
 int tsr_worker_group_of(int part);

@@ -66,18 +66,30 @@ static void group_by_cpu_worker(void)
     groups.gpu = 0;
 }
 
+/* Under MPI each rank spreads its sub-batches over its own groups
+ * (tsr_worker_group_of), and the default split counts them: every rank
+ * must have as many, else none places (heterogeneous nodes: the scheduler
+ * balances each rank's GPUs). */
+static int same_count_on_every_rank(int n)
+{
+    double lo = n, hi = n;
+    if (tsr_allreduce_double(&lo, TSR_REDUCE_MIN) || tsr_allreduce_double(&hi, TSR_REDUCE_MAX))
+        return 0;
+    if (lo != hi && tsr_ctx.rank == 0)
+        tsr_log(TSR_LOG_INFO, "warning: the ranks have %g to %g GPUs (or CPU worker groups): sub-batches are not placed on "
+                "them, each rank's scheduler spreads its tasks", lo, hi);
+    return lo == hi;
+}
+
 void tsr_worker_groups_start(int ncpu, int ncuda)
 {
     memset(&groups, 0, sizeof groups);
-    /* one rank only: under MPI the sub-batches are placed on ranks first */
-    if (tsr_ctx.size > 1)
-        return;
     /* GPUs alone: with CPU workers beside them the scheduler balances the kinds */
     if (ncuda > 0 && ncpu == 0)
         group_by_gpu();
     else if (ncuda == 0 && tsr_ctx.cpu_worker_groups)
         group_by_cpu_worker();
-    if (groups.n < 2)
+    if (groups.n < 2 || !same_count_on_every_rank(groups.n))
         memset(&groups, 0, sizeof groups);
 }
 

@@ -41,6 +41,12 @@ tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi2 2 ${GPT2_ORACLE} 32 32 96 200 2 0 2
 # a sub-batch per rank on 4 ranks: the gradients summed by a tree, each tile's
 # rooted on its owner (tsr_sum_tree)
 tsr_add_mpi_test(gpt2_oracle_rank_grads_mpi4 4 ${GPT2_ORACLE} 32 32 96 200 2 0 4)
+# 2 ranks of 2 CPU worker groups (as 2 nodes of 2 GPUs): each rank's 2
+# sub-batches pinned to its own groups, the gradients summed over all 4
+tsr_add_mpi_test(gpt2_oracle_groups_mpi2 2 ${GPT2_ORACLE} 32 32 96 200 2 0 4)
+if(TSR_USE_MPI)
+  set_property(TEST gpt2_oracle_groups_mpi2 APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=2)
+endif()
 # 8 token tiles a rank, 16 vocabulary columns: the token embedding's columns
 # made after the backward take their LM-head part in two halves of the token
 # tiles (WTE_SPLIT_TOKEN_TILES)

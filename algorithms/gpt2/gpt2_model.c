@@ -45,10 +45,11 @@ static int slot_tensor(int s, int *layer)
 
 int tsr_gpt2_default_sub_batches(int B)
 {
-    int n = tsr_size() > 1 ? tsr_size() : tsr_ncuda_workers();
+    int ranks = tsr_size(), groups = tsr_worker_groups();
+    int n = ranks > 1 ? ranks * (groups > 1 ? groups : 1) : tsr_ncuda_workers();
     if (n > 1 && B % n == 0)
         return n;
-    n = tsr_worker_groups();
+    n = ranks > 1 ? ranks : groups;
     return n > 1 && B % n == 0 ? n : 1;
 }
 

@@ -204,14 +204,17 @@ static int same_options_on_every_rank(unsigned long long mine)
 }
 
 /* "; sub-batch 0 on GPU 0, 1 on GPU 1" (each sub-batch's worker group:
- * tsr_gpt2_default_sub_batches), or "" when the sub-batches are not placed. */
+ * tsr_gpt2_default_sub_batches; under MPI "on rank 1 GPU 0"), or "" when
+ * the sub-batches are not placed. */
 static void describe_placement(int nsub, char *out, size_t size)
 {
     out[0] = '\0';
     for (int r = 0, len = 0; r < nsub && tsr_worker_groups() > 0 && len < (int)size; r++) {
-        char name[64];
+        char name[64], rank[32] = "";
         tsr_worker_group_name(tsr_worker_group_of(r), name, sizeof name);
-        len += snprintf(out + len, size - (size_t)len, "%s %d on %s", r ? "," : "; sub-batch", r, name);
+        if (tsr_size() > 1)
+            snprintf(rank, sizeof rank, "rank %d ", (int)((long)r * tsr_size() / nsub));
+        len += snprintf(out + len, size - (size_t)len, "%s %d on %s%s", r ? "," : "; sub-batch", r, rank, name);
     }
 }
 
