@@ -342,12 +342,14 @@ static int create_param_sets(tsr_gpt2_model_t *m, int state_on_rank0)
         tsr_dist_t dist = tsr_dist_single(0);
         if (sharded)
             dist = tsr_dist_custom(owner_shard, &m->shard[s]);
-        /* a rank drops the copy of another rank's parameter tile after each
-         * use (the algorithms flush what they read) and fetches it again
-         * for the next, a prefetch window ahead (fetch_params_after): ZeRO-3 */
         for (int k = 0; k < 5; k++)
             if (has[k])
                 (*sets[k])[s] = make(&rc, types[k], 1, rows, cols, 1, rt, ct, &dist);
+        /* a rank drops its copy of another rank's parameter tile once its
+         * sub-batches' tasks reading it are submitted (drop_params), and
+         * fetches it again for the next use, a prefetch window ahead
+         * (fetch_layer_after): ZeRO-3 */
+        tsr_desc_keep_received(m->params[s], 1);
     }
     return rc;
 }
@@ -423,6 +425,8 @@ static int create_wte_columns(tsr_gpt2_model_t *m)
     int rc = TSR_SUCCESS;
     m->wte_ncols = m->params[WTE]->nt;
     m->wte_cols = tile_views(&rc, m->params[WTE], 0);
+    for (int c = 0; c < m->wte_ncols && !rc; c++)
+        tsr_desc_keep_received(m->wte_cols[c], 1);
     m->dwte_sum_cols = tile_views(&rc, m->grad_sum[WTE], 0);
     for (int r = 0; r < m->nsub; r++) {
         m->sub[r].dwte_cols = tile_views(&rc, m->sub[r].grads[WTE], 0);
@@ -1021,6 +1025,19 @@ static int prefetch_params_after(tsr_gpt2_model_t *m, int first, int n, tsr_desc
     return rc;
 }
 
+/* Several ranks: the copies this rank received of parameters [first,
+ * first + n), read by all its sub-batches, are kept for them all (one
+ * receive, not one a sub-batch: tsr_desc_keep_received) and dropped here,
+ * once every task reading them is submitted. */
+static void drop_params(tsr_desc_t **set, int first, int n)
+{
+    for (int s = first; s < first + n; s++) {
+        tsr_desc_keep_received(set[s], 0);
+        tsr_desc_flush(set[s]);
+        tsr_desc_keep_received(set[s], 1);
+    }
+}
+
 /* The LM head's replicas of the token embedding on the sub-batches' GPUs
  * (tsr_gpt2_wte_summed_early: no earlier task there reads it), sub-batch
  * r's copied once its layer r (L - 1) / nsub is done: one copy at a time
@@ -1062,11 +1079,15 @@ static int forward_layers(tsr_gpt2_model_t *m, int with_loss)
             rc = runs_here(m, &m->sub[r]) ? block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l))
                                           : send_block_forward_params(m, &m->sub[r], l);
         if (!rc)
+            drop_params(m->params, slot(l, 0), TSR_GPT2_PER_LAYER);
+        if (!rc)
             rc = prefetch_lm_head(m, l);
     }
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = runs_here(m, &m->sub[r]) ? loss_forward(m, &m->sub[r], with_loss)
                                       : send_loss_forward_params(m, &m->sub[r]);
+    if (!rc) /* the embeddings' and the LM head's */
+        drop_params(m->params, 0, NGLOBAL);
     return rc;
 }
 
@@ -1391,6 +1412,8 @@ static int lm_head_columns_early(tsr_gpt2_model_t *m)
     for (int c = 0; c < ncols && !rc; c++) {
         wte_column_parts(m, c, parts);
         rc = lm_head_weight_grad_column(m, parts, c);
+        if (!rc)
+            drop_params(m->wte_cols, c, 1);
     }
     free(parts);
     return rc;
@@ -1419,6 +1442,8 @@ static int wte_grad_by_columns(tsr_gpt2_model_t *m)
             rc = fetch_wte_column_after(m, parts, r, c);
         if (!rc && c >= WTE_COLUMNS_IN_FLIGHT)
             rc = lm_head_weight_grad_column(m, parts, c);
+        if (!rc && c >= WTE_COLUMNS_IN_FLIGHT)
+            drop_params(m->wte_cols, c, 1);
         for (int r = 0; r < m->nsub && !rc; r++) {
             tsr_gpt2_batch_t *b = &m->sub[r];
             if (runs_here(m, b))
@@ -1514,6 +1539,8 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
         rc = fetch_layer_after(m, L - 1, logits_gate, 0);
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = runs_here(m, &m->sub[r]) ? head_backward(m, &m->sub[r]) : send_head_backward_params(m, &m->sub[r]);
+    if (!rc)
+        drop_params(m->params, 0, NGLOBAL);
     if (!rc && tsr_gpt2_wte_summed_early(m))
         rc = sum_wte_head_parts(m);
     if (!rc && m->grad_sum)
@@ -1532,6 +1559,8 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
             if (!rc)
                 invalidate_layer(&m->sub[r], l);
         }
+        if (!rc)
+            drop_params(m->params, slot(l, 0), TSR_GPT2_PER_LAYER);
         if (!rc && m->grad_sum)
             rc = sum_grads_by_tree(m, slot(l, 0), TSR_GPT2_PER_LAYER);
     }
