@@ -76,8 +76,8 @@ static int same_count_on_every_rank(int n)
     if (tsr_allreduce_double(&lo, TSR_REDUCE_MIN) || tsr_allreduce_double(&hi, TSR_REDUCE_MAX))
         return 0;
     if (lo != hi && tsr_ctx.rank == 0)
-        tsr_log(TSR_LOG_INFO, "warning: the ranks have %g to %g GPUs (or CPU worker groups): sub-batches are not placed on "
-                "them, each rank's scheduler spreads its tasks", lo, hi);
+        tsr_log(TSR_LOG_INFO, "warning: the ranks have %g to %g worker groups (a GPU each; one GPU makes none): "
+                "sub-batches are not placed on GPUs, each rank's scheduler spreads its tasks", lo, hi);
     return lo == hi;
 }
 
@@ -89,7 +89,8 @@ void tsr_worker_groups_start(int ncpu, int ncuda)
         group_by_gpu();
     else if (ncuda == 0 && tsr_ctx.cpu_worker_groups)
         group_by_cpu_worker();
-    if (groups.n < 2 || !same_count_on_every_rank(groups.n))
+    int n = groups.n < 2 ? 0 : groups.n; /* a single group places nothing */
+    if (!same_count_on_every_rank(n) || n == 0) /* every rank joins the count */
         memset(&groups, 0, sizeof groups);
 }
 
