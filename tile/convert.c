@@ -105,11 +105,10 @@ static int has_copy_to_flush(starpu_data_handle_t h)
 }
 #endif
 
-/* Drops the StarPU-MPI copies of d's tiles this rank received. */
-static void drop_received(tsr_desc_t *d)
+void tsr_desc_drop_received(tsr_desc_t *d)
 {
 #if TSR_USE_MPI
-    if (!tsr_ctx.mpi_active)
+    if (!d || !tsr_ctx.mpi_active)
         return;
     int n = tsr_desc_ntiles(d);
     for (int t = 0; t < n; t++)
@@ -281,7 +280,7 @@ int tsr_desc_send_read(tsr_desc_t *d, int rank)
 void tsr_desc_flush(tsr_desc_t *d)
 {
     if (!d->keep_received)
-        drop_received(d);
+        tsr_desc_drop_received(d);
 }
 
 /* Whether invalidating d's own tiles frees anything: their replicates on
@@ -298,7 +297,7 @@ void tsr_desc_invalidate(tsr_desc_t *d)
 {
     if (!d)
         return;
-    drop_received(d); /* MPI: its copies elsewhere are dead too */
+    tsr_desc_drop_received(d); /* MPI: its copies elsewhere are dead too */
     if (!own_tiles_have_copies(d))
         return;
     for (int bi = 0; bi < d->bt; bi++)
@@ -463,7 +462,7 @@ static int move_all(tsr_desc_t *d, void *A, int lda, int root, int to_tile)
     if (rc == TSR_ENOTINIT || (rc = agree(rc)) != 0)
         return rc;
     if (to_tile)
-        drop_received(d); /* the user's data replaces every tile */
+        tsr_desc_drop_received(d); /* the user's data replaces every tile */
     for (int bi = 0; bi < d->bt; bi++)
         for (int i = 0; i < d->mt; i++)
             for (int j = 0; j < d->nt; j++)

@@ -136,6 +136,10 @@ void tsr_desc_flush(tsr_desc_t *d);
  * data read several times between writes, such as a model's parameters
  * within a training step (fetched once a step instead of once a read). */
 void tsr_desc_keep_received(tsr_desc_t *d, int keep);
+/* Drop the copies this rank received of d's tiles now, kept or not (once
+ * the tasks submitted so far that read them are done; collective like
+ * tsr_desc_flush; nothing to do without MPI). */
+void tsr_desc_drop_received(tsr_desc_t *d);
 /* Run every task that touches a tile of d on the workers of worker group
  * `group` (tsr_worker_groups: one GPU of several; -1 or no such group: on
  * any worker, the scheduler's choice). For data parallelism inside one

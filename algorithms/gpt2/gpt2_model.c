@@ -1011,10 +1011,10 @@ static int loss_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss)
     return rc;
 }
 
-/* Several GPUs (worker groups: one rank only): the replicas of parameters
- * [first, first + n) on each sub-batch's GPU copied once gate(sub-batch, l)
- * is written, a layer ahead of the tasks that read them (which would ask
- * for them only once ready, and wait for them then). */
+/* Several GPUs (worker groups): the replicas of this rank's parameter tiles
+ * [first, first + n) on each of its sub-batches' GPUs copied once
+ * gate(sub-batch, l) is written, a layer ahead of the tasks that read them
+ * (which would ask for them only once ready, and wait for them then). */
 static int prefetch_params_after(tsr_gpt2_model_t *m, int first, int n, tsr_desc_t *(*gate)(tsr_gpt2_batch_t *, int),
                                  int l)
 {
@@ -1031,11 +1031,8 @@ static int prefetch_params_after(tsr_gpt2_model_t *m, int first, int n, tsr_desc
  * once every task reading them is submitted. */
 static void drop_params(tsr_desc_t **set, int first, int n)
 {
-    for (int s = first; s < first + n; s++) {
-        tsr_desc_keep_received(set[s], 0);
-        tsr_desc_flush(set[s]);
-        tsr_desc_keep_received(set[s], 1);
-    }
+    for (int s = first; s < first + n; s++)
+        tsr_desc_drop_received(set[s]);
 }
 
 /* The LM head's replicas of the token embedding on the sub-batches' GPUs
@@ -1440,9 +1437,7 @@ static int wte_grad_by_columns(tsr_gpt2_model_t *m)
         wte_column_parts(m, c, parts);
         for (int r = 0; r < m->nsub && !rc && c >= WTE_COLUMNS_IN_FLIGHT; r++)
             rc = fetch_wte_column_after(m, parts, r, c);
-        if (!rc && c >= WTE_COLUMNS_IN_FLIGHT)
-            rc = lm_head_weight_grad_column(m, parts, c);
-        if (!rc && c >= WTE_COLUMNS_IN_FLIGHT)
+        if (!rc && c >= WTE_COLUMNS_IN_FLIGHT && !(rc = lm_head_weight_grad_column(m, parts, c)))
             drop_params(m->wte_cols, c, 1);
         for (int r = 0; r < m->nsub && !rc; r++) {
             tsr_gpt2_batch_t *b = &m->sub[r];
