@@ -1,6 +1,7 @@
 #!/bin/bash
 # time_gpt2_gemms: the step's GEMM count (3 x 2 x N x the weights' size),
-# one line per timed step and a median line, positive times; bad options
+# one line per timed step, a median line and a square line (the GFLOP at
+# the square product's rate), positive times; bad options
 # exit 2. time_gpt2_gemm_limit.sh: one round per shape and the median line,
 # the ratio and share consistent with the two times; bad options exit 2.
 # usage: check_time_gpt2_gemm_limit.sh SCRIPT BUILD_DIR
@@ -17,8 +18,9 @@ csv=$("$gemms" --model d2 --B 4 --T 64 --threads 1 --steps 2) || fail "time_gpt2
 echo "$csv"
 # d2: L 2, C 128, Vp 50304; N 256 tokens: 3 * 2 * 256 * (2 * 12 * 128^2 + 50304 * 128) = 10.49 GFLOP
 awk -F, 'NR > 1 { rows = rows " " $5; if (!($9 > 0) || !($11 > 0)) bad = bad " times " $0
-                  if ($10 != "10.49") bad = bad " gflop " $10 }
-         END { if (rows != " 1 2 median") bad = bad " rows:" rows
+                  if ($10 != "10.49") bad = bad " gflop " $10
+                  if ($5 == "square" && ($9 - 1000 * $10 / $11 > 0.1 || 1000 * $10 / $11 - $9 > 0.1)) bad = bad " square " $0 }
+         END { if (rows != " 1 2 median square") bad = bad " rows:" rows
                if (bad) { print "FAIL:" bad; exit 1 } }' <<<"$csv" || exit 1
 "$script" --rounds x > /dev/null 2>&1
 [ $? -eq 2 ] || fail "--rounds x did not exit 2"
@@ -29,7 +31,8 @@ echo "$csv"
 awk -F, 'NR > 1 { rows = rows " " $5
                   if (!($6 > 0) || !($7 > 0)) bad = bad " times " $0
                   d = $8 - $6 / $7; if (d < -0.002 || d > 0.002) bad = bad " ratio " $0
-                  d = $9 - $7 / $6; if (d < -0.002 || d > 0.002) bad = bad " share " $0 }
+                  d = $9 - $7 / $6; if (d < -0.002 || d > 0.002) bad = bad " share " $0
+                  d = $11 - $6 / $10; if (!($10 > 0) || d < -0.002 || d > 0.002) bad = bad " square " $0 }
          END { if (rows != " 1 median") bad = bad " rows:" rows
                if (bad) { print "FAIL:" bad; exit 1 } }' <<<"$csv" || exit 1
 echo PASS

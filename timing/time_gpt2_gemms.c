@@ -13,7 +13,8 @@
  * shared between layers. The attention's own products (Q K^T, P V) are not
  * GEMMs in llm.c and are left out.
  *
- * CSV on stdout (one line per timed step and a median line), messages on
+ * CSV on stdout (one line per timed step, a median line, and a "square" line:
+ * the step's GFLOP at the BLAS's rate on a large square product), messages on
  * stderr; exit 2 on bad options, 1 when out of memory. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,8 @@ static const char *about =
     "Time the GEMMs of one GPT-2 training step alone (forward, backward data, backward weights of every\n"
     "linear layer and the LM head), each one whole-matrix call of the BLAS's own multi-threaded routine.\n"
     "CSV columns: model,B,T,threads,step,fwd_ms,bwd_data_ms,bwd_weight_ms,total_ms,gflop,gflops\n"
-    "(step: the timed step's number, or \"median\").";
+    "(step: the timed step's number, \"median\", or \"square\": the same GFLOP at the rate of one\n"
+    "2048^3 product through the same routine, the step's pure-GEMM time).";
 
 enum { FWD, BWD_DATA, BWD_WEIGHT, NPASSES };
 
@@ -134,6 +136,31 @@ static double step_flops(const step_t *s)
     return 3.0 * per_token * s->N; /* forward and the two backward products */
 }
 
+/* The BLAS's rate on one large square product (SQUARE^3, the best of three
+ * calls) through the same routine and threads: the rate a step's GEMMs would
+ * have if their shapes and cold operands cost nothing. 0 when out of memory. */
+enum { SQUARE = 2048 };
+static double square_gflops(int threads)
+{
+    size_t n = (size_t)SQUARE * SQUARE;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = calloc(n, sizeof *c);
+    double best = 0;
+    if (a && b && c) {
+        for (size_t e = 0; e < n; e++)
+            a[e] = (float)(e % 11) * 1e-3f, b[e] = (float)(e % 5) * 1e-3f;
+        for (int rep = 0; rep < 4; rep++) { /* the first warms the BLAS's buffers and threads */
+            double t = tsr_wtime();
+            tsr_cpu_blas_gemm(TSR_FLOAT32, TSR_NOTRANS, TSR_NOTRANS, SQUARE, SQUARE, SQUARE, 1.0, a, SQUARE, b, SQUARE,
+                              0.0, c, SQUARE, threads);
+            double rate = 2.0 * SQUARE * SQUARE * SQUARE / (tsr_wtime() - t) * 1e-9;
+            if (rep > 0 && rate > best)
+                best = rate;
+        }
+    }
+    free(a), free(b), free(c);
+    return best;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -193,6 +220,10 @@ static int run(int argc, char **argv)
     double med = steps % 2 ? totals[steps / 2] : 0.5 * (totals[steps / 2 - 1] + totals[steps / 2]);
     printf("%s,%ld,%ld,%ld,median,,,,%.1f,%.2f,%.1f\n", params[P_MODEL].words[0], params[P_B].values[0],
            params[P_T].values[0], threads, med * 1e3, flops * 1e-9, flops / med * 1e-9);
+    double peak = square_gflops((int)threads);
+    if (peak > 0)
+        printf("%s,%ld,%ld,%ld,square,,,,%.1f,%.2f,%.1f\n", params[P_MODEL].words[0], params[P_B].values[0],
+               params[P_T].values[0], threads, flops / peak * 1e-6, flops * 1e-9, peak);
     free(totals);
     step_free(&s);
     return 0;
