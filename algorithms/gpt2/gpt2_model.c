@@ -43,6 +43,11 @@ static int slot_tensor(int s, int *layer)
     return TSR_GPT2_LN1W + (s - NGLOBAL) % TSR_GPT2_PER_LAYER;
 }
 
+int tsr_gpt2_rank_of_row(int row, int B)
+{
+    return (int)((long)row * tsr_size() / B);
+}
+
 int tsr_gpt2_default_sub_batches(int B)
 {
     int ranks = tsr_size(), groups = tsr_worker_groups();
@@ -367,7 +372,7 @@ static tsr_desc_t **summed_grads(const tsr_gpt2_model_t *m) { return m->grad_sum
  * gradients never exist at once. */
 static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 {
-    tsr_dist_t root = tsr_dist_single(first * tsr_size() / m->B);
+    tsr_dist_t root = tsr_dist_single(tsr_gpt2_rank_of_row(first, m->B));
     int rc = 0;
     if (!(b->grads = calloc(m->ntensors, sizeof(tsr_desc_t *))))
         return TSR_ENOMEM;
@@ -508,8 +513,8 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
  * span several ranks. */
 static int sub_batch_rank(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
 {
-    int P = tsr_size(), first = b->dist2d.first, rank = first * P / m->B;
-    return rank == (first + b->B - 1) * P / m->B ? rank : -1;
+    int first = b->dist2d.first, rank = tsr_gpt2_rank_of_row(first, m->B);
+    return rank == tsr_gpt2_rank_of_row(first + b->B - 1, m->B) ? rank : -1;
 }
 
 /* Whether a rank may leave out the forward and backward of the sub-batches
@@ -955,8 +960,9 @@ static tsr_desc_t *block_input(tsr_gpt2_batch_t *b, int l) { return l == 0 ? b->
 /* Whether some of the sub-batch's samples are this rank's (owner_2d). */
 static int has_samples_here(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
 {
-    int P = tsr_size(), me = tsr_rank();
-    return b->dist2d.first * P / m->B <= me && (b->dist2d.first + b->B - 1) * P / m->B >= me;
+    int me = tsr_rank();
+    return tsr_gpt2_rank_of_row(b->dist2d.first, m->B) <= me &&
+           tsr_gpt2_rank_of_row(b->dist2d.first + b->B - 1, m->B) >= me;
 }
 
 /* Hold back the transfers of set[first .. first + n) until this rank's last

@@ -205,17 +205,22 @@ static int same_options_on_every_rank(unsigned long long mine)
 
 /* "; sub-batch 0 on GPU 0, 1 on GPU 1" (each sub-batch's worker group:
  * tsr_gpt2_default_sub_batches; under MPI "on rank 1 GPU 0"), or "" when
- * the sub-batches are not placed. */
-static void describe_placement(int nsub, char *out, size_t size)
+ * the sub-batches are not placed. Past PLACEMENTS_SHOWN sub-batches the rest
+ * is counted, not listed. */
+enum { PLACEMENTS_SHOWN = 16 };
+static void describe_placement(int B, int nsub, char *out, size_t size)
 {
     out[0] = '\0';
-    for (int r = 0, len = 0; r < nsub && tsr_worker_groups() > 0 && len < (int)size; r++) {
+    int len = 0;
+    for (int r = 0; r < nsub && r < PLACEMENTS_SHOWN && tsr_worker_groups() > 0 && len < (int)size; r++) {
         char name[64], rank[32] = "";
         tsr_worker_group_name(tsr_worker_group_of(r), name, sizeof name);
         if (tsr_size() > 1)
-            snprintf(rank, sizeof rank, "rank %d ", (int)((long)r * tsr_size() / nsub));
+            snprintf(rank, sizeof rank, "rank %d ", tsr_gpt2_rank_of_row(r * (B / nsub), B));
         len += snprintf(out + len, size - (size_t)len, "%s %d on %s%s", r ? "," : "; sub-batch", r, rank, name);
     }
+    if (nsub > PLACEMENTS_SHOWN && len > 0 && len < (int)size)
+        snprintf(out + len, size - (size_t)len, ", ... (%d sub-batches)", nsub);
 }
 
 /* StarPU (and MPI) up as the options say, every rank checked to run the same
@@ -252,8 +257,8 @@ static int start_runtime(const options_t *o, unsigned long long options, int *ar
         tsr_finalize();
         return 2;
     }
-    char placement[512];
-    describe_placement(o->nsub ? o->nsub : tsr_gpt2_default_sub_batches(o->B), placement, sizeof placement);
+    char placement[1024];
+    describe_placement(o->B, o->nsub ? o->nsub : tsr_gpt2_default_sub_batches(o->B), placement, sizeof placement);
     if (tsr_rank() == 0)
         printf("runtime: %s; %s%s\n", tsr_runtime_summary(), tsr_blas_description(), placement);
     signal(SIGINT, on_stop_signal);
