@@ -1081,10 +1081,10 @@ static int forward_layers(tsr_gpt2_model_t *m, int with_loss)
         for (int r = 0; r < m->nsub && !rc; r++)
             rc = runs_here(m, &m->sub[r]) ? block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l))
                                           : send_block_forward_params(m, &m->sub[r], l);
-        if (!rc)
+        if (!rc) {
             drop_params(m->params, slot(l, 0), TSR_GPT2_PER_LAYER);
-        if (!rc)
             rc = prefetch_lm_head(m, l);
+        }
     }
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = runs_here(m, &m->sub[r]) ? loss_forward(m, &m->sub[r], with_loss)
