@@ -43,9 +43,9 @@ static int slot_tensor(int s, int *layer)
     return TSR_GPT2_LN1W + (s - NGLOBAL) % TSR_GPT2_PER_LAYER;
 }
 
-int tsr_gpt2_rank_of_row(int row, int B)
+int tsr_gpt2_rank_of_row(int row, int B, int ranks)
 {
-    return (int)((long)row * tsr_size() / B);
+    return (int)((long)row * ranks / B);
 }
 
 int tsr_gpt2_default_sub_batches(int B)
@@ -150,14 +150,14 @@ static int owner_2d(int bi, int i, int j, void *arg)
 {
     const tsr_gpt2_dist_arg_t *a = arg;
     int sample = a->first + (int)((long)j * a->tok / a->T);
-    return sample * a->size / a->B;
+    return tsr_gpt2_rank_of_row(sample, a->B, a->size);
 }
 
 static int owner_3d(int bi, int i, int j, void *arg)
 {
     const tsr_gpt2_dist_arg_t *a = arg;
     int sample = a->first + bi * a->depth / a->NH;
-    return sample * a->size / a->B;
+    return tsr_gpt2_rank_of_row(sample, a->B, a->size);
 }
 
 static int check_tiles(const tsr_gpt2_config_t *c, int B, int T, const tsr_gpt2_tiles_t *t)
@@ -372,7 +372,7 @@ static tsr_desc_t **summed_grads(const tsr_gpt2_model_t *m) { return m->grad_sum
  * gradients never exist at once. */
 static int create_grads(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
 {
-    tsr_dist_t root = tsr_dist_single(tsr_gpt2_rank_of_row(first, m->B));
+    tsr_dist_t root = tsr_dist_single(tsr_gpt2_rank_of_row(first, m->B, tsr_size()));
     int rc = 0;
     if (!(b->grads = calloc(m->ntensors, sizeof(tsr_desc_t *))))
         return TSR_ENOMEM;
@@ -513,8 +513,8 @@ static int create_batch(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int first)
  * span several ranks. */
 static int sub_batch_rank(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
 {
-    int first = b->dist2d.first, rank = tsr_gpt2_rank_of_row(first, m->B);
-    return rank == tsr_gpt2_rank_of_row(first + b->B - 1, m->B) ? rank : -1;
+    int first = b->dist2d.first, P = tsr_size(), rank = tsr_gpt2_rank_of_row(first, m->B, P);
+    return rank == tsr_gpt2_rank_of_row(first + b->B - 1, m->B, P) ? rank : -1;
 }
 
 /* Whether a rank may leave out the forward and backward of the sub-batches
@@ -781,7 +781,7 @@ void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int ns
      * (wte_grad_by_columns) and a layer or two, left out here */
     int subs = 0;
     for (int r = 0; r < nsub; r++)
-        subs += (long)r * (B / nsub) * nranks / B == 0;
+        subs += tsr_gpt2_rank_of_row(r * (B / nsub), B, nranks) == 0;
     double wte_cols = tiles && tiles->voc > 0 ? fmin(Vp, WTE_COLUMNS_IN_FLIGHT * (double)tiles->voc) : Vp;
     long sub_tokens = (long)(B / nsub) * T;
     if (tiles && tiles->tok > 0 && (sub_tokens + tiles->tok - 1) / tiles->tok >= WTE_SPLIT_TOKEN_TILES)
@@ -795,8 +795,8 @@ void tsr_gpt2_memory_estimate(const tsr_gpt2_config_t *cfg, int B, int T, int ns
      * ln2, fch, gelu, res3; lnf, logits; the backward's dres, dln, dfch and
      * head gradients; split/merge buffers unless fused */
     long samples = 0;
-    for (long b = 0; b < B; b++)
-        samples += b * nranks / B == 0;
+    for (int b = 0; b < B; b++)
+        samples += tsr_gpt2_rank_of_row(b, B, nranks) == 0;
     tsr_gpt2_tiles_t rt = tiles ? resolve_qk(tiles, T) : (tsr_gpt2_tiles_t){ 0 };
     int fused = rt.tok > 0 && rt.q > 0 && rt.k > 0 ? projections_fused(&rt, T) : 0;
     double per_token = C + L * (16 * C + 4 + 2 * NH) + (C + 2) + Vp + 10 * C + (fused ? 0 : 5 * C);
@@ -960,9 +960,9 @@ static tsr_desc_t *block_input(tsr_gpt2_batch_t *b, int l) { return l == 0 ? b->
 /* Whether some of the sub-batch's samples are this rank's (owner_2d). */
 static int has_samples_here(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
 {
-    int me = tsr_rank();
-    return tsr_gpt2_rank_of_row(b->dist2d.first, m->B) <= me &&
-           tsr_gpt2_rank_of_row(b->dist2d.first + b->B - 1, m->B) >= me;
+    int me = tsr_rank(), P = tsr_size();
+    return tsr_gpt2_rank_of_row(b->dist2d.first, m->B, P) <= me &&
+           tsr_gpt2_rank_of_row(b->dist2d.first + b->B - 1, m->B, P) >= me;
 }
 
 /* Hold back the transfers of set[first .. first + n) until this rank's last

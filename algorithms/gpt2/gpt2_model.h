@@ -41,10 +41,10 @@ typedef struct {
  * are as many parts as workers. With CUDA workers: token tiles up to 2048
  * tokens within one GPU's sub-batch, whole C, 4C and NH, vocabulary tile ~ Vp/4. */
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles);
-/* The rank that holds batch row `row` of B: the rows are dealt over the
- * ranks in equal blocks; a sub-batch's gradients live on the rank of its
- * first row. */
-int tsr_gpt2_rank_of_row(int row, int B);
+/* The rank that holds batch row `row` of B among `ranks`: the rows are
+ * dealt over the ranks in equal blocks (the activations' distribution); a
+ * sub-batch's gradients live on the rank of its first row. */
+int tsr_gpt2_rank_of_row(int row, int B, int ranks);
 /* The default sub-batch count: one per rank under MPI (each rank reduces
  * its own gradients), else one per CUDA worker, or else one per worker
  * group (GPU: tsr_worker_groups), when B divides; else 1. Sub-batch r runs

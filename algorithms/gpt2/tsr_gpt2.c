@@ -216,7 +216,7 @@ static void describe_placement(int B, int nsub, char *out, size_t size)
         char name[64], rank[32] = "";
         tsr_worker_group_name(tsr_worker_group_of(r), name, sizeof name);
         if (tsr_size() > 1)
-            snprintf(rank, sizeof rank, "rank %d ", tsr_gpt2_rank_of_row(r * (B / nsub), B));
+            snprintf(rank, sizeof rank, "rank %d ", tsr_gpt2_rank_of_row(r * (B / nsub), B, tsr_size()));
         len += snprintf(out + len, size - (size_t)len, "%s %d on %s%s", r ? "," : "; sub-batch", r, rank, name);
     }
     if (nsub > PLACEMENTS_SHOWN && len > 0 && len < (int)size)
