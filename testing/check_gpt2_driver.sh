@@ -19,13 +19,15 @@ run() { "${launch[@]}" "$exe" --val-every 0 --sample-every 0 "$@"; }
 #    the default tiles (fused projections) and with token tiles of two
 #    sequences and attention tiles of their own (split/merge path)
 want="10.828328 10.824232 10.778888 10.782754 10.747942 10.703804 10.674804 10.652796 10.651034 10.629862"
+losses_of() { tail -n +2 "$1" | cut -d, -f2 | tr '\n' ' '; }
+same_losses() { # same_losses FILE.csv: its losses are llm.c's to 1e-5
+    awk -v w="$want" -v g="$(losses_of "$1")" 'BEGIN { n = split(w, a, " "); m = split(g, b, " "); if (n != m) exit 1;
+          for (i = 1; i <= n; i++) { d = (b[i] - a[i]) / a[i]; if (d < 0) d = -d; if (d > 1e-5) exit 1 } }'
+}
 check_losses() { # check_losses NAME tsr_gpt2-args...
     local name=$1; shift
     run --steps 10 --csv "$work/$name.csv" --quiet "$@" > "$work/$name.log" 2>&1 || bad "$name: run exited $?"
-    local got=$(tail -n +2 "$work/$name.csv" | cut -d, -f2 | tr '\n' ' ')
-    if awk -v w="$want" -v g="$got" 'BEGIN { n = split(w, a, " "); m = split(g, b, " "); if (n != m) exit 1;
-          for (i = 1; i <= n; i++) { d = (b[i] - a[i]) / a[i]; if (d < 0) d = -d; if (d > 1e-5) exit 1 } }'; then ok
-    else bad "$name: losses differ from llm.c: got [$got] want [$want]"; fi
+    same_losses "$work/$name.csv" && ok || bad "$name: losses differ from llm.c: got [$(losses_of "$work/$name.csv")] want [$want]"
 }
 check_losses a
 check_losses split --tile-tok 128 --tile-q 16 --tile-k 32 --tile-heads 2
@@ -152,6 +154,23 @@ if [ ${#launch[@]} -gt 0 ]; then
 else
     grep -q "^rank 0 holds [0-9.]* MB of parameters, [0-9.]* MB of AdamW state" "$work/ranks.log" && ok ||
         bad "--profile: no rank line: $(tail -2 "$work/ranks.log")"
+fi
+
+# Ranks with worker groups (CPU ones here, GPUs on a GPU node) keep the
+# parameters they receive from the forward to the backward: together they
+# receive at least the parameters' bytes less a step than ranks without
+# groups, with the same sub-batches; the losses stay llm.c's
+if [ ${#launch[@]} -gt 0 ]; then
+    for g in 0 1; do
+        TSR_CPU_WORKER_GROUPS=$g STARPU_NCPU=2 run --steps 10 --sub-batches 4 --profile --csv "$work/keep$g.csv" \
+            > "$work/keep$g.log" 2>&1 || bad "TSR_CPU_WORKER_GROUPS=$g: run exited $?"
+    done
+    received() { sed -n 's/^rank [0-9]* holds \([0-9.]*\) MB of parameters.*MB sent, \([0-9.]*\) MB received.*/\1 \2/p' "$1"; }
+    if received "$work/keep0.log" | awk -v keep="$(received "$work/keep1.log" | awk '{ r += $2 } END { print r }')" \
+        '{ p += $1; r += $2; n++ } END { exit !(n == 2 && keep > 0 && keep <= r - 0.9 * p) }'; then ok
+    else bad "worker groups on 2 ranks: the received parameters are not kept for the backward: $(grep -h '^rank' "$work"/keep?.log)"; fi
+    same_losses "$work/keep1.csv" && ok ||
+        bad "worker groups on 2 ranks: losses differ from llm.c: got [$(losses_of "$work/keep1.csv")] want [$want]"
 fi
 
 # --trace FILE.png: the Gantt chart (steps marked), the task list and the

@@ -159,6 +159,12 @@ void tsr_desc_home_on(tsr_desc_t *d, int group);
  * at that moment (a task writing d later drops it: a wasted copy, not a
  * stale read). Nothing to do for a group in main memory or no group. */
 int tsr_desc_prefetch_to_group_after(tsr_desc_t *d, int group, tsr_desc_t *gate);
+/* MPI: copy the tiles of d this rank has received from other ranks (their
+ * receives submitted: a task reading them was) to the memory of `group` as
+ * soon as they arrive, rather than when the group's tasks that read them
+ * are ready. Call it before the flush that drops them. Nothing to do for a
+ * group in main memory. */
+int tsr_desc_prefetch_received_to_group(tsr_desc_t *d, int group);
 /* Give d's owned tiles no storage of their own: StarPU allocates a tile when
  * a task first writes it and frees it when tsr_desc_invalidate's
  * invalidation runs, so a tile holds memory only from its first write to

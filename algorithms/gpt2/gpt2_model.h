@@ -170,6 +170,9 @@ typedef struct {
     int wte_ncols;
     int own_only;            /* a rank submits only the sub-batches on it (the
                               * others: the parameter tiles it sends them) */
+    int keep_params;         /* several ranks, each with GPUs or worker groups: the
+                              * parameter tiles a rank receives for the forward
+                              * stay (and on its GPUs) for the backward */
 } tsr_gpt2_model_t;
 
 /* Create every descriptor (collective). Checks the tiles against the model;
