@@ -72,6 +72,10 @@ void tsr_worker_groups_stop(void);
 const uint32_t *tsr_worker_group_mask(int group, unsigned *words);
 /* The memory node of a group's workers (-1: no such group). */
 int tsr_worker_group_memory_node(int group);
+/* The memory nodes of the GPUs this rank's tasks run on alone (a group's
+ * each, or the one GPU of a rank without groups) into nodes[0 .. max);
+ * returns their number, 0 where CPU workers run tasks too. */
+int tsr_gpu_memory_nodes(int *nodes, int max);
 /* Reserve n consecutive MPI tags; every rank must call it in the same order. */
 int64_t tsr_tag_alloc(int64_t n);
 /* FxT tracing (core/trace.c): prepare before StarPU starts (dir NULL: off);

@@ -19,6 +19,10 @@ static struct {
     uint32_t mask[STARPU_NMAXWORKERS][MASK_WORDS];
 } groups;
 
+/* The memory node of the rank's one GPU when its CUDA workers run alone on
+ * it (no groups: one GPU makes none), else -1. */
+static int only_gpu_node = -1;
+
 static int group_of_node(unsigned node)
 {
     for (int g = 0; g < groups.n; g++)
@@ -89,12 +93,17 @@ void tsr_worker_groups_start(int ncpu, int ncuda)
         group_by_gpu();
     else if (ncuda == 0 && tsr_ctx.cpu_worker_groups)
         group_by_cpu_worker();
+    only_gpu_node = groups.gpu && groups.n == 1 ? (int)groups.node[0] : -1;
     int n = groups.n < 2 ? 0 : groups.n; /* a single group places nothing */
     if (!same_count_on_every_rank(n) || n == 0) /* every rank joins the count */
         memset(&groups, 0, sizeof groups);
 }
 
-void tsr_worker_groups_stop(void) { memset(&groups, 0, sizeof groups); }
+void tsr_worker_groups_stop(void)
+{
+    memset(&groups, 0, sizeof groups);
+    only_gpu_node = -1;
+}
 
 int tsr_worker_groups(void) { return groups.n; }
 
@@ -111,6 +120,16 @@ const uint32_t *tsr_worker_group_mask(int group, unsigned *words)
 }
 
 int tsr_worker_group_memory_node(int group) { return group >= 0 && group < groups.n ? (int)groups.node[group] : -1; }
+
+int tsr_gpu_memory_nodes(int *nodes, int max)
+{
+    int n = 0;
+    for (int g = 0; g < groups.n && groups.gpu && n < max; g++)
+        nodes[n++] = (int)groups.node[g];
+    if (only_gpu_node >= 0 && n < max)
+        nodes[n++] = only_gpu_node;
+    return n;
+}
 
 void tsr_worker_group_name(int group, char *buf, size_t size)
 {

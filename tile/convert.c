@@ -95,30 +95,30 @@ static void release_when_copied(void *arg)
 }
 #endif
 
-int tsr_desc_prefetch_received_to_group(tsr_desc_t *d, int group)
+int tsr_desc_prefetch_received(tsr_desc_t *d)
 {
 #if TSR_USE_MPI
-    int node = tsr_worker_group_memory_node(group);
-    if (!d || !tsr_ctx.mpi_active || node < 0 || starpu_node_get_kind((unsigned)node) == STARPU_CPU_RAM)
-        return TSR_SUCCESS;
-    for (int t = 0; t < tsr_desc_ntiles(d); t++) {
+    int nodes[STARPU_MAXNODES], ngpus = tsr_gpu_memory_nodes(nodes, STARPU_MAXNODES);
+    for (int t = 0; d && tsr_ctx.mpi_active && ngpus > 0 && t < tsr_desc_ntiles(d); t++) {
         starpu_data_handle_t h = d->handles[t];
         if (!h || starpu_mpi_data_get_rank(h) == tsr_ctx.rank || !starpu_mpi_cached_receive(h))
             continue; /* its own tile (tsr_desc_prefetch_to_group_after), or none received */
-        held_copy_t *c = malloc(sizeof *c);
-        if (!c)
-            return TSR_ENOMEM;
-        *c = (held_copy_t){ h, node };
-        /* ordered after the receive (a write), and before the flush that drops the copy */
-        if (starpu_data_acquire_on_node_cb_sequential_consistency(h, node, STARPU_R, release_when_copied, c, 1)) {
-            free(c);
-            tsr_log(TSR_LOG_ERROR, "tsr_desc_prefetch_received_to_group: StarPU refused to copy a received tile");
-            return TSR_ERUNTIME;
+        for (int g = 0; g < ngpus; g++) {
+            held_copy_t *c = malloc(sizeof *c);
+            if (!c)
+                return TSR_ENOMEM;
+            *c = (held_copy_t){ h, nodes[g] };
+            /* ordered after the receive (a write), and before the flush that drops the copy */
+            if (starpu_data_acquire_on_node_cb_sequential_consistency(h, nodes[g], STARPU_R, release_when_copied, c,
+                                                                      1)) {
+                free(c);
+                tsr_log(TSR_LOG_ERROR, "tsr_desc_prefetch_received: StarPU refused to copy a received tile");
+                return TSR_ERUNTIME;
+            }
         }
     }
 #else
     (void)d;
-    (void)group;
 #endif
     return TSR_SUCCESS;
 }

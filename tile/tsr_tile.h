@@ -160,11 +160,11 @@ void tsr_desc_home_on(tsr_desc_t *d, int group);
  * stale read). Nothing to do for a group in main memory or no group. */
 int tsr_desc_prefetch_to_group_after(tsr_desc_t *d, int group, tsr_desc_t *gate);
 /* MPI: copy the tiles of d this rank has received from other ranks (their
- * receives submitted: a task reading them was) to the memory of `group` as
- * soon as they arrive, rather than when the group's tasks that read them
- * are ready. Call it before the flush that drops them. Nothing to do for a
- * group in main memory. */
-int tsr_desc_prefetch_received_to_group(tsr_desc_t *d, int group);
+ * receives submitted: a task reading them was) to each GPU its tasks run on
+ * alone, as soon as they arrive, rather than when the tasks there that
+ * read them are ready. Call it before the flush that drops them. Nothing
+ * to do where CPU workers run tasks. */
+int tsr_desc_prefetch_received(tsr_desc_t *d);
 /* Give d's owned tiles no storage of their own: StarPU allocates a tile when
  * a task first writes it and frees it when tsr_desc_invalidate's
  * invalidation runs, so a tile holds memory only from its first write to

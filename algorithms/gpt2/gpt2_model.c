@@ -1059,9 +1059,8 @@ static void drop_params(tsr_desc_t **set, int first, int n)
 static int prefetch_received_params(tsr_gpt2_model_t *m, int first, int n)
 {
     int rc = TSR_SUCCESS;
-    for (int g = 0; g < tsr_worker_groups() && !rc; g++)
-        for (int s = first; s < first + n && !rc; s++)
-            rc = tsr_desc_prefetch_received_to_group(m->params[s], g);
+    for (int s = first; s < first + n && !rc; s++)
+        rc = tsr_desc_prefetch_received(m->params[s]);
     return rc;
 }
 
