@@ -158,8 +158,10 @@ fi
 
 # Ranks with worker groups (CPU ones here, GPUs on a GPU node) keep the
 # parameters they receive from the forward to the backward: together they
-# receive at least the parameters' bytes less a step than ranks without
-# groups, with the same sub-batches; the losses stay llm.c's
+# receive a step at least half the parameters' bytes less than ranks without
+# groups, with the same sub-batches (one copy of the other rank's
+# parameters less; the partial gradients' bytes vary a little from run to
+# run); the losses stay llm.c's
 if [ ${#launch[@]} -gt 0 ]; then
     for g in 0 1; do
         TSR_CPU_WORKER_GROUPS=$g STARPU_NCPU=2 run --steps 10 --sub-batches 4 --profile --csv "$work/keep$g.csv" \
@@ -167,7 +169,7 @@ if [ ${#launch[@]} -gt 0 ]; then
     done
     received() { sed -n 's/^rank [0-9]* holds \([0-9.]*\) MB of parameters.*MB sent, \([0-9.]*\) MB received.*/\1 \2/p' "$1"; }
     if received "$work/keep0.log" | awk -v keep="$(received "$work/keep1.log" | awk '{ r += $2 } END { print r }')" \
-        '{ p += $1; r += $2; n++ } END { exit !(n == 2 && keep > 0 && keep <= r - 0.9 * p) }'; then ok
+        '{ p += $1; r += $2; n++ } END { exit !(n == 2 && keep > 0 && keep <= r - 0.5 * p) }'; then ok
     else bad "worker groups on 2 ranks: the received parameters are not kept for the backward: $(grep -h '^rank' "$work"/keep?.log)"; fi
     same_losses "$work/keep1.csv" && ok ||
         bad "worker groups on 2 ranks: losses differ from llm.c: got [$(losses_of "$work/keep1.csv")] want [$want]"
