@@ -1125,8 +1125,10 @@ static int forward_layers(tsr_gpt2_model_t *m, int with_loss)
     for (int r = 0; r < m->nsub && !rc; r++)
         rc = runs_here(m, &m->sub[r]) ? loss_forward(m, &m->sub[r], with_loss)
                                       : send_loss_forward_params(m, &m->sub[r]);
-    if (!rc) /* the embeddings' and the LM head's */
-        rc = forward_read_params(m, 0, NGLOBAL);
+    if (!rc) /* the final layernorm's (the embeddings' went to the GPUs after their tasks) */
+        rc = forward_read_params(m, LNFW, 2);
+    if (!rc && !m->keep_params) /* the embeddings' and the LM head's */
+        drop_params(m->params, WTE, 2);
     return rc;
 }
 
