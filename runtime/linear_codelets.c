@@ -194,7 +194,8 @@ static tsr_op_t op_linear[TSR_LIN_NKINDS] = {
     { .name = "linear_fwd", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
       .no_float64 = 1, .cuda_bf16 = 1 },
     { .name = "linear_bwd_data", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
-      .no_float64 = 1, .cuda_bf16 = 1 },
+      .no_float64 = 1, .cuda_bf16 = 1,
+      .priority = TSR_PRIO_CRITICAL },
     { .name = "linear_bwd_weight", .cpu = cpu_linear_gemm, .cuda = TSR_CUDA(cuda_linear_gemm), .parallel = 1,
       .no_float64 = 1, .cuda_bf16 = 1 },
 };

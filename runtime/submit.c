@@ -204,14 +204,16 @@ int tsr_submit(tsr_op_t *op, const tsr_tile_t *tiles, const enum starpu_data_acc
         if (executes)
             ret = starpu_mpi_task_insert(tsr_ctx.comm, cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
                                          STARPU_CL_ARGS, arg_copy, argsize, STARPU_EXECUTE_ON_NODE, exec_rank,
-                                         STARPU_FLOPS, flops, STARPU_TASK_WORKERIDS, words, workers, 0);
+                                         STARPU_FLOPS, flops, STARPU_TASK_WORKERIDS, words, workers,
+                                         STARPU_PRIORITY, op->priority, 0);
         else
             ret = starpu_mpi_task_insert(tsr_ctx.comm, cl, STARPU_DATA_MODE_ARRAY, data, ntiles,
                                          STARPU_EXECUTE_ON_NODE, exec_rank, 0);
     } else
 #endif
         ret = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, data, ntiles, STARPU_CL_ARGS, arg_copy, argsize,
-                                 STARPU_FLOPS, flops, STARPU_TASK_WORKERIDS, words, workers, 0);
+                                 STARPU_FLOPS, flops, STARPU_TASK_WORKERIDS, words, workers, STARPU_PRIORITY,
+                                 op->priority, 0);
 #if TSR_USE_MPI
     if (plain && tsr_ctx.mpi_active && ret == 0)
         forget_sends(data, ntiles);

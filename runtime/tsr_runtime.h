@@ -126,6 +126,12 @@ void tsr_simulated_cuda_codelet(void *buffers[], void *cl_arg);
  * nbuffers 0: the buffer count and the modes are given per task (a written
  * tile in W, RW or REDUX; optional tiles). */
 typedef struct tsr_op tsr_op_t;
+/* The priority of ops on a training step's critical path (the default is 0):
+ * the activation-gradient GEMMs. A finished backward task makes one of them
+ * ready together with several weight-gradient GEMMs; taken first, the chain
+ * of activation gradients through the backward does not queue behind work
+ * that nothing waits for yet. */
+#define TSR_PRIO_CRITICAL 1
 /* The codelet of one element type; cl first, so that a running task's
  * codelet leads back to its op and element type. */
 typedef struct {
@@ -148,6 +154,7 @@ struct tsr_op {
     unsigned fp32_in_bf16;       /* bit k: buffer k may stay float32 in a bf16 task (a loss,
                                   * a master weight); any other tile of it must be bf16 */
     int parallel;                /* BLAS-heavy: may run on combined CPU workers */
+    int priority;                /* StarPU priority of its tasks (TSR_PRIO_CRITICAL or 0) */
     int timed_by_first_tile;     /* its tile count depends on the data: the perf model's
                                   * history is kept per first tile (runtime/op.c) */
     /* StarPU calls a reduction's init outside any task (nothing tells it the
