@@ -1,8 +1,9 @@
 /* AdamW tile kernel, llm.c's update rule. Its two divisions and square root
- * per element bound it more than memory does, so it is compiled for AVX-512
- * and AVX2 as well (wider divide units); CMakeLists.txt compiles this file
- * with -ffp-contract=off, so those versions round exactly as the baseline one
- * (no fused multiply-adds). */
+ * per element cost about as much as its 28 bytes of memory traffic (on the
+ * 2-core Xeon VM 0.89 ns an element in cache, 1.2-1.6 from memory), so it is
+ * compiled for AVX-512 and AVX2 as well (wider divide units); CMakeLists.txt
+ * compiles this file with -ffp-contract=off, so those versions round exactly
+ * as the baseline one (no fused multiply-adds). */
 #include <math.h>
 #include "simd_math.h" /* TSR_SIMD_CLONES */
 #include "tsr_compute_adamw.h"
