@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Derive the entries a set of performance models lacks, from a recording.
+
+    derive_models.py MODELS_DIR RECORDED_DIR... [--dry-run]
+
+MODELS_DIR    timing/simulation/perfmodels/NAME (its codelets/45/*.NAME are edited)
+RECORDED_DIR  a STARPU_PERF_MODEL_DIR of real runs on this machine (any worker
+              kind) that made both the missing tasks and tasks the models hold
+
+A task's footprint hashes its buffers' shapes, not the worker, so a run on
+any machine names the tasks a simulated run will ask for, with their bytes
+and flops. For each task (codelet, footprint) the recording has and a model
+lacks, its time is read off the model's entries of the same codelet as a
+power law in flops (in bytes, among entries without a fixed flops count,
+where the task has none) through the nearest entries below and above, or
+in proportion to the nearest entry where the task is past them all. A
+fair guess for tiles of a measured shape family (a part of the LM head's
+GEMM, of the token embedding's AdamW); each derived entry is printed (for
+machine.txt) and carries n = 1. The recorded times are not used: a short
+run's first touches and noise, on another machine. Run it once with every
+recording, on the models as measured: a derived entry is a reference for
+the next runs.
+"""
+import glob
+import math
+import os
+import sys
+
+ENTRY_HEADER = "# hash"
+
+
+def entry_blocks(lines):
+    """(count line index, first entry index, end index) of each entry list."""
+    blocks = []
+    for i, line in enumerate(lines):
+        if line.startswith(ENTRY_HEADER):
+            j = i + 1
+            while j < len(lines) and lines[j].strip() and not lines[j].startswith("#"):
+                j += 1
+            count = max(k for k in range(i) if lines[k].startswith("# number of entries")) + 1
+            blocks.append((count, i + 1, j))
+    return blocks
+
+
+def parse_entry(line):
+    f = line.split()
+    return {"hash": f[0], "size": int(f[1]), "flops": float(f[2]), "mean": float(f[3]), "dev": float(f[4])}
+
+
+def format_entry(e):
+    s, s2 = e["mean"], e["mean"] ** 2 + e["dev"] ** 2
+    return "%s\t%-15d\t%-15e\t%-15e\t%-15e\t%-15e\t%-15e\t1\n" % (e["hash"], e["size"], e["flops"], e["mean"], e["dev"], s, s2)
+
+
+def recorded_entries(dirs, codelet):
+    """footprint -> entry over every recording of codelet."""
+    found = {}
+    for d in dirs:
+        for path in glob.glob(os.path.join(d, "codelets", "45", codelet + ".*")):
+            with open(path) as f:
+                lines = f.readlines()
+            for _, first, end in entry_blocks(lines):
+                for line in lines[first:end]:
+                    e = parse_entry(line)
+                    found.setdefault(e["hash"], e)
+    return found
+
+
+def counts_flops(e):
+    """StarPU keeps nan where the flops of one footprint's tasks differ
+    (a gather's count depends on the tokens)."""
+    return math.isfinite(e["flops"]) and e["flops"] > 0
+
+
+def estimate(e, held):
+    """e's time from the model's entries of the same kind (with flops, or
+    without): a power law through the nearest below and above in work
+    (flops, else bytes), or in proportion to the nearest where e is past
+    them all. Of entries of equal work, the nearest in bytes."""
+    by_flops = counts_flops(e)
+    unit = "flops" if by_flops else "bytes"
+    work = (lambda x: x["flops"]) if by_flops else (lambda x: float(x["size"]))
+    refs = [x for x in held.values() if counts_flops(x) == by_flops] or list(held.values())
+    w = work(e)
+    near = lambda xs: min(xs, key=lambda x: (abs(math.log(work(x) / w)), abs(math.log(x["size"] / e["size"]))))
+    below, above = [x for x in refs if work(x) <= w], [x for x in refs if work(x) >= w]
+    if below and above and work(near(below)) < work(near(above)):
+        lo, hi = near(below), near(above)
+        a = math.log(hi["mean"] / lo["mean"]) / math.log(work(hi) / work(lo))
+        return lo["mean"] * (w / work(lo)) ** a, "between %s's %.4g us and %s's %.4g us (%s^%.2f)" % (
+            lo["hash"], lo["mean"], hi["hash"], hi["mean"], unit, a)
+    ref = near(refs)
+    return ref["mean"] * w / work(ref), "%s's %.4g us x %.3f (%s)" % (ref["hash"], ref["mean"], w / work(ref), unit)
+
+
+def derive(path, codelet, recorded, dry_run):
+    with open(path) as f:
+        lines = f.readlines()
+    added = []
+    for count, first, end in reversed(entry_blocks(lines)):
+        held = {parse_entry(l)["hash"]: parse_entry(l) for l in lines[first:end]}
+        new = []
+        for h, e in sorted(recorded.items()):
+            if h in held or not held:
+                continue
+            mean, how = estimate(e, held)
+            d = dict(e, mean=mean, dev=0.0)
+            new.append(format_entry(d))
+            added.append("%s %s (%d bytes, %.4g flops): %.4g us, %s" % (codelet, h, e["size"], e["flops"], mean, how))
+        lines[end:end] = new
+        lines[count] = "%d\n" % (int(lines[count]) + len(new))
+    if added and not dry_run:
+        with open(path, "w") as f:
+            f.writelines(lines)
+    return added
+
+
+def main(argv):
+    dry_run = "--dry-run" in argv
+    args = [a for a in argv if a != "--dry-run"]
+    if len(args) < 2:
+        sys.exit("usage: derive_models.py MODELS_DIR RECORDED_DIR... [--dry-run]")
+    models, recordings = args[0], args[1:]
+    name = os.path.basename(os.path.normpath(models))
+    for d in [models] + recordings:
+        if not os.path.isdir(os.path.join(d, "codelets", "45")):
+            sys.exit("derive_models: error: no codelets/45 in '%s'" % d)
+    for path in sorted(glob.glob(os.path.join(models, "codelets", "45", "*." + name))):
+        codelet = os.path.basename(path)[: -len(name) - 1]
+        for line in derive(path, codelet, recorded_entries(recordings, codelet), dry_run):
+            print(line)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
