@@ -111,8 +111,13 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
          * CPU task's overhead, and cuBLAS needs big GEMMs to fill the GPU */
         tiles->ch = cfg->C;
         tiles->hid = 4 * cfg->C;
-        tiles->voc = cfg->Vp;
         tiles->heads = cfg->NH;
+        /* several ranks: the token embedding in two tiles a rank, so that
+         * its gradient's sum, AdamW and way back to every rank are shared
+         * out and pipelined, not one rank's 154 MB round trip at the step's
+         * edge (simulated nodes of 8 H200s, docs/simulation.md) */
+        int ranks = tsr_size();
+        tiles->voc = ranks > 1 ? (cfg->Vp + 2 * ranks - 1) / (2 * ranks) : cfg->Vp;
         return;
     }
     tiles->ch = cfg->C % 2 ? cfg->C : cfg->C / 2;

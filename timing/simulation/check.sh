@@ -21,7 +21,11 @@
 # tsr_gpt2_wte_summed_early), and a weak-scaling efficiency of at least
 # 0.90 against one GPU with B8 (0.82 when the transfers inside a node took
 # SMPI's MPI factors: node_bus_factors.cpp; docs/simulation.md "Several GPUs
-# a node").
+# a node"). Then two simulated nodes of one H200 (4 x 400 Gb/s, one rank
+# each, B8 a rank): the default tiles cut the vocabulary in two tiles a rank
+# (12576: the derived model entries, perfmodels/h200-gpu/machine.txt, must
+# cover them) and the weak efficiency against one GPU is at least 0.77
+# (0.781; 0.763 with the whole vocabulary in one tile).
 # Exits 77 (CTest: skipped) when SimGrid's tools are not installed.
 #
 #   timing/simulation/check.sh [BUILD_DIR [2gpu]]   (the simulation build; default build-sim)
@@ -52,7 +56,7 @@ steady() { sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*
 
 check_two_gpus() {
     local run=(tsr_gpt2 --model 124M -T 1024 --steps 6 --val-every 0 --sample-every 0 --profile)
-    local two one gpu tasks copies between s1 s2
+    local two one two_nodes gpu tasks copies between s1 s2
     two=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 2 --gpu-link 450 "${run[@]}" -B 16 2>&1) ||
         fail "the 2-GPU run failed: $(tail -5 <<<"$two")"
     grep -q ' 0 CPU + 2 CUDA workers' <<<"$two" || fail "not 0 CPU + 2 CUDA workers: $(grep -m1 runtime: <<<"$two")"
@@ -80,6 +84,15 @@ check_two_gpus() {
     echo "124M T1024: 1 GPU (B8) $s1 ms a step, 2 GPUs (B16, B8 each) $s2 ms: weak efficiency $(awk -v a="$s2" -v b="$s1" 'BEGIN { printf "%.3f", b / a }')"
     awk -v a="$s2" -v b="$s1" 'BEGIN { exit !(b / a >= 0.90) }' ||
         fail "the 2-GPU step ($s2 ms) is below 0.90 weak efficiency against the 1-GPU step ($s1 ms)"
+    two_nodes=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --platform "$here/platforms/cluster-gpu-4x400G.xml" \
+        --nodes 2 --workers 0 --gpus 1 "${run[@]}" -B 16 2>&1) || fail "the 2-node run failed: $(tail -5 <<<"$two_nodes")"
+    grep -q '^model: .* tiles tok 8192 ch 768 hid 3072 voc 12576 ' <<<"$two_nodes" ||
+        fail "2 ranks with GPUs do not default to two vocabulary tiles a rank: $(grep -m1 model: <<<"$two_nodes")"
+    s2=$(steady "$two_nodes")
+    [ -n "$s2" ] || fail "no steady-state step time in the 2-node output"
+    echo "124M T1024: 2 nodes of 1 GPU (B8 each) $s2 ms: weak efficiency $(awk -v a="$s2" -v b="$s1" 'BEGIN { printf "%.3f", b / a }')"
+    awk -v a="$s2" -v b="$s1" 'BEGIN { exit !(b / a >= 0.77) }' ||
+        fail "the 2-node step ($s2 ms) is below 0.77 weak efficiency against the 1-GPU step ($s1 ms)"
     echo "simulation check (2 GPUs): passed"
 }
 case ${2:-} in
