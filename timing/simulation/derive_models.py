@@ -120,6 +120,8 @@ def main(argv):
     args = [a for a in argv if a != "--dry-run"]
     if len(args) < 2:
         sys.exit("usage: derive_models.py MODELS_DIR RECORDED_DIR... [--dry-run]")
+    if any(a.startswith("-") for a in args):
+        sys.exit("derive_models: error: unknown option (only --dry-run)")
     models, recordings = args[0], args[1:]
     name = os.path.basename(os.path.normpath(models))
     for d in [models] + recordings:
@@ -132,4 +134,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except (OSError, ValueError, IndexError, ZeroDivisionError) as e:
+        sys.exit("derive_models: error: %s (a model file not in StarPU's format 45?)" % e)

@@ -7,12 +7,15 @@
 # OUT.N-nodes-G-gpus.log.
 #
 #   timing/simulation/run_gpu_scaling.sh [--gpus LIST] [--nodes LIST] [--B N] [--T N]
-#                                        [--precision fp32|bf16] OUT.csv
+#                                        [--precision fp32|bf16] [--train FILE] OUT.csv
 #   --gpus: GPUs a node, 1-16, comma-separated (default 1,2,4,8); with
 #   --nodes (default 1) every pair is run, one rank a node; the first row
 #   (1 node of the first GPU count) is the base of the efficiency.
 #   --B (default 8) and --T (default 1024): a GPU's sub-batch. Nodes are
 #   joined by platforms/cluster-gpu-4x400G.xml (4 x 400 Gb/s a node).
+#   --train: tsr_gpt2's token file; the bundled tiny Shakespeare (305,260
+#   tokens) holds the batch of up to 37 GPUs at B8 T1024, so 8 nodes of 8
+#   need a larger one (docs/simulation.md says how to make one).
 # CSV: nodes,gpus_per_node,gpus,B,T,precision,step_ms,tokens_per_ms,
 # tokens_per_ms_per_gpu,efficiency,gpu_gpu_copies,gpu_gpu_mb,simulation_s
 set -euo pipefail
@@ -20,8 +23,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 PROG=run_gpu_scaling
 # shellcheck source=../lib/args.sh
 . "$here/../lib/args.sh"
-usage="usage: $0 [--gpus LIST] [--nodes LIST] [--B N] [--T N] [--precision fp32|bf16] OUT.csv"
-gpus_list="1,2,4,8" nodes_list=1 B=8 T=1024 precision=fp32
+usage="usage: $0 [--gpus LIST] [--nodes LIST] [--B N] [--T N] [--precision fp32|bf16] [--train FILE] OUT.csv"
+gpus_list="1,2,4,8" nodes_list=1 B=8 T=1024 precision=fp32 train=()
 show_help() { echo "$usage"; }
 option() {
     case $1 in
@@ -30,9 +33,10 @@ option() {
         --B) check_count --B "$2" 1 1024; B=$2 ;;
         --T) check_count --T "$2" 1 1024; T=$2 ;;
         --precision) check_word --precision "$2" fp32 bf16; precision=$2 ;;
+        --train) check_path --train "$2"; [ -f "$2" ] || arg_error "--train: no file '$(shown "$2")'"; train=(--train "$2") ;;
     esac
 }
-take_options_and_csv option show_help "$usage" "--gpus --nodes --B --T --precision" "$@"
+take_options_and_csv option show_help "$usage" "--gpus --nodes --B --T --precision --train" "$@"
 
 echo "nodes,gpus_per_node,gpus,B,T,precision,step_ms,tokens_per_ms,tokens_per_ms_per_gpu,efficiency,gpu_gpu_copies,gpu_gpu_mb,simulation_s" >"$csv"
 base=""
@@ -46,7 +50,7 @@ for n in "${node_counts[@]}"; do
         start=$(date +%s)
         bash "$here/simulate.sh" --models h200-gpu --platform "$here/platforms/cluster-gpu-4x400G.xml" --nodes "$n" --workers 0 --gpus "$g" "${link[@]}" \
             tsr_gpt2 --model 124M -B $((B * gpus)) -T "$T" --sub-batches "$gpus" --precision "$precision" \
-            --steps 6 --val-every 0 --sample-every 0 --profile >"$log" 2>&1 ||
+            --steps 6 --val-every 0 --sample-every 0 --profile "${train[@]}" >"$log" 2>&1 ||
             { echo "run_gpu_scaling: the run of $n node(s) x $g GPU(s) failed: $log" >&2; exit 1; }
         secs=$(($(date +%s) - start))
         step=$(sed -n 's/.*steady state ([0-9]* steps): median step \([0-9.]*\) ms.*/\1/p' "$log")
