@@ -84,6 +84,9 @@ static int split_features(const tsr_gpt2_config_t *cfg, int parts, tsr_gpt2_tile
     return 1;
 }
 
+/* the most vocabulary tiles the GPU default cuts (tsr_gpt2_tiles_default) */
+#define TSR_GPT2_MAX_VOCAB_TILES_GPU 16
+
 void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2_tiles_t *tiles)
 {
     /* CPU: token tiles of whole sequences within one rank's samples, of 256
@@ -115,9 +118,13 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
         /* several ranks: the token embedding in two tiles a rank, so that
          * its gradient's sum, AdamW and way back to every rank are shared
          * out and pipelined, not one rank's 154 MB round trip at the step's
-         * edge (simulated nodes of 8 H200s, docs/simulation.md) */
-        int ranks = tsr_size();
-        tiles->voc = ranks > 1 ? (cfg->Vp + 2 * ranks - 1) / (2 * ranks) : cfg->Vp;
+         * edge; at most 16 tiles, as narrower ones cost more than they
+         * share out (a softmax task takes as long at half the width, the
+         * GEMMs and gathers slow down: simulated nodes of 8 H200s,
+         * docs/simulation.md) */
+        int vparts = tsr_size() > 1 ? 2 * tsr_size() : 1;
+        vparts = vparts < TSR_GPT2_MAX_VOCAB_TILES_GPU ? vparts : TSR_GPT2_MAX_VOCAB_TILES_GPU;
+        tiles->voc = (cfg->Vp + vparts - 1) / vparts;
         return;
     }
     tiles->ch = cfg->C % 2 ? cfg->C : cfg->C / 2;
