@@ -301,7 +301,7 @@ stage_mpi2() {
   # (timing/simulation/perfmodels/h200-gpu/machine.txt lists them derived)
   local voc
   for voc in 6288 3144; do
-    STARPU_NCPU=0 timeout 120 "$tsr" --model 124M -B 8 -T 1024 --steps 4 --tile-voc "$voc" "${quiet_args[@]}" \
+    timeout 120 "${gpu[@]}" --model 124M -B 8 -T 1024 --steps 4 --tile-voc "$voc" "${quiet_args[@]}" \
       > "$out/mpi2_voc$voc.log" 2>&1 || { echo "--tile-voc $voc: exit $?"; tail -3 "$out/mpi2_voc$voc.log"; }
     grep -h "summary:" "$out/mpi2_voc$voc.log" | sed "s/^/--tile-voc $voc: /" | cut -c1-200
   done

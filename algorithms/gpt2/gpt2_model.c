@@ -99,9 +99,9 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
      * timing/results/tiles_auto_gpt2_124M_gpu.csv) 2048-token tiles with a
      * quarter of the vocabulary took 129 ms a step, 8192 tokens with the
      * whole vocabulary 100 ms: every task costs the runtime ~20 us there */
-    int gpus = tsr_ncuda_workers();
+    int gpus = tsr_ncuda_workers(), ranks = tsr_size();
     /* the samples of one rank, or of one GPU's sub-batch */
-    int parts = tsr_size() > 1 ? tsr_size() : tsr_gpt2_default_sub_batches(B);
+    int parts = ranks > 1 ? ranks : tsr_gpt2_default_sub_batches(B);
     int per_part = B / parts > 1 ? B / parts : 1, tokens = per_part * T;
     int target = gpus > 0 ? 8192 : tokens / 4 > 256 ? tokens / 4 : 256, seqs = target / T;
     seqs = seqs < 1 ? 1 : seqs > per_part ? per_part : seqs;
@@ -122,7 +122,7 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
          * share out (a softmax task takes as long at half the width, the
          * GEMMs and gathers slow down: simulated nodes of 8 H200s,
          * docs/simulation.md) */
-        int vparts = tsr_size() > 1 ? 2 * tsr_size() : 1;
+        int vparts = ranks > 1 ? 2 * ranks : 1;
         vparts = vparts < TSR_GPT2_MAX_VOCAB_TILES_GPU ? vparts : TSR_GPT2_MAX_VOCAB_TILES_GPU;
         tiles->voc = (cfg->Vp + vparts - 1) / vparts;
         return;

@@ -98,7 +98,7 @@ def derive(path, codelet, recorded, dry_run):
         lines = f.readlines()
     added = []
     for count, first, end in reversed(entry_blocks(lines)):
-        held = {parse_entry(l)["hash"]: parse_entry(l) for l in lines[first:end]}
+        held = {e["hash"]: e for e in map(parse_entry, lines[first:end])}
         new = []
         for h, e in sorted(recorded.items()):
             if h in held or not held:
