@@ -23,6 +23,22 @@ void tsr_host_name(char *out, size_t n)
             *p = '_';
 }
 
+int tsr_process_runs(long pid)
+{
+    if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+        return 0;
+    /* /proc/<pid>/stat: "pid (comm) S ...", comm may hold ')' */
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return !(close_paren && close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X'));
+}
+
 /* "<target>.tmp.<host>." : the part of a temporary's name before the pid. */
 static int temp_prefix(const char *target, char *out, size_t n)
 {
@@ -97,7 +113,7 @@ void tsr_remove_stale_temps(const char *target)
         errno = 0;
         long pid = strtol(e->d_name + plen, &end, 10);
         if (errno || pid <= 0 || end == e->d_name + plen || strncmp(end, ".", 1) != 0 || strlen(end) != 7 ||
-            pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            pid == (long)getpid() || tsr_process_runs(pid))
             continue; /* not one of ours, or its process still runs */
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||

@@ -22,6 +22,11 @@ int tsr_temp_beside(const char *target, char *tmp, size_t n);
  * or target's own when target exists, just before the rename. */
 int tsr_temp_publish_mode(int fd, const char *target);
 
+/* Whether process pid of this host may still run: 1 unless it is gone or
+ * a zombie (its exit not yet collected: under a container's init that
+ * does not reap, an orphan stays one for good). Own process included. */
+int tsr_process_runs(long pid);
+
 /* Removes the temporaries of tsr_temp_beside(target) that processes of this
  * host left behind and that no longer run (killed, power lost); says so for
  * each. Files of other users or hosts are left alone. */

@@ -60,12 +60,21 @@ gpt2 --steps 2 --resume state.bin --save state.bin > resave.log 2>&1 && ok ||
     bad "--resume X --save X (continuing a state in place) refused: $(tail -1 resave.log)"
 
 # 4. temporaries of dead processes (kill -9) are removed by the next save,
+#    a zombie's too (an orphan under an init that does not reap stays one),
 #    a live process's are kept
 sh -c 'exit 0' & dead=$!; wait $dead
-: > "ck.bin.tmp.$host.$dead.QWERTY"; : > "ck.bin.tmp.$host.$$.ASDFGH"
+sh -c 'sleep 0 & echo $! > zombie.pid; exec sleep 120' & zombie_parent=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    zombie=$(cat zombie.pid 2> /dev/null); [ -n "$zombie" ] && [ "$(cut -d')' -f2 "/proc/$zombie/stat" 2>/dev/null | cut -c2)" = Z ] && break
+    sleep 0.2
+done
+: > "ck.bin.tmp.$host.$dead.QWERTY"; : > "ck.bin.tmp.$host.$zombie.ZOMBIE"; : > "ck.bin.tmp.$host.$$.ASDFGH"
 gpt2 --steps 1 --save ck.bin > stale.log 2>&1
+kill "$zombie_parent"; wait "$zombie_parent" 2> /dev/null
 [ ! -e "ck.bin.tmp.$host.$dead.QWERTY" ] && grep -q "process $dead left" stale.log && ok ||
     bad "a dead process's temporary was not removed: $(ls ck.bin.tmp.* 2>&1) $(tail -1 stale.log)"
+[ ! -e "ck.bin.tmp.$host.$zombie.ZOMBIE" ] && ok ||
+    bad "a zombie process's temporary was not removed: $(ls ck.bin.tmp.* 2>&1) $(tail -1 stale.log)"
 [ -e "ck.bin.tmp.$host.$$.ASDFGH" ] && ok || bad "a live process's temporary was removed"
 
 # 5. tile caches: a planted 1e308, a FIFO, a trial time of 1e10 (and the

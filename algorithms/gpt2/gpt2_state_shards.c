@@ -282,7 +282,7 @@ static int check_shards_visible(const tsr_gpt2_shard_layout_t *l, const char *di
 
 /* Rank 0, after a commit: the shard files of earlier saves to this manifest
  * that it no longer names, left by this process or a dead one of this
- * host (a crash between a shard's write and the commit). Files of other
+ * host (tsr_process_runs: a zombie is dead) (a crash between a shard's write and the commit). Files of other
  * users, hosts or live processes stay. */
 static void remove_old_shards(const tsr_gpt2_shard_layout_t *l, const char *dir, const char *base)
 {
@@ -301,7 +301,7 @@ static void remove_old_shards(const tsr_gpt2_shard_layout_t *l, const char *dir,
         errno = 0;
         long pid = strtol(e->d_name + plen, &end, 10);
         if (named || errno || pid <= 0 || *end != '.' ||
-            (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
+            (pid != (long)getpid() && tsr_process_runs(pid)))
             continue;
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
