@@ -281,9 +281,9 @@ static int check_shards_visible(const tsr_gpt2_shard_layout_t *l, const char *di
 }
 
 /* Rank 0, after a commit: the shard files of earlier saves to this manifest
- * that it no longer names, left by this process or a dead one of this
- * host (tsr_process_runs: a zombie is dead) (a crash between a shard's write and the commit). Files of other
- * users, hosts or live processes stay. */
+ * that it no longer names, left by this process or a dead one of this host
+ * (a crash between a shard's write and the commit; a zombie counts as dead,
+ * tsr_process_runs). Files of other users, hosts or live processes stay. */
 static void remove_old_shards(const tsr_gpt2_shard_layout_t *l, const char *dir, const char *base)
 {
     char host[64], prefix[NAME_MAX + 96];
