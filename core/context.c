@@ -473,6 +473,7 @@ int tsr_finalize(void)
     if (!tsr_ctx.initialized)
         return TSR_ENOTINIT;
     starpu_task_wait_for_all();
+    tsr_submit_threads_stop();
     tsr_worker_groups_stop();
     int rc = tsr_schedule_finish();
     if (!rc)
@@ -574,9 +575,7 @@ void tsr_comm_bytes_sent(double *sent)
 
 int64_t tsr_tag_alloc(int64_t n)
 {
-    int64_t base = tsr_ctx.next_tag;
-    tsr_ctx.next_tag += n;
-    return base;
+    return __atomic_fetch_add(&tsr_ctx.next_tag, n, __ATOMIC_RELAXED); /* descriptors made by several submitting threads */
 }
 
 void tsr_count_task(void) { atomic_fetch_add(&tasks_submitted, 1); }

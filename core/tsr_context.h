@@ -24,9 +24,16 @@ typedef struct {
      * (TSR_SIM_SUBMIT_COST, tsr_check_environment) */
     double sim_task_us, sim_skip_us;
     int cpu_worker_groups; /* TSR_CPU_WORKER_GROUPS=1: a worker group a CPU worker (tests) */
+    int submit_threads;    /* TSR_SUBMIT_THREADS: at most this many threads submit independent streams */
 } tsr_context_t;
 
 extern tsr_context_t tsr_ctx;
+
+#define TSR_MAX_SUBMIT_THREADS 64
+/* The calling submitting thread's simulated submission cost not yet charged. */
+double *tsr_submitter_owed_us(void);
+/* Joins the submitting threads (tsr_finalize). */
+void tsr_submit_threads_stop(void);
 
 /* StarPU's start-up variables checked before it starts (core/environment.c):
  * TSR_EINVAL with a message naming the variable, else TSR_SUCCESS. */

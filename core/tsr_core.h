@@ -128,6 +128,20 @@ void tsr_worker_group_name(int group, char *buf, size_t size);
  * kind, scheduler, ranks. Empty before tsr_init. */
 const char *tsr_runtime_summary(void);
 
+/* Several submitting threads: submit(s, arg) for each stream s in [0, n),
+ * the streams dealt in turn to at most TSR_SUBMIT_THREADS threads (default
+ * 1; the calling thread is one of them), each submitting its streams in
+ * increasing order; returns once all are submitted. The streams must write
+ * disjoint data and, under several MPI ranks, neither make descriptors (a
+ * descriptor's MPI tags are taken in the order of creation) nor read a tile
+ * of another rank not received yet (tsr_desc_receive_read): then the tasks
+ * and their dependencies are those of the streams submitted one after
+ * another. Returns the lowest failing stream's error (a thread stops at its
+ * first failure). */
+int tsr_submit_streams(int n, int (*submit)(int stream, void *arg), void *arg);
+/* TSR_SUBMIT_THREADS: at most this many threads submit streams. */
+int tsr_submit_threads(void);
+
 /* Wait for every submitted task (of this rank). */
 int tsr_wait(void);
 /* Stop / restart the workers: idle StarPU workers poll for work and take

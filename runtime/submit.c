@@ -96,16 +96,17 @@ static int check_workers(const tsr_op_t *op, tsr_dtype_t dtype)
  * microseconds; tsr_ctx.sim_task_us, sim_skip_us), before the task is
  * inserted, so that the task is available only once it would have been.
  * The cost is slept in slices of at least 100 us (a task of 13.7 us lands
- * at most that early): one sleep a task would take most of a run's time. */
+ * at most that early): one sleep a task would take most of a run's time.
+ * Each submitting thread (tsr_submit_streams) is charged its own tasks. */
 static void charge_submission(double us)
 {
-    static double owed_us;
     if (!tsr_simulated() || us <= 0)
         return;
-    owed_us += us;
-    if (owed_us >= 100.0) {
-        starpu_sleep((float)(owed_us * 1e-6));
-        owed_us = 0;
+    double *owed_us = tsr_submitter_owed_us(); /* each submitting thread its own */
+    *owed_us += us;
+    if (*owed_us >= 100.0) {
+        starpu_sleep((float)(*owed_us * 1e-6));
+        *owed_us = 0;
     }
 }
 

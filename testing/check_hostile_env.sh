@@ -35,6 +35,9 @@ refused STARPU_NCPU=-1
 refused STARPU_NCUDA=abc
 refused STARPU_NWORKER_PER_CUDA=two
 refused STARPU_WORKERS_CPUID=zz,-4
+refused TSR_SUBMIT_THREADS=0
+refused TSR_SUBMIT_THREADS=65
+refused TSR_SUBMIT_THREADS=4x
 refused STARPU_HOME=/dev/null
 : > afile
 refused STARPU_HOME="$work/afile/sub"

@@ -319,6 +319,30 @@ int tsr_desc_send_read(tsr_desc_t *d, int rank)
     return TSR_SUCCESS;
 }
 
+int tsr_desc_receive_read(tsr_desc_t *d)
+{
+#if TSR_USE_MPI
+    if (!d || !tsr_ctx.mpi_active)
+        return TSR_SUCCESS;
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                if (tsr_tile_is_local(d, bi, i, j))
+                    continue;
+                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+                if (!h)
+                    return TSR_ENOMEM;
+                if (starpu_mpi_get_data_on_node_detached(tsr_ctx.comm, h, tsr_ctx.rank, NULL, NULL) != 0) {
+                    tsr_log(TSR_LOG_ERROR, "receiving a tile of descriptor %d failed", d->id);
+                    return TSR_ERUNTIME;
+                }
+            }
+#else
+    (void)d;
+#endif
+    return TSR_SUCCESS;
+}
+
 void tsr_desc_flush(tsr_desc_t *d)
 {
     if (!d->keep_received)

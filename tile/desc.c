@@ -175,7 +175,7 @@ static int desc_alloc(tsr_desc_t **desc, tsr_dtype_t dtype, int b, int m, int n,
         return TSR_ENOMEM;
     }
     d->tag_base = tsr_tag_alloc((int64_t)bt * mt * nt);
-    d->id = next_desc_id++;
+    d->id = __atomic_fetch_add(&next_desc_id, 1, __ATOMIC_RELAXED);
     *desc = d;
     return TSR_SUCCESS;
 }
@@ -369,11 +369,28 @@ static uintptr_t user_tile(const tsr_desc_t *d, int bi, int i, int j)
     return (uintptr_t)((char *)d->user + offset * d->elsize);
 }
 
+/* Several submitting threads may ask for the same unregistered tile (a
+ * parameter read by every sub-batch): one registers it, under this lock. */
+static starpu_pthread_mutex_t register_lock = STARPU_PTHREAD_MUTEX_INITIALIZER;
+
+static starpu_data_handle_t register_tile(tsr_desc_t *d, int bi, int i, int j);
+
 starpu_data_handle_t tsr_tile_handle(tsr_desc_t *d, int bi, int i, int j)
 {
+    starpu_data_handle_t h = tsr_tile_registered_handle(d, bi, i, j);
+    if (h)
+        return h;
+    starpu_pthread_mutex_lock(&register_lock);
+    h = tsr_tile_registered_handle(d, bi, i, j);
+    if (!h)
+        h = register_tile(d, bi, i, j);
+    starpu_pthread_mutex_unlock(&register_lock);
+    return h;
+}
+
+static starpu_data_handle_t register_tile(tsr_desc_t *d, int bi, int i, int j)
+{
     int idx = tsr_tile_index(d, bi, i, j);
-    if (d->handles[idx])
-        return d->handles[idx];
     int depth = tsr_tile_depth(d, bi), rows = tsr_tile_rows(d, i), cols = tsr_tile_cols(d, j);
     int owner = tsr_tile_owner(d, bi, i, j);
     int home = -1, ld = rows;
@@ -446,7 +463,7 @@ int tsr_desc_view(tsr_desc_t **view, tsr_desc_t *parent, int i0, int mt, int j0,
     v->j0 = j0;
     v->dist = tsr_dist_custom(view_owner, v);
     v->slab = NULL; /* the parent's to unmap */
-    v->id = next_desc_id++;
+    v->id = __atomic_fetch_add(&next_desc_id, 1, __ATOMIC_RELAXED);
     size_t n = (size_t)v->bt * mt * nt;
     v->storage = calloc(n, sizeof *v->storage);
     v->handles = calloc(n, sizeof *v->handles);

@@ -209,6 +209,11 @@ int tsr_desc_fetch_batch_end(void);
  * then every rank must submit every call). Nothing to do without MPI. */
 int tsr_mpi_cache_enabled(void);
 int tsr_desc_send_read(tsr_desc_t *d, int rank);
+/* This rank's copy of every tile of d another rank owns, received now
+ * (StarPU-MPI's cached receive, ordered after the accesses submitted so
+ * far): the tasks that read them, submitted next, then find them received,
+ * whichever thread submits them first (tsr_submit_streams). */
+int tsr_desc_receive_read(tsr_desc_t *d);
 /* Bytes of d's tiles that StarPU allocated in this process's memory and
  * that hold a value now: with owned 0 the copies of other ranks' tiles
  * (received, or on their way to be dropped), with owned 1 the tiles of an
