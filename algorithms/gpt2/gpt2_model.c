@@ -571,31 +571,33 @@ static int send_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, con
  * of the parameters, call by call (layernorms read their weights and
  * biases, linear layers their weights, the forward their biases too; the
  * backward's weight gradients read no parameter). */
-static int send_block_forward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, int l)
+static int block_forward_reads(int l, int slots[TSR_GPT2_PER_LAYER])
 {
-    int slots[TSR_GPT2_PER_LAYER];
     for (int k = 0; k < TSR_GPT2_PER_LAYER; k++) /* LN1W .. FCPROJB: the order of block_forward */
         slots[k] = slot(l, k);
-    return send_params(m, b, slots, TSR_GPT2_PER_LAYER);
+    return TSR_GPT2_PER_LAYER;
 }
 
-static int send_block_backward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b, int l)
+static int block_backward_reads(int l, int slots[TSR_GPT2_PER_LAYER])
 {
-    const int slots[] = { slot(l, FCPROJW), slot(l, FCW), slot(l, LN2W), slot(l, ATTPROJW), slot(l, QKVW),
-                          slot(l, LN1W) };
-    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+    const int read[] = { FCPROJW, FCW, LN2W, ATTPROJW, QKVW, LN1W };
+    for (size_t k = 0; k < sizeof read / sizeof read[0]; k++)
+        slots[k] = slot(l, read[k]);
+    return (int)(sizeof read / sizeof read[0]);
 }
 
-static int send_loss_forward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+static int loss_forward_reads(int l, int slots[TSR_GPT2_PER_LAYER])
 {
-    const int slots[] = { LNFW, LNFB, WTE };
-    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+    (void)l;
+    slots[0] = LNFW, slots[1] = LNFB, slots[2] = WTE;
+    return 3;
 }
 
-static int send_head_backward_params(const tsr_gpt2_model_t *m, const tsr_gpt2_batch_t *b)
+static int head_backward_reads(int l, int slots[TSR_GPT2_PER_LAYER])
 {
-    const int slots[] = { WTE, LNFW }; /* the LM head's input gradient, the final layernorm's */
-    return send_params(m, b, slots, sizeof slots / sizeof slots[0]);
+    (void)l;
+    slots[0] = WTE, slots[1] = LNFW; /* the LM head's input gradient, the final layernorm's */
+    return 2;
 }
 
 int tsr_gpt2_model_create(tsr_gpt2_model_t *m, const tsr_gpt2_config_t *cfg, int B, int T, int nsub,
@@ -1101,6 +1103,105 @@ static int prefetch_lm_head(tsr_gpt2_model_t *m, int l)
     return rc;
 }
 
+/* ---- a layer of every sub-batch, by several submitting threads ---------------- */
+
+typedef struct {
+    tsr_gpt2_model_t *m;
+    int l, n, with_loss;
+    int *subs; /* the sub-batches this rank submits */
+} layer_streams_t;
+
+/* A phase of the step over the sub-batches: one's tasks (stream) and the
+ * parameters they read whole (reads), sent in their place to a sub-batch
+ * on another rank. */
+typedef struct {
+    int (*stream)(int s, void *arg);
+    int (*reads)(int l, int slots[TSR_GPT2_PER_LAYER]);
+} sub_batch_phase_t;
+
+static int forward_stream(int s, void *arg)
+{
+    const layer_streams_t *w = arg;
+    tsr_gpt2_batch_t *b = &w->m->sub[w->subs[s]];
+    return block_forward(w->m, b, w->l, block_input(b, w->l));
+}
+
+static int block_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int l, tsr_desc_t *x);
+static int loss_forward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b, int with_loss);
+static int head_backward(tsr_gpt2_model_t *m, tsr_gpt2_batch_t *b);
+static void invalidate_layer(tsr_gpt2_batch_t *b, int l);
+
+static int loss_stream(int s, void *arg)
+{
+    const layer_streams_t *w = arg;
+    return loss_forward(w->m, &w->m->sub[w->subs[s]], w->with_loss);
+}
+
+static int head_stream(int s, void *arg)
+{
+    const layer_streams_t *w = arg;
+    return head_backward(w->m, &w->m->sub[w->subs[s]]);
+}
+
+static int backward_stream(int s, void *arg)
+{
+    const layer_streams_t *w = arg;
+    tsr_gpt2_batch_t *b = &w->m->sub[w->subs[s]];
+    int rc = block_backward(w->m, b, w->l, block_input(b, w->l));
+    if (!rc)
+        invalidate_layer(b, w->l);
+    return rc;
+}
+
+/* Whether the sub-batches' streams may be submitted by several threads: one
+ * rank, or each rank submitting only its own sub-batches (own_only: then
+ * no call makes a temporary, whose MPI tags every rank must take in one
+ * order, and no task of one sub-batch runs on another rank). */
+static int streams_in_parallel(const tsr_gpt2_model_t *m) { return tsr_size() == 1 || m->own_only; }
+
+int tsr_gpt2_submitting_threads(const tsr_gpt2_model_t *m)
+{
+    int here = 0;
+    for (int r = 0; r < m->nsub; r++)
+        here += runs_here(m, &m->sub[r]);
+    int threads = tsr_submit_threads();
+    return !streams_in_parallel(m) || here < 2 ? 1 : here < threads ? here : threads;
+}
+
+/* Phase ph (layer l) of every sub-batch: the parameters of the sub-batches
+ * on other ranks sent, then this rank's sub-batches as streams
+ * (tsr_submit_streams: each writes only its own activations and
+ * gradients). By several threads under several ranks, the parameter tiles
+ * they read are received first, by this thread, so that no stream's task
+ * is submitted before the receive another stream's task would post. */
+static int sub_batches_phase(tsr_gpt2_model_t *m, const sub_batch_phase_t *ph, int l, int with_loss)
+{
+    layer_streams_t w = { m, l, 0, with_loss, malloc((size_t)m->nsub * sizeof(int)) };
+    if (!w.subs)
+        return TSR_ENOMEM;
+    int rc = TSR_SUCCESS, slots[TSR_GPT2_PER_LAYER], nread = ph->reads(l, slots);
+    for (int r = 0; r < m->nsub && !rc; r++) {
+        if (runs_here(m, &m->sub[r]))
+            w.subs[w.n++] = r;
+        else
+            rc = send_params(m, &m->sub[r], slots, nread);
+    }
+    int parallel = streams_in_parallel(m) && tsr_gpt2_submitting_threads(m) > 1;
+    for (int k = 0; k < nread && !rc && parallel && tsr_size() > 1; k++)
+        rc = tsr_desc_receive_read(m->params[slots[k]]);
+    if (!rc && parallel)
+        rc = tsr_submit_streams(w.n, ph->stream, &w);
+    for (int s = 0; s < w.n && !rc && !parallel; s++)
+        rc = ph->stream(s, &w);
+    free(w.subs);
+    return rc;
+}
+
+static const sub_batch_phase_t block_forward_phase = { forward_stream, block_forward_reads };
+static const sub_batch_phase_t loss_forward_phase = { loss_stream, loss_forward_reads };
+static const sub_batch_phase_t head_backward_phase = { head_stream, head_backward_reads };
+static const sub_batch_phase_t block_backward_phase = { backward_stream, block_backward_reads };
+
 /* Submit the forward (and loss tasks with targets), layer by layer over the
  * sub-batches, so that every rank reaches a layer's prefetch gate at the
  * same point of the flow. */
@@ -1126,17 +1227,15 @@ static int forward_layers(tsr_gpt2_model_t *m, int with_loss)
         } else if (!(rc = fetch_after(m, p, WTE, 1, input_gate, l))) { /* the LM head's */
             rc = fetch_after(m, p, LNFW, 2, input_gate, l);
         }
-        for (int r = 0; r < m->nsub && !rc; r++)
-            rc = runs_here(m, &m->sub[r]) ? block_forward(m, &m->sub[r], l, block_input(&m->sub[r], l))
-                                          : send_block_forward_params(m, &m->sub[r], l);
+        if (!rc)
+            rc = sub_batches_phase(m, &block_forward_phase, l, 0);
         if (!rc)
             rc = forward_read_params(m, slot(l, 0), TSR_GPT2_PER_LAYER);
         if (!rc)
             rc = prefetch_lm_head(m, l);
     }
-    for (int r = 0; r < m->nsub && !rc; r++)
-        rc = runs_here(m, &m->sub[r]) ? loss_forward(m, &m->sub[r], with_loss)
-                                      : send_loss_forward_params(m, &m->sub[r]);
+    if (!rc)
+        rc = sub_batches_phase(m, &loss_forward_phase, L, with_loss);
     if (!rc) /* the final layernorm's (the embeddings' went to the GPUs after their tasks) */
         rc = forward_read_params(m, LNFW, 2);
     if (!rc && !m->keep_params) /* the embeddings' and the LM head's */
@@ -1591,8 +1690,8 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
         rc = fetch_after(m, p, LNFW, 2, logits_gate, 0);
     if (!rc && fetch)
         rc = fetch_layer_after(m, L - 1, logits_gate, 0);
-    for (int r = 0; r < m->nsub && !rc; r++)
-        rc = runs_here(m, &m->sub[r]) ? head_backward(m, &m->sub[r]) : send_head_backward_params(m, &m->sub[r]);
+    if (!rc)
+        rc = sub_batches_phase(m, &head_backward_phase, L, 0);
     if (!rc)
         drop_params(m->params, 0, NGLOBAL);
     if (!rc && tsr_gpt2_wte_summed_early(m))
@@ -1604,15 +1703,8 @@ int tsr_gpt2_backward(tsr_gpt2_model_t *m)
             rc = fetch_layer_after(m, l - 1, dres_gate, l);
         if (!rc && m->grad_sum && l == (L < WTE_HEAD_LAYERS ? L : WTE_HEAD_LAYERS) - 1)
             rc = lm_head_columns_early(m);
-        for (int r = 0; r < m->nsub && !rc; r++) {
-            if (!runs_here(m, &m->sub[r])) {
-                rc = send_block_backward_params(m, &m->sub[r], l);
-                continue;
-            }
-            rc = block_backward(m, &m->sub[r], l, block_input(&m->sub[r], l));
-            if (!rc)
-                invalidate_layer(&m->sub[r], l);
-        }
+        if (!rc)
+            rc = sub_batches_phase(m, &block_backward_phase, l, 0);
         if (!rc)
             drop_params(m->params, slot(l, 0), TSR_GPT2_PER_LAYER);
         if (!rc && m->grad_sum)

@@ -205,6 +205,11 @@ int tsr_gpt2_place_state(tsr_gpt2_model_t *m);
  * it, its embedding tasks running where it is homed (gpt2_model.c): several
  * sub-batches on one rank without a sharded sum. */
 int tsr_gpt2_wte_summed_early(const tsr_gpt2_model_t *m);
+/* How many threads submit a layer of this rank's sub-batches
+ * (tsr_submit_streams): up to TSR_SUBMIT_THREADS, one a sub-batch; 1 when
+ * they cannot be submitted apart (several ranks each walking every
+ * sub-batch). */
+int tsr_gpt2_submitting_threads(const tsr_gpt2_model_t *m);
 
 /* The bytes of the tiles this rank owns for good: parameters, AdamW
  * moments, gradients (their sum; the sub-batches' own only when they are

@@ -545,12 +545,12 @@ int gpt2_setup(trainer_t *t)
                                          o->precision);
     if (!rc && tsr_rank() == 0)
         printf("model: L %d, C %d, NH %d, V %d (Vp %d), maxT %d, %zu parameters; B %d, T %d; tiles tok %d ch %d "
-               "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es); memory %.2f GB (estimate, rank 0)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
+               "hid %d voc %d heads %d q %d k %d (%s%s); %d sub-batch(es), submitted by %d thread(s); memory %.2f GB (estimate, rank 0)\n", t->cfg.L, t->cfg.C, t->cfg.NH, t->cfg.V, t->cfg.Vp, t->cfg.maxT,
                tsr_gpt2_num_params(&t->cfg), o->B, o->T, o->tiles.tok, o->tiles.ch, o->tiles.hid, o->tiles.voc,
                o->tiles.heads, t->model.tiles.q, t->model.tiles.k,
                o->tiles.accum == TSR_REDUCTION_REDUX ? "redux" : "ordered",
                t->model.fused ? "" : ", split/merge",
-               o->nsub, t->mem_estimate / 1e9);
+               o->nsub, tsr_gpt2_submitting_threads(&t->model), t->mem_estimate / 1e9);
     if (!rc && tsr_rank() == 0 && o->precision == TSR_BFLOAT16)
         printf("precision: bf16 activations, parameters (forward, backward) and gradients; float32 master "
                "weights, AdamW state and loss\n");
