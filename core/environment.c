@@ -151,14 +151,14 @@ static int read_cpu_worker_groups(void)
     return TSR_SUCCESS;
 }
 
-/* TSR_SUBMIT_THREADS=N (1-64, default 1): at most N threads submit the
+/* TSR_SUBMIT_THREADS=N (1-64, default 2): at most N threads submit the
  * independent streams of a step (tsr_submit_streams: the sub-batches of a
- * layer); 1 submits everything from the calling thread (several were not
- * faster in the simulated GPU clusters: docs/simulation.md). */
+ * layer); 1 submits everything from the calling thread. 2 is the fastest
+ * measured on the simulated GPU clusters (docs/simulation.md). */
 static int read_submit_threads(void)
 {
     const char *v = getenv("TSR_SUBMIT_THREADS");
-    long n = 1;
+    long n = 2;
     if (v && (!is_count(v, &n) || n < 1 || n > TSR_MAX_SUBMIT_THREADS)) {
         tsr_log(TSR_LOG_ERROR, "tsr_init: TSR_SUBMIT_THREADS=%s: expected a whole number of threads from 1 to %d", v,
                 TSR_MAX_SUBMIT_THREADS);

@@ -130,7 +130,7 @@ const char *tsr_runtime_summary(void);
 
 /* Several submitting threads: submit(s, arg) for each stream s in [0, n),
  * the streams dealt in turn to at most TSR_SUBMIT_THREADS threads (default
- * 1; the calling thread is one of them), each submitting its streams in
+ * 2; the calling thread is one of them), each submitting its streams in
  * increasing order; returns once all are submitted. The streams must write
  * disjoint data and, under several MPI ranks, neither make descriptors (a
  * descriptor's MPI tags are taken in the order of creation) nor read a tile

@@ -175,26 +175,28 @@ if [ ${#launch[@]} -gt 0 ]; then
         bad "worker groups on 2 ranks: losses differ from llm.c: got [$(losses_of "$work/keep1.csv")] want [$want]"
 fi
 
-# Several submitting threads (TSR_SUBMIT_THREADS, default 1): a layer of
+# Several submitting threads (TSR_SUBMIT_THREADS, default 2): a layer of
 # the sub-batches on a rank submitted by one thread per sub-batch gives the
 # losses of one thread submitting them in turn, bit for bit in the printed
 # digits, and the model line says how many threads submitted
 threads_line() { sed -n 's/^model:.*sub-batch(es), submitted by \([0-9]*\) thread(s).*/\1/p' "$1"; }
-for t in default 4; do
+for t in 1 default 4; do
     if [ "$t" = default ]; then unset TSR_SUBMIT_THREADS; else export TSR_SUBMIT_THREADS=$t; fi
     TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=2 run --steps 4 --sub-batches 4 > "$work/streams$t.log" 2>&1 ||
         bad "TSR_SUBMIT_THREADS=$t: run exited $?"
 done
 unset TSR_SUBMIT_THREADS
-want_threads=4; [ ${#launch[@]} -gt 0 ] && want_threads=2 # 2 sub-batches a rank
-[ "$(threads_line "$work/streamsdefault.log")" = 1 ] && [ "$(threads_line "$work/streams4.log")" = "$want_threads" ] &&
-    ok || bad "TSR_SUBMIT_THREADS: the model line says $(threads_line "$work/streamsdefault.log") and" \
-        "$(threads_line "$work/streams4.log") threads, not 1 and $want_threads"
+want_threads="1 2 4"; [ ${#launch[@]} -gt 0 ] && want_threads="1 2 2" # 2 sub-batches a rank
+got_threads="$(threads_line "$work/streams1.log") $(threads_line "$work/streamsdefault.log")"
+got_threads="$got_threads $(threads_line "$work/streams4.log")"
+[ "$got_threads" = "$want_threads" ] && ok ||
+    bad "TSR_SUBMIT_THREADS 1, unset, 4: the model line says $got_threads threads, not $want_threads"
 step_losses() { sed -n 's/^step \([0-9]*\): train loss \([0-9.]*\).*/\1 \2/p' "$1"; }
-[ "$(step_losses "$work/streamsdefault.log" | wc -l)" = 4 ] &&
-    [ "$(step_losses "$work/streamsdefault.log")" = "$(step_losses "$work/streams4.log")" ] && ok ||
-    bad "TSR_SUBMIT_THREADS 1 and 4 give other losses: [$(step_losses "$work/streamsdefault.log" | tr '\n' ' ')]" \
-        "and [$(step_losses "$work/streams4.log" | tr '\n' ' ')]"
+[ "$(step_losses "$work/streams1.log" | wc -l)" = 4 ] &&
+    [ "$(step_losses "$work/streams1.log")" = "$(step_losses "$work/streamsdefault.log")" ] &&
+    [ "$(step_losses "$work/streams1.log")" = "$(step_losses "$work/streams4.log")" ] && ok ||
+    bad "TSR_SUBMIT_THREADS 1, unset and 4 give other losses: [$(step_losses "$work/streams1.log" | tr '\n' ' ')]," \
+        "[$(step_losses "$work/streamsdefault.log" | tr '\n' ' ')] and [$(step_losses "$work/streams4.log" | tr '\n' ' ')]"
 
 # --trace FILE.png: the Gantt chart (steps marked), the task list and the
 # schedule summary; --profile: the summary alone

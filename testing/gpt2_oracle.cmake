@@ -24,10 +24,14 @@ set_property(TEST gpt2_oracle_subbatch_groups APPEND PROPERTY ENVIRONMENT TSR_CP
 # (tsr_gpt2_wte_summed_early)
 tsr_add_test(gpt2_oracle_subbatch4_groups ${GPT2_ORACLE} 32 64 256 128 4 1 4)
 set_property(TEST gpt2_oracle_subbatch4_groups APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=4)
-# the same, each layer of the 4 sub-batches submitted by 4 threads
+# the same, the layers of the 4 sub-batches submitted by 4 threads (the
+# default: 2), and by one in turn
 tsr_add_test(gpt2_oracle_subbatch4_threads ${GPT2_ORACLE} 32 64 256 128 4 1 4)
 set_property(TEST gpt2_oracle_subbatch4_threads APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=4
              TSR_SUBMIT_THREADS=4)
+tsr_add_test(gpt2_oracle_subbatch4_one_thread ${GPT2_ORACLE} 32 64 256 128 4 1 4)
+set_property(TEST gpt2_oracle_subbatch4_one_thread APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=4
+             TSR_SUBMIT_THREADS=1)
 # token tiles of two whole sequences, attention tiles of their own
 tsr_add_test(gpt2_oracle_split     ${GPT2_ORACLE} 64 32 96 200 2 0 1 8 16)
 tsr_add_test(gpt2_oracle_split_qk  ${GPT2_ORACLE} 16 64 256 512 1 1 2 32 8)
@@ -51,12 +55,13 @@ tsr_add_mpi_test(gpt2_oracle_groups_mpi2 2 ${GPT2_ORACLE} 32 32 96 200 2 0 4)
 if(TSR_USE_MPI)
   set_property(TEST gpt2_oracle_groups_mpi2 APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=2)
 endif()
-# the same, each rank's 2 sub-batches submitted by 2 threads (the layer's
-# parameters received first: tsr_desc_receive_read)
-tsr_add_mpi_test(gpt2_oracle_groups_mpi2_threads 2 ${GPT2_ORACLE} 32 32 96 200 2 0 4)
+# (each rank's 2 sub-batches submitted by 2 threads, the default, the
+# layer's parameters received first: tsr_desc_receive_read); the same by
+# one thread in turn
+tsr_add_mpi_test(gpt2_oracle_groups_mpi2_one_thread 2 ${GPT2_ORACLE} 32 32 96 200 2 0 4)
 if(TSR_USE_MPI)
-  set_property(TEST gpt2_oracle_groups_mpi2_threads APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1 STARPU_NCPU=2
-               TSR_SUBMIT_THREADS=2)
+  set_property(TEST gpt2_oracle_groups_mpi2_one_thread APPEND PROPERTY ENVIRONMENT TSR_CPU_WORKER_GROUPS=1
+               STARPU_NCPU=2 TSR_SUBMIT_THREADS=1)
 endif()
 # 8 token tiles a rank, 16 vocabulary columns: the token embedding's columns
 # made after the backward take their LM-head part in two halves of the token

@@ -1,5 +1,5 @@
 /* Several submitting threads (tsr_submit_streams), with TSR_SUBMIT_THREADS=4
- * (set here; the default is 1):
+ * (set here; the default is 2):
  *  - every stream is submitted once, by 4 threads, each submitting its
  *    streams in increasing order, the calling thread the first ones (also
  *    when threads are started after a first call needed fewer);
