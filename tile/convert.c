@@ -290,6 +290,33 @@ int tsr_mpi_cache_enabled(void)
 #endif
 }
 
+#if TSR_USE_MPI
+/* Each tile of d this rank owns (own 1: sent to node, then flushed as the
+ * reading call's tsr_desc_flush unless d keeps received copies) or does not
+ * own (own 0: received here, node this rank), through StarPU-MPI's cached
+ * transfers. */
+static int tiles_to_node(tsr_desc_t *d, int own, int node)
+{
+    for (int bi = 0; bi < d->bt; bi++)
+        for (int i = 0; i < d->mt; i++)
+            for (int j = 0; j < d->nt; j++) {
+                if (tsr_tile_is_local(d, bi, i, j) != own)
+                    continue;
+                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
+                if (!h)
+                    return TSR_ENOMEM;
+                if (starpu_mpi_get_data_on_node_detached(tsr_ctx.comm, h, node, NULL, NULL) != 0) {
+                    tsr_log(TSR_LOG_ERROR, "%s a tile of descriptor %d %s rank %d failed",
+                            own ? "sending" : "receiving", d->id, own ? "to" : "on", node);
+                    return TSR_ERUNTIME;
+                }
+                if (own && !d->keep_received)
+                    starpu_mpi_cache_flush(tsr_ctx.comm, h);
+            }
+    return TSR_SUCCESS;
+}
+#endif
+
 int tsr_desc_send_read(tsr_desc_t *d, int rank)
 {
 #if TSR_USE_MPI
@@ -297,26 +324,12 @@ int tsr_desc_send_read(tsr_desc_t *d, int rank)
         return TSR_SUCCESS;
     if (!starpu_mpi_cache_is_enabled())
         return TSR_ENOTSUP;
-    for (int bi = 0; bi < d->bt; bi++)
-        for (int i = 0; i < d->mt; i++)
-            for (int j = 0; j < d->nt; j++) {
-                if (!tsr_tile_is_local(d, bi, i, j))
-                    continue;
-                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
-                if (!h)
-                    return TSR_ENOMEM;
-                if (starpu_mpi_get_data_on_node_detached(tsr_ctx.comm, h, rank, NULL, NULL) != 0) {
-                    tsr_log(TSR_LOG_ERROR, "sending a tile of descriptor %d to rank %d failed", d->id, rank);
-                    return TSR_ERUNTIME;
-                }
-                if (!d->keep_received) /* as the reading call's tsr_desc_flush */
-                    starpu_mpi_cache_flush(tsr_ctx.comm, h);
-            }
+    return tiles_to_node(d, 1, rank);
 #else
     (void)d;
     (void)rank;
-#endif
     return TSR_SUCCESS;
+#endif
 }
 
 int tsr_desc_receive_read(tsr_desc_t *d)
@@ -324,23 +337,11 @@ int tsr_desc_receive_read(tsr_desc_t *d)
 #if TSR_USE_MPI
     if (!d || !tsr_ctx.mpi_active)
         return TSR_SUCCESS;
-    for (int bi = 0; bi < d->bt; bi++)
-        for (int i = 0; i < d->mt; i++)
-            for (int j = 0; j < d->nt; j++) {
-                if (tsr_tile_is_local(d, bi, i, j))
-                    continue;
-                starpu_data_handle_t h = tsr_tile_handle(d, bi, i, j);
-                if (!h)
-                    return TSR_ENOMEM;
-                if (starpu_mpi_get_data_on_node_detached(tsr_ctx.comm, h, tsr_ctx.rank, NULL, NULL) != 0) {
-                    tsr_log(TSR_LOG_ERROR, "receiving a tile of descriptor %d failed", d->id);
-                    return TSR_ERUNTIME;
-                }
-            }
+    return tiles_to_node(d, 0, tsr_ctx.rank);
 #else
     (void)d;
-#endif
     return TSR_SUCCESS;
+#endif
 }
 
 void tsr_desc_flush(tsr_desc_t *d)

@@ -1159,13 +1159,19 @@ static int backward_stream(int s, void *arg)
  * order, and no task of one sub-batch runs on another rank). */
 static int streams_in_parallel(const tsr_gpt2_model_t *m) { return tsr_size() == 1 || m->own_only; }
 
+/* The threads that submit the streams of `here` sub-batches of this rank. */
+static int submitting_threads(const tsr_gpt2_model_t *m, int here)
+{
+    int threads = tsr_submit_threads();
+    return !streams_in_parallel(m) || here < 2 ? 1 : here < threads ? here : threads;
+}
+
 int tsr_gpt2_submitting_threads(const tsr_gpt2_model_t *m)
 {
     int here = 0;
     for (int r = 0; r < m->nsub; r++)
         here += runs_here(m, &m->sub[r]);
-    int threads = tsr_submit_threads();
-    return !streams_in_parallel(m) || here < 2 ? 1 : here < threads ? here : threads;
+    return submitting_threads(m, here);
 }
 
 /* Phase ph (layer l) of every sub-batch: the parameters of the sub-batches
@@ -1186,7 +1192,7 @@ static int sub_batches_phase(tsr_gpt2_model_t *m, const sub_batch_phase_t *ph, i
         else
             rc = send_params(m, &m->sub[r], slots, nread);
     }
-    int parallel = streams_in_parallel(m) && tsr_gpt2_submitting_threads(m) > 1;
+    int parallel = submitting_threads(m, w.n) > 1;
     for (int k = 0; k < nread && !rc && parallel && tsr_size() > 1; k++)
         rc = tsr_desc_receive_read(m->params[slots[k]]);
     if (!rc && parallel)
