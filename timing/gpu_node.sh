@@ -28,6 +28,10 @@
 #     tiles      --tiles auto on the GPU against a GPT-2 tile sweep (124M B8 T1024)
 #     workers    two CUDA workers sharing the GPU (STARPU_NWORKER_PER_CUDA=2): losses, speed
 #     cpu16      the node's CPU cores: --tiles auto scripts and 124M against llm.c + BLIS
+#     submit16   124M B4 T64 on the node's CPU cores, 12 steps, each case twice, alternated: the
+#                default; a core kept for the submitting thread (STARPU_MAIN_THREAD_BIND=1);
+#                2 and 4 sub-batches, as many submitting threads (TSR_SUBMIT_THREADS), with and
+#                without that core; OUT/submit16.csv: the steady step and the submitting time
 #     models     GPT-2 350M, 774M, 1558M (llm.c's d24, d36, d48), B8 T1024, --precision bf16
 #                against llm.c's bf16 trainer (train_gpt2.cu -e d24 ...): the memory
 #                estimate (model line), peak GPU memory, speed
@@ -52,7 +56,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 PROG=gpu_node.sh
 # shellcheck source=lib/args.sh
 . "$here/lib/args.sh"
-all_stages=(tests correct residency profile speed bf16 tsr_bf16 tiles workers cpu16 models torch mpi2)
+all_stages=(tests correct residency profile speed bf16 tsr_bf16 tiles workers cpu16 submit16 models torch mpi2)
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle|--build|--llmc|--llmc-src|--mpi-bundle|--out|--steps|--sizes)
@@ -329,11 +333,32 @@ stage_mpi2() {
   done
 }
 
+# Where the 16-core step's submission goes (issue: the workers wait on one
+# submitting thread sharing their cores): a core of its own, or more threads.
+stage_submit16() {
+  local csv=$out/submit16.csv r case line
+  say "124M B4 T64 on $(nproc) CPU cores: the submitting thread's core and count"
+  echo "round,case,step_ms,submitting_ms" > "$csv"
+  for r in 1 2; do
+    for case in default main_core sub2 sub2_main_core sub4; do
+      local vars=(STARPU_NCUDA=0) args=()
+      case $case in *main_core) vars+=(STARPU_MAIN_THREAD_BIND=1) ;; esac
+      case $case in sub2*) vars+=(TSR_SUBMIT_THREADS=2); args=(--sub-batches 2) ;;
+                    sub4) vars+=(TSR_SUBMIT_THREADS=4); args=(--sub-batches 4) ;; esac
+      line=$(env "${vars[@]}" timeout 120 "$tsr" --model 124M -B 4 -T 64 --steps 12 --gpus 0 "${args[@]}" \
+               "${quiet_args[@]}" 2>&1 | tee "$out/submit16_${case}_$r.log" | grep '^summary:')
+      echo "$r,$case,$(sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p' <<<"$line"),$(sed -n 's/.*submitting its tasks took \([0-9.]*\) ms.*/\1/p' <<<"$line")" >> "$csv"
+    done
+  done
+  cat "$csv"
+  grep -h "^model:\|^runtime:" "$out"/submit16_*_1.log | cut -c1-200
+}
+
 declare -A cpu16_limit=([gemm]=200 [attention]=100 [gpt2]=150)
 
 for s in "${stages[@]}"; do
   case $s in
-    tests|correct|residency|profile|speed|bf16|tsr_bf16|tiles|workers|cpu16|models|torch|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
+    tests|correct|residency|profile|speed|bf16|tsr_bf16|tiles|workers|cpu16|submit16|models|torch|mpi2) start=$(date +%s); "stage_$s"; say "$s took $(( $(date +%s) - start )) s" ;;
     *) echo "error: unknown stage $s (see --help)" >&2; exit 2 ;;
   esac
 done
