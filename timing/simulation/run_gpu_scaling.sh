@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Simulated weak scaling of GPT-2 124M training over the GPUs of one node and
+# Simulated weak scaling of GPT-2 training (124M by default) over the GPUs of one node and
 # over nodes of several GPUs (simulate.sh with the H200 models: each GPU a
 # copy of the measured one, joined by a switch of 450 GB/s each way per GPU,
 # NVLink and NVSwitch), one sub-batch of B sequences of T tokens a GPU.
 # Writes CSV rows as they come; each run's output is kept beside OUT.csv as
 # OUT.N-nodes-G-gpus.log.
 #
-#   timing/simulation/run_gpu_scaling.sh [--gpus LIST] [--nodes LIST] [--B N] [--T N]
-#                                        [--precision fp32|bf16] [--train FILE] OUT.csv
+#   timing/simulation/run_gpu_scaling.sh [--model NAME] [--gpus LIST] [--nodes LIST] [--B N]
+#                                        [--T N] [--precision fp32|bf16] [--train FILE] OUT.csv
+#   --model: 124M (default), 350M, 774M or 1558M (every task shape they run
+#   needs an entry in the models: docs/simulation.md, the bigger models).
 #   --gpus: GPUs a node, 1-16, comma-separated (default 1,2,4,8); with
 #   --nodes (default 1) every pair is run, one rank a node; the first row
 #   (1 node of the first GPU count) is the base of the efficiency.
@@ -23,11 +25,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 PROG=run_gpu_scaling
 # shellcheck source=../lib/args.sh
 . "$here/../lib/args.sh"
-usage="usage: $0 [--gpus LIST] [--nodes LIST] [--B N] [--T N] [--precision fp32|bf16] [--train FILE] OUT.csv"
-gpus_list="1,2,4,8" nodes_list=1 B=8 T=1024 precision=fp32 train=()
+usage="usage: $0 [--model NAME] [--gpus LIST] [--nodes LIST] [--B N] [--T N] [--precision fp32|bf16] [--train FILE] OUT.csv"
+model=124M gpus_list="1,2,4,8" nodes_list=1 B=8 T=1024 precision=fp32 train=()
 show_help() { echo "$usage"; }
 option() {
     case $1 in
+        --model) check_word --model "$2" 124M 350M 774M 1558M; model=$2 ;;
         --gpus) check_list --gpus "$2" check_count 1 16; gpus_list=$2 ;;
         --nodes) check_list --nodes "$2" check_count 1 64; nodes_list=$2 ;;
         --B) check_count --B "$2" 1 1024; B=$2 ;;
@@ -36,7 +39,7 @@ option() {
         --train) check_path --train "$2"; [ -f "$2" ] || arg_error "--train: no file '$(shown "$2")'"; train=(--train "$2") ;;
     esac
 }
-take_options_and_csv option show_help "$usage" "--gpus --nodes --B --T --precision --train" "$@"
+take_options_and_csv option show_help "$usage" "--model --gpus --nodes --B --T --precision --train" "$@"
 
 echo "nodes,gpus_per_node,gpus,B,T,precision,step_ms,tokens_per_ms,tokens_per_ms_per_gpu,efficiency,gpu_gpu_copies,gpu_gpu_mb,simulation_s" >"$csv"
 base=""
@@ -49,7 +52,7 @@ for n in "${node_counts[@]}"; do
         [ "$g" -gt 1 ] && link=(--gpu-link 450)
         start=$(date +%s)
         bash "$here/simulate.sh" --models h200-gpu --platform "$here/platforms/cluster-gpu-4x400G.xml" --nodes "$n" --workers 0 --gpus "$g" "${link[@]}" \
-            tsr_gpt2 --model 124M -B $((B * gpus)) -T "$T" --sub-batches "$gpus" --precision "$precision" \
+            tsr_gpt2 --model "$model" -B $((B * gpus)) -T "$T" --sub-batches "$gpus" --precision "$precision" \
             --steps 6 --val-every 0 --sample-every 0 --profile "${train[@]}" >"$log" 2>&1 ||
             { echo "run_gpu_scaling: the run of $n node(s) x $g GPU(s) failed: $log" >&2; exit 1; }
         secs=$(($(date +%s) - start))
