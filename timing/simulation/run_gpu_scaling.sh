@@ -8,8 +8,9 @@
 #
 #   timing/simulation/run_gpu_scaling.sh [--model NAME] [--gpus LIST] [--nodes LIST] [--B N]
 #                                        [--T N] [--precision fp32|bf16] [--train FILE] OUT.csv
-#   --model: 124M (default), 350M, 774M or 1558M (every task shape they run
-#   needs an entry in the models: docs/simulation.md, the bigger models).
+#   --model: 124M (default), 350M, 774M or 1558M; every task shape a run
+#   makes needs an entry in the models: 124M's are measured, 774M's derived
+#   (docs/simulation.md, GPT-2 774M), 350M and 1558M have none yet.
 #   --gpus: GPUs a node, 1-16, comma-separated (default 1,2,4,8); with
 #   --nodes (default 1) every pair is run, one rank a node; the first row
 #   (1 node of the first GPU count) is the base of the efficiency.
