@@ -95,6 +95,9 @@ quiet_args=(--val-every 0 --sample-every 0)
 say() { echo "== $*"; }
 # losses FILE: the "step N: train loss X" values, one a line
 losses() { sed -n 's/^step *[0-9]*[:/].*train loss \([-0-9.eE+naif]*\).*/\1/p' "$1"; }
+# summary_ms LOG WHAT: the milliseconds tsr_gpt2's summary line gives after WHAT
+# ("median step", "submitting its tasks took")
+summary_ms() { sed -n "s/^summary:.*$2 \([0-9.]*\) ms.*/\1/p" "$1"; }
 # maxrel A B: the largest |a - b| / |b| over the lines both files have
 maxrel() { paste -d' ' "$1" "$2" | awk 'NF == 2 { d = $1 - $2; d = d < 0 ? -d : d; b = $2 < 0 ? -$2 : $2
   r = d / b; if (r > m) m = r; n++ } END { printf "%.3g over %d losses\n", m, n }'; }
@@ -287,7 +290,7 @@ stage_torch() {
     for run in tessera_fp32 torch_fp32 torch_fp32_compiled tessera_bf16 torch_bf16 torch_bf16_compiled; do
       log=$out/torch_${run}_B$1_T$2.log
       torch_run "$run" "$1" "$2" "$log"
-      ms=$(sed -n 's/^summary:.*median step \([0-9.]*\) ms.*/\1/p' "$log")
+      ms=$(summary_ms "$log" "median step")
       if [ -n "$ms" ]; then
         echo "$1,$2,$run,$ms,$(awk -v ms="$ms" -v bt=$(($1 * $2)) 'BEGIN { printf "%.2f", bt / ms }')"
       else echo "$1,$2,$run,nan,nan"; fi >> "$csv"
@@ -336,7 +339,7 @@ stage_mpi2() {
 # Where the 16-core step's submission goes (issue: the workers wait on one
 # submitting thread sharing their cores): a core of its own, or more threads.
 stage_submit16() {
-  local csv=$out/submit16.csv r case line
+  local csv=$out/submit16.csv r case log
   say "124M B4 T64 on $(nproc) CPU cores: the submitting thread's core and count"
   echo "round,case,step_ms,submitting_ms" > "$csv"
   for r in 1 2; do
@@ -345,9 +348,10 @@ stage_submit16() {
       case $case in *main_core) vars+=(STARPU_MAIN_THREAD_BIND=1) ;; esac
       case $case in sub2*) vars+=(TSR_SUBMIT_THREADS=2); args=(--sub-batches 2) ;;
                     sub4) vars+=(TSR_SUBMIT_THREADS=4); args=(--sub-batches 4) ;; esac
-      line=$(env "${vars[@]}" timeout 120 "$tsr" --model 124M -B 4 -T 64 --steps 12 --gpus 0 "${args[@]}" \
-               "${quiet_args[@]}" 2>&1 | tee "$out/submit16_${case}_$r.log" | grep '^summary:')
-      echo "$r,$case,$(sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p' <<<"$line"),$(sed -n 's/.*submitting its tasks took \([0-9.]*\) ms.*/\1/p' <<<"$line")" >> "$csv"
+      log=$out/submit16_${case}_$r.log
+      env "${vars[@]}" timeout 120 "$tsr" --model 124M -B 4 -T 64 --steps 12 --gpus 0 "${args[@]}" \
+        "${quiet_args[@]}" > "$log" 2>&1
+      echo "$r,$case,$(summary_ms "$log" "median step"),$(summary_ms "$log" "submitting its tasks took")" >> "$csv"
     done
   done
   cat "$csv"
