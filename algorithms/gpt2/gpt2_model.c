@@ -100,8 +100,12 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
      * quarter of the vocabulary took 129 ms a step, 8192 tokens with the
      * whole vocabulary 100 ms: every task costs the runtime ~20 us there */
     int gpus = tsr_ncuda_workers(), ranks = tsr_size();
-    /* the samples of one rank, or of one GPU's sub-batch */
+    /* the samples of one rank, or of one GPU's sub-batch (also when the
+     * GPUs of several ranks share the batch: its token tile then stays
+     * within the sub-batch, as on one rank) */
     int parts = ranks > 1 ? ranks : tsr_gpt2_default_sub_batches(B);
+    if (gpus > 0 && tsr_gpt2_default_sub_batches(B) > parts)
+        parts = tsr_gpt2_default_sub_batches(B);
     int per_part = B / parts > 1 ? B / parts : 1, tokens = per_part * T;
     int target = gpus > 0 ? 8192 : tokens / 4 > 256 ? tokens / 4 : 256, seqs = target / T;
     seqs = seqs < 1 ? 1 : seqs > per_part ? per_part : seqs;

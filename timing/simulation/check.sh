@@ -98,6 +98,14 @@ check_two_gpus() {
     s2=$(steady "$two_nodes")
     [ -n "$s2" ] || fail "no steady-state step time in the 2-node output"
     weak_at_least "2-node (1 GPU, B8 each)" "$s2" "$s1" 0.77
+    # two GPUs a rank share its samples: the token tile is one GPU's sub-batch
+    # (4 sequences), not the rank's 8
+    two_nodes=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --platform "$here/platforms/cluster-gpu-4x400G.xml" \
+        --nodes 2 --workers 0 --gpus 2 --gpu-link 450 "${run[@]}" -B 16 2>&1) ||
+        fail "the 2-node run of 2 GPUs each failed: $(tail -5 <<<"$two_nodes")"
+    grep -q '^model: .* tiles tok 4096 ch 768 hid 3072 voc 12576 .*; 4 sub-batch(es)' <<<"$two_nodes" ||
+        fail "2 ranks of 2 GPUs, B16: the token tile is not a GPU's sub-batch of 4096 tokens: $(grep -m1 model: <<<"$two_nodes")"
+    echo "2 nodes x 2 GPUs, B16: $(grep -o 'median step [0-9.]* ms' <<<"$two_nodes")"
     echo "simulation check (2 GPUs): passed"
 }
 case ${2:-} in
