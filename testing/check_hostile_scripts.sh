@@ -97,6 +97,9 @@ refused "run_gpu_scaling.sh --gpus payload" --gpus bash "$S/run_gpu_scaling.sh" 
 refused "run_gpu_scaling.sh --gpus 17" --gpus bash "$S/run_gpu_scaling.sh" --gpus 1,17 gs2.csv
 refused "run_gpu_scaling.sh --precision fp16" --precision bash "$S/run_gpu_scaling.sh" --precision fp16 gs3.csv
 [ ! -e gs3.csv ] || bad "run_gpu_scaling.sh --precision fp16 wrote gs3.csv"
+refused "run_gpu_scaling.sh --batch payload" --batch bash "$S/run_gpu_scaling.sh" --batch "$pay" gs4.csv
+refused "run_gpu_scaling.sh --batch 60 over 8 GPUs" --batch bash "$S/run_gpu_scaling.sh" --batch 60 --gpus 8 gs5.csv
+[ ! -e gs5.csv ] || bad "run_gpu_scaling.sh --batch 60 --gpus 8 wrote gs5.csv"
 refused "time_gpt2.sh --bt payload" --bt bash "$T/time_gpt2.sh" --exe "$tsr" --bt "$pay:64"
 refused "time_gpt2_vs_reference.sh -B payload" -B \
     bash "$T/time_gpt2_vs_reference.sh" --exe "$tsr" --reference ./ref.sh --ref-dir ref -B "$pay"
