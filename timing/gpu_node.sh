@@ -45,8 +45,8 @@
 #     mpi2       two MPI ranks sharing the GPU (the MPI bundle's own mpirun, one CUDA worker
 #                each), 124M B8 T64 and B8 T1024, 10 steps: 1 rank, then 2; the largest
 #                relative loss difference (bar 1e-5) and the steady step times; skipped
-#                without the MPI bundle; first 1 rank with --tile-voc 6288 and 3144 (the
-#                simulated GPU nodes' tiles, into STARPU_HOME's models)
+#                without the MPI bundle; first 1 rank with the simulated GPU nodes' tiles
+#                (B8 --tile-voc 6288, 3144; B4 12576, B2 6288, B1 3144), into STARPU_HOME's models
 # Tessera runs on the GPU alone (STARPU_NCPU=0) unless a stage says otherwise.
 set -uo pipefail
 bundle=bundle mpi_bundle=bundle-mpi build=build-device llmc=bundle-llmc/run llmc_src=bundle-llmc/src out=gpu_node_out steps=20
@@ -303,14 +303,17 @@ stage_torch() {
 }
 
 stage_mpi2() {
-  # the narrower vocabulary tiles of the simulated GPU nodes (4 to 16 ranks;
-  # 2 ranks' 12576 runs below), so that STARPU_HOME's models hold them measured
-  # (timing/simulation/perfmodels/h200-gpu/machine.txt lists them derived)
-  local voc
-  for voc in 6288 3144; do
-    timeout 120 "${gpu[@]}" --model 124M -B 8 -T 1024 --steps 4 --tile-voc "$voc" "${quiet_args[@]}" \
-      > "$out/mpi2_voc$voc.log" 2>&1 || { echo "--tile-voc $voc: exit $?"; tail -3 "$out/mpi2_voc$voc.log"; }
-    grep -h "summary:" "$out/mpi2_voc$voc.log" | sed "s/^/--tile-voc $voc: /" | cut -c1-200
+  # the task shapes of the simulated GPU nodes, so that STARPU_HOME's models
+  # hold them measured (timing/simulation/perfmodels/h200-gpu/machine.txt lists
+  # them derived): the narrower vocabulary tiles of 4 to 16 ranks (2 ranks'
+  # 12576 runs below) at B8 a GPU, and the sub-batches of strong scaling
+  # (64 sequences over 2, 4, 8 nodes of 8 GPUs: B4, B2, B1 a GPU)
+  local bv b voc
+  for bv in 8:6288 8:3144 4:12576 2:6288 1:3144; do
+    b=${bv%:*} voc=${bv#*:}
+    timeout 120 "${gpu[@]}" --model 124M -B "$b" -T 1024 --steps 4 --tile-voc "$voc" "${quiet_args[@]}" \
+      > "$out/mpi2_B${b}_voc$voc.log" 2>&1 || { echo "-B $b --tile-voc $voc: exit $?"; tail -3 "$out/mpi2_B${b}_voc$voc.log"; }
+    grep -h "summary:" "$out/mpi2_B${b}_voc$voc.log" | sed "s/^/-B $b --tile-voc $voc: /" | cut -c1-200
   done
   [ -x "$mpi_bundle/bin/mpirun" ] && [ -x "$mpi_bundle/bin/tsr_gpt2" ] ||
     { echo "mpi2: no MPI bundle in $mpi_bundle (deps/bundle_mpi.sh; --mpi-bundle DIR): skipped"; return; }
