@@ -10,7 +10,7 @@ RECORDED_DIR  a STARPU_PERF_MODEL_DIR of real runs on this machine (any worker
 A task's footprint hashes its buffers' shapes, not the worker, so a run on
 any machine names the tasks a simulated run will ask for, with their bytes
 and flops. For each task (codelet, footprint) the recording has and a model
-lacks, its time is read off the model's entries of the same codelet as a
+lacks (or holds with no measurement, n 0, which a simulation refuses), its time is read off the model's entries of the same codelet as a
 power law in flops (in bytes, among entries without a fixed flops count,
 where the task has none) through the nearest entries below and above, or
 in proportion to the nearest entry where the task is past them all. A
@@ -44,7 +44,8 @@ def entry_blocks(lines):
 
 def parse_entry(line):
     f = line.split()
-    return {"hash": f[0], "size": int(f[1]), "flops": float(f[2]), "mean": float(f[3]), "dev": float(f[4])}
+    return {"hash": f[0], "size": int(f[1]), "flops": float(f[2]), "mean": float(f[3]), "dev": float(f[4]),
+            "n": int(f[7])}
 
 
 def format_entry(e):
@@ -98,14 +99,19 @@ def derive(path, codelet, recorded, dry_run):
         lines = f.readlines()
     added = []
     for count, first, end in reversed(entry_blocks(lines)):
-        held = {e["hash"]: e for e in map(parse_entry, lines[first:end])}
+        entries = list(map(parse_entry, lines[first:end]))
+        held = {e["hash"]: e for e in entries if e["n"] > 0}
+        unmeasured = {e["hash"]: first + k for k, e in enumerate(entries) if e["n"] == 0}
         new = []
         for h, e in sorted(recorded.items()):
             if h in held or not held:
                 continue
             mean, how = estimate(e, held)
             d = dict(e, mean=mean, dev=0.0)
-            new.append(format_entry(d))
+            if h in unmeasured:  # an entry StarPU keeps with no measurement: the simulation refuses it
+                lines[unmeasured[h]] = format_entry(d)
+            else:
+                new.append(format_entry(d))
             added.append("%s %s (%d bytes, %.4g flops): %.4g us, %s" % (codelet, h, e["size"], e["flops"], mean, how))
         lines[end:end] = new
         lines[count] = "%d\n" % (int(lines[count]) + len(new))
