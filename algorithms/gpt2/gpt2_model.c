@@ -103,9 +103,9 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
     /* the samples of one rank, or of one GPU's sub-batch (also when the
      * GPUs of several ranks share the batch: its token tile then stays
      * within the sub-batch, as on one rank) */
-    int parts = ranks > 1 ? ranks : tsr_gpt2_default_sub_batches(B);
-    if (gpus > 0 && tsr_gpt2_default_sub_batches(B) > parts)
-        parts = tsr_gpt2_default_sub_batches(B);
+    int subs = tsr_gpt2_default_sub_batches(B), parts = ranks > 1 ? ranks : subs;
+    if (gpus > 0 && subs > parts)
+        parts = subs;
     int per_part = B / parts > 1 ? B / parts : 1, tokens = per_part * T;
     int target = gpus > 0 ? 8192 : tokens / 4 > 256 ? tokens / 4 : 256, seqs = target / T;
     seqs = seqs < 1 ? 1 : seqs > per_part ? per_part : seqs;

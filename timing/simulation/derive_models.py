@@ -10,10 +10,11 @@ RECORDED_DIR  a STARPU_PERF_MODEL_DIR of real runs on this machine (any worker
 A task's footprint hashes its buffers' shapes, not the worker, so a run on
 any machine names the tasks a simulated run will ask for, with their bytes
 and flops. For each task (codelet, footprint) the recording has and a model
-lacks (or holds with no measurement, n 0, which a simulation refuses), its time is read off the model's entries of the same codelet as a
-power law in flops (in bytes, among entries without a fixed flops count,
-where the task has none) through the nearest entries below and above, or
-in proportion to the nearest entry where the task is past them all. A
+lacks (or holds with no measurement, n 0, which a simulation refuses), its
+time is read off the model's entries of the same codelet as a power law in
+flops (in bytes, among entries without a fixed flops count, where the task
+has none) through the nearest entries below and above, or in proportion to
+the nearest entry where the task is past them all. A
 fair guess for tiles of a measured shape family (a part of the LM head's
 GEMM, of the token embedding's AdamW); each derived entry is printed (for
 machine.txt) and carries n = 1. The recorded times are not used: a short
