@@ -13,7 +13,7 @@ check_start "$work"
 # model_file PATH COUNT ENTRY...: a StarPU format-45 history model, one
 # implementation; an ENTRY is "hash size mean n"
 model_file() {
-    local path=$1 count=$2 e
+    local path=$1 count=$2 e hash size mean n
     shift 2
     mkdir -p "$(dirname "$path")"
     {
@@ -26,8 +26,8 @@ model_file() {
         printf '# a\t\tb\t\tc\nnan nan nan\n# not multiple-regression-base\n0\n'
         printf '# hash\t\tsize\t\tflops\t\tmean (us or J)\tdev (us or J)\tsum\t\tsum2\t\tn\n'
         for e in "$@"; do
-            set -- $e
-            printf '%s\t%s\tnan\t%s\t0\t%s\t0\t%s\n' "$1" "$2" "$3" "$3" "$4"
+            read -r hash size mean n <<<"$e"
+            printf '%s\t%s\tnan\t%s\t0\t%s\t0\t%s\n' "$hash" "$size" "$mean" "$mean" "$n"
         done
     } > "$path"
 }

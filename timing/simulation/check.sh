@@ -64,7 +64,7 @@ weak_at_least() {
 
 check_two_gpus() {
     local run=(tsr_gpt2 --model 124M -T 1024 --steps 6 --val-every 0 --sample-every 0 --profile)
-    local two one two_nodes gpu tasks copies between s1 s2
+    local two one two_nodes two_by_two gpu tasks copies between s1 s2
     two=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --workers 0 --gpus 2 --gpu-link 450 "${run[@]}" -B 16 2>&1) ||
         fail "the 2-GPU run failed: $(tail -5 <<<"$two")"
     grep -q ' 0 CPU + 2 CUDA workers' <<<"$two" || fail "not 0 CPU + 2 CUDA workers: $(grep -m1 runtime: <<<"$two")"
@@ -100,12 +100,12 @@ check_two_gpus() {
     weak_at_least "2-node (1 GPU, B8 each)" "$s2" "$s1" 0.77
     # two GPUs a rank share its samples: the token tile is one GPU's sub-batch
     # (4 sequences), not the rank's 8
-    two_nodes=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --platform "$here/platforms/cluster-gpu-4x400G.xml" \
+    two_by_two=$(bash "$here/simulate.sh" "${build[@]}" --models h200-gpu --platform "$here/platforms/cluster-gpu-4x400G.xml" \
         --nodes 2 --workers 0 --gpus 2 --gpu-link 450 "${run[@]}" -B 16 2>&1) ||
-        fail "the 2-node run of 2 GPUs each failed: $(tail -5 <<<"$two_nodes")"
-    grep -q '^model: .* tiles tok 4096 ch 768 hid 3072 voc 12576 .*; 4 sub-batch(es)' <<<"$two_nodes" ||
-        fail "2 ranks of 2 GPUs, B16: the token tile is not a GPU's sub-batch of 4096 tokens: $(grep -m1 model: <<<"$two_nodes")"
-    echo "2 nodes x 2 GPUs, B16: $(grep -o 'median step [0-9.]* ms' <<<"$two_nodes")"
+        fail "the 2-node run of 2 GPUs each failed: $(tail -5 <<<"$two_by_two")"
+    grep -q '^model: .* tiles tok 4096 ch 768 hid 3072 voc 12576 .*; 4 sub-batch(es)' <<<"$two_by_two" ||
+        fail "2 ranks of 2 GPUs, B16: the token tile is not a GPU's sub-batch of 4096 tokens: $(grep -m1 model: <<<"$two_by_two")"
+    echo "2 nodes x 2 GPUs, B16: $(grep -o 'median step [0-9.]* ms' <<<"$two_by_two")"
     echo "simulation check (2 GPUs): passed"
 }
 case ${2:-} in
