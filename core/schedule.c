@@ -36,6 +36,7 @@ typedef tsr_task_record_t task_record_t;
 typedef tsr_schedule_mark_t mark_t;
 
 static struct {
+    int wanted; /* a chart or a summary was asked for: the same on every rank */
     atomic_int recording;
     char png[4096]; /* "" : summary only */
     tsr_schedule_report_t report;
@@ -69,7 +70,8 @@ int tsr_schedule_prepare(const char *png, int summary, tsr_schedule_report_t rep
         }
         snprintf(rec.png, sizeof rec.png, "%s", png);
     }
-    atomic_store(&rec.recording, png || summary);
+    rec.wanted = png || summary;
+    atomic_store(&rec.recording, rec.wanted);
     return TSR_SUCCESS;
 }
 
@@ -219,10 +221,9 @@ static void free_records(void)
     }
 }
 
-int tsr_schedule_finish(void)
+/* This rank's report of the tasks it recorded. */
+static int report_recording(void)
 {
-    if (!atomic_load(&rec.recording))
-        return TSR_SUCCESS;
     starpu_task_wait_for_all();
     atomic_store(&rec.recording, 0);
     starpu_profiling_status_set(STARPU_PROFILING_DISABLE);
@@ -238,5 +239,22 @@ int tsr_schedule_finish(void)
     tsr_recording_t run = { n, rec.marks, rec.nmarks, rec.png };
     int rc = rec.report(&run);
     free_records();
+    return rc;
+}
+
+/* The ranks report in turn, rank 0 first: under mpirun their outputs reach
+ * one terminal, and lines printed at the same time come out interleaved. */
+int tsr_schedule_finish(void)
+{
+    if (!rec.wanted)
+        return TSR_SUCCESS;
+    int rc = TSR_SUCCESS;
+    for (int r = 0; r < tsr_ctx.size; r++) {
+        if (r == tsr_ctx.rank && atomic_load(&rec.recording))
+            rc = report_recording();
+        fflush(stdout);
+        tsr_barrier();
+    }
+    rec.wanted = 0;
     return rc;
 }

@@ -150,7 +150,11 @@ run --steps 5 --profile --quiet > "$work/ranks.log" 2>&1
 if [ ${#launch[@]} -gt 0 ]; then
     awk '/^rank [0-9]+ holds/ { n++; p[$2] = $4; if ($0 ~ /a steady step: [0-9.]+ MB sent, [0-9.]+ MB received/) c++ }
          END { exit !(n == 2 && c == 2 && p[0] > 0 && p[1] > 0 && p[0] < 0.51 * (p[0] + p[1]) && p[1] < 0.51 * (p[0] + p[1])) }' "$work/ranks.log" &&
-        ok || bad "--profile under mpirun: the state is not shared out: $(grep '^rank' "$work/ranks.log")"
+        ok || bad "--profile under mpirun: the state is not shared out: $(grep -n 'rank [0-9]* holds' "$work/ranks.log")"
+    # the ranks print their schedule reports in turn, rank 0 first, so that
+    # their lines do not interleave under mpirun
+    [ "$(grep -o '^schedule (rank [0-9]*)' "$work/ranks.log" | tr '\n' ' ')" = "schedule (rank 0) schedule (rank 1) " ] &&
+        ok || bad "--profile under mpirun: schedule reports not in rank order: $(grep -n '^schedule' "$work/ranks.log")"
 else
     grep -q "^rank 0 holds [0-9.]* MB of parameters, [0-9.]* MB of AdamW state" "$work/ranks.log" && ok ||
         bad "--profile: no rank line: $(tail -2 "$work/ranks.log")"
