@@ -31,7 +31,9 @@
 #     submit16   124M B4 T64 on the node's CPU cores, 12 steps, each case twice, alternated: the
 #                default; a core kept for the submitting thread (STARPU_MAIN_THREAD_BIND=1);
 #                2 and 4 sub-batches, as many submitting threads (TSR_SUBMIT_THREADS), with and
-#                without that core; OUT/submit16.csv: the steady step and the submitting time
+#                without that core; tiles of 64 tokens and half the features (tok 64 ch 384
+#                hid 1536 heads 6: attention fused with its projections, half the default's
+#                13,110 tasks a step); OUT/submit16.csv: the steady step and the submitting time
 #     models     GPT-2 350M, 774M, 1558M (llm.c's d24, d36, d48), B8 T1024, --precision bf16
 #                against llm.c's bf16 trainer (train_gpt2.cu -e d24 ...): the memory
 #                estimate (model line), peak GPU memory, speed
@@ -346,11 +348,12 @@ stage_submit16() {
   say "124M B4 T64 on $(nproc) CPU cores: the submitting thread's core and count"
   echo "round,case,step_ms,submitting_ms" > "$csv"
   for r in 1 2; do
-    for case in default main_core sub2 sub2_main_core sub4; do
+    for case in default main_core sub2 sub2_main_core sub4 fused64; do
       local vars=(STARPU_NCUDA=0) args=()
       case $case in *main_core) vars+=(STARPU_MAIN_THREAD_BIND=1) ;; esac
       case $case in sub2*) vars+=(TSR_SUBMIT_THREADS=2); args=(--sub-batches 2) ;;
-                    sub4) vars+=(TSR_SUBMIT_THREADS=4); args=(--sub-batches 4) ;; esac
+                    sub4) vars+=(TSR_SUBMIT_THREADS=4); args=(--sub-batches 4) ;;
+                    fused64) args=(--tile-tok 64 --tile-ch 384 --tile-hid 1536 --tile-voc 3144 --tile-heads 6) ;; esac
       log=$out/submit16_${case}_$r.log
       env "${vars[@]}" timeout 120 "$tsr" --model 124M -B 4 -T 64 --steps 12 --gpus 0 "${args[@]}" \
         "${quiet_args[@]}" > "$log" 2>&1
