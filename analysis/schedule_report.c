@@ -517,17 +517,6 @@ static void print_steady_window(FILE *out, const long *order, long n)
 }
 
 /* The run spans [t0, t1]; cp is the critical path's length. */
-/* text to out, one fwrite a line (each one write on an unbuffered stream). */
-static void write_lines(FILE *out, const char *text)
-{
-    while (*text) {
-        const char *end = strchr(text, '\n');
-        size_t n = end ? (size_t)(end - text) + 1 : strlen(text);
-        fwrite(text, 1, n, out);
-        text += n;
-    }
-}
-
 static void print_summary(FILE *out, const long *order, long n, const graph_t *g, double t0, double t1,
                           double cp, const kind_stat_t *kinds, int nkinds)
 {
@@ -808,19 +797,9 @@ int tsr_schedule_report(const tsr_recording_t *r)
         t0 = fmin(t0, record_at(i)->start_us);
         t1 = fmax(t1, record_at(i)->end_us);
     }
-    if (!rc) {
-        /* Built in memory, then written a line a write: stderr has no
-         * buffer, and under mpirun a line printed in pieces could take
-         * another rank's output in the middle. */
-        char *text = NULL;
-        size_t len = 0;
-        FILE *mem = open_memstream(&text, &len);
-        print_summary(mem ? mem : stderr, order, n, have_graph ? &g : NULL, t0, t1, last >= 0 ? cp_end[last] : 0,
-                      kinds, nkinds);
-        if (mem && fclose(mem) == 0)
-            write_lines(stderr, text);
-        free(text);
-    }
+    if (!rc)
+        print_summary(r->out ? r->out : stderr, order, n, have_graph ? &g : NULL, t0, t1,
+                      last >= 0 ? cp_end[last] : 0, kinds, nkinds);
     if (!rc && r->png[0]) {
         char csv[4200], png[4200];
         tsr_schedule_rank_path(csv, sizeof csv, r->png, ".csv");

@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,8 +222,8 @@ static void free_records(void)
     }
 }
 
-/* This rank's report of the tasks it recorded. */
-static int report_recording(void)
+/* This rank's report of the tasks it recorded, its summary into out. */
+static int report_recording(FILE *out)
 {
     starpu_task_wait_for_all();
     atomic_store(&rec.recording, 0);
@@ -236,25 +237,54 @@ static int report_recording(void)
         free_records();
         return TSR_SUCCESS;
     }
-    tsr_recording_t run = { n, rec.marks, rec.nmarks, rec.png };
+    tsr_recording_t run = { n, rec.marks, rec.nmarks, rec.png, out };
     int rc = rec.report(&run);
     free_records();
     return rc;
 }
 
-/* The ranks report in turn, rank 0 first: under mpirun their outputs reach
- * one terminal, and lines printed at the same time come out interleaved. */
+/* Every rank's summary printed by rank 0, in rank order: mpirun forwards
+ * each rank's output in chunks of its own, and summaries printed by
+ * several ranks at once came out cut into each other. */
+enum { SUMMARY_CHUNK = 65536 };
+static void print_summaries(const char *text)
+{
+    uint64_t len = strlen(text);
+    if (!tsr_ctx.mpi_active || tsr_ctx.size < 2) {
+        fputs(text, stderr);
+        return;
+    }
+    if (tsr_ctx.rank != 0) {
+        int rc = tsr_send_bytes(&len, sizeof len, 0);
+        for (uint64_t at = 0; !rc && at < len; at += SUMMARY_CHUNK)
+            rc = tsr_send_bytes(text + at, len - at < SUMMARY_CHUNK ? len - at : SUMMARY_CHUNK, 0);
+        return;
+    }
+    fputs(text, stderr);
+    static char chunk[SUMMARY_CHUNK];
+    for (int r = 1; r < tsr_ctx.size; r++) {
+        int rc = tsr_recv_bytes(&len, sizeof len, r);
+        for (uint64_t at = 0; !rc && at < len; at += SUMMARY_CHUNK) {
+            size_t n = len - at < SUMMARY_CHUNK ? len - at : SUMMARY_CHUNK;
+            if (!(rc = tsr_recv_bytes(chunk, n, r)))
+                fwrite(chunk, 1, n, stderr);
+        }
+    }
+}
+
 int tsr_schedule_finish(void)
 {
     if (!rec.wanted)
         return TSR_SUCCESS;
-    int rc = TSR_SUCCESS;
-    for (int r = 0; r < tsr_ctx.size; r++) {
-        if (r == tsr_ctx.rank && atomic_load(&rec.recording))
-            rc = report_recording();
-        fflush(stdout);
-        tsr_barrier();
-    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    int rc = atomic_load(&rec.recording) ? report_recording(mem ? mem : stderr) : TSR_SUCCESS;
+    if (mem)
+        fclose(mem);
+    print_summaries(mem && text ? text : "");
+    free(text);
+    tsr_barrier(); /* no rank goes on printing before rank 0 is done */
     rec.wanted = 0;
     return rc;
 }

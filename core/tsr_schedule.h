@@ -5,6 +5,7 @@
 #ifndef TSR_SCHEDULE_H
 #define TSR_SCHEDULE_H
 #include <stddef.h>
+#include <stdio.h>
 #include <starpu.h>
 #include "tsr_core.h"
 
@@ -31,13 +32,15 @@ typedef struct {
 } tsr_schedule_mark_t;
 
 /* What tsr_finalize hands to the analysis: ntasks records (tsr_recorded_task),
- * the marks, and png, the Gantt chart's name ("" : summary only). StarPU
+ * the marks, png, the Gantt chart's name ("" : summary only), and the stream
+ * the summary goes to. StarPU
  * still runs while the analysis does. */
 struct tsr_recording {
     long ntasks;
     const tsr_schedule_mark_t *marks;
     int nmarks;
     const char *png;
+    FILE *out; /* where the summary goes (NULL: stderr) */
 };
 typedef struct tsr_recording tsr_recording_t;
 

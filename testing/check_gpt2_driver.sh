@@ -84,6 +84,8 @@ head -c 2000 "${TSR_TEST_DATA:-$(dirname "$exe")/../../../algorithms/gpt2/data}/
     printf 'x' > "$work/trunc.bin"
 expect_error "truncated\|size\|format\|magic" --val "$work/trunc.bin" --val-every 1
 expect_error "unknown" --bogus-option
+# more GPUs than StarPU starts: an error, not a run on fewer or on the CPUs
+expect_error "64 GPU(s) asked for\|64 CUDA worker(s) requested" --gpus 64
 expect_error "tok" --tile-tok 5
 expect_error "query" --tile-q 65
 expect_error "batch\|maxT" -T 100
@@ -151,7 +153,7 @@ if [ ${#launch[@]} -gt 0 ]; then
     awk '/^rank [0-9]+ holds/ { n++; p[$2] = $4; if ($0 ~ /a steady step: [0-9.]+ MB sent, [0-9.]+ MB received/) c++ }
          END { exit !(n == 2 && c == 2 && p[0] > 0 && p[1] > 0 && p[0] < 0.51 * (p[0] + p[1]) && p[1] < 0.51 * (p[0] + p[1])) }' "$work/ranks.log" &&
         ok || bad "--profile under mpirun: the state is not shared out: $(grep -n 'rank [0-9]* holds' "$work/ranks.log")"
-    # the ranks print their schedule reports in turn, rank 0 first, so that
+    # rank 0 prints every rank's schedule summary, in rank order, so that
     # their lines do not interleave under mpirun
     [ "$(grep -o '^schedule (rank [0-9]*)' "$work/ranks.log" | tr '\n' ' ')" = "schedule (rank 0) schedule (rank 1) " ] &&
         ok || bad "--profile under mpirun: schedule reports not in rank order: $(grep -n '^schedule' "$work/ranks.log")"
