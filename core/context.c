@@ -339,6 +339,33 @@ static void warn_oversubscribed(int use_mpi)
                 ranks, workers, cores, cores / ranks > 0 ? cores / ranks : 1);
 }
 
+/* StarPU starts at most the GPUs it finds, and no error when that is fewer
+ * than asked for: a run asked for on 3 GPUs would go on with 1, or on the
+ * CPUs alone. The devices its CUDA workers drive against the count asked
+ * for (STARPU_NCUDA over ncuda, as StarPU reads them; -1: all it finds). */
+static int check_gpus_started(int ncuda)
+{
+    const char *env = getenv("STARPU_NCUDA");
+    int asked = env ? atoi(env) : ncuda, started = 0;
+    if (asked <= 0)
+        return TSR_SUCCESS;
+    unsigned char seen[256] = { 0 };
+    for (unsigned w = 0; w < starpu_worker_get_count(); w++) {
+        int dev = starpu_worker_get_devid((int)w);
+        if (starpu_worker_get_type((int)w) == STARPU_CUDA_WORKER && dev >= 0 && dev < 256 && !seen[dev]) {
+            seen[dev] = 1;
+            started++;
+        }
+    }
+    if (started >= asked)
+        return TSR_SUCCESS;
+    tsr_log(TSR_LOG_ERROR, "tsr_init: %d GPU(s) asked for (%s), but StarPU started %d (%d visible here%s)", asked,
+            env ? "STARPU_NCUDA" : "tsr_config_t.ncuda, tsr_gpt2 --gpus", started,
+            tsr_simulated() ? started : tsr_visible_gpus(count_nvidia_gpus(), getenv("CUDA_VISIBLE_DEVICES")),
+            getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES set" : "");
+    return TSR_EINVAL;
+}
+
 static int start_starpu(int use_mpi, int *argc, char ***argv, struct starpu_conf *conf)
 {
 #if TSR_USE_MPI
@@ -444,6 +471,11 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
 #if TSR_USE_CUDA && STARPU_HAS_CUDA
     start_cublas(cfg.gpu_tf32);
 #endif
+    rc = check_gpus_started(cfg.ncuda);
+    if (tsr_any(rc)) { /* every rank stops if one has fewer GPUs than asked for */
+        tsr_finalize();
+        return rc ? rc : TSR_EINVAL;
+    }
     rc = tsr_schedule_start();
     if (tsr_any(rc)) { /* every rank stops if one cannot write its chart */
         tsr_finalize();
