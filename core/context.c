@@ -339,10 +339,10 @@ static void warn_oversubscribed(int use_mpi)
                 ranks, workers, cores, cores / ranks > 0 ? cores / ranks : 1);
 }
 
-/* StarPU starts at most the GPUs it finds, and no error when that is fewer
+/* StarPU starts at most the GPUs it finds, with no error when that is fewer
  * than asked for: a run asked for on 3 GPUs would go on with 1, or on the
- * CPUs alone. The devices its CUDA workers drive against the count asked
- * for (STARPU_NCUDA over ncuda, as StarPU reads them; -1: all it finds). */
+ * CPUs alone. Checks the devices its CUDA workers drive against the count
+ * asked for (STARPU_NCUDA over ncuda, as StarPU reads them; -1: all found). */
 static int check_gpus_started(int ncuda)
 {
     const char *env = getenv("STARPU_NCUDA");

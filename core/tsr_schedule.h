@@ -33,8 +33,7 @@ typedef struct {
 
 /* What tsr_finalize hands to the analysis: ntasks records (tsr_recorded_task),
  * the marks, png, the Gantt chart's name ("" : summary only), and the stream
- * the summary goes to. StarPU
- * still runs while the analysis does. */
+ * the summary goes to. StarPU still runs while the analysis does. */
 struct tsr_recording {
     long ntasks;
     const tsr_schedule_mark_t *marks;
