@@ -341,13 +341,12 @@ static void warn_oversubscribed(int use_mpi)
 
 /* StarPU starts at most the GPUs it finds, with no error when that is fewer
  * than asked for: a run asked for on 3 GPUs would go on with 1, or on the
- * CPUs alone. Checks the devices its CUDA workers drive against the count
- * asked for (STARPU_NCUDA over ncuda, as StarPU reads them; -1: all found). */
-static int check_gpus_started(int ncuda)
+ * CPUs alone. Checks the devices its CUDA workers drive against the plan's
+ * count asked for. */
+static int check_gpus_started(const tsr_workers_plan_t *plan)
 {
-    const char *env = getenv("STARPU_NCUDA");
-    int asked = env ? atoi(env) : ncuda, started = 0;
-    if (asked <= 0)
+    int started = 0;
+    if (plan->gpus_asked <= 0)
         return TSR_SUCCESS;
     unsigned char seen[256] = { 0 };
     for (unsigned w = 0; w < starpu_worker_get_count(); w++) {
@@ -357,11 +356,10 @@ static int check_gpus_started(int ncuda)
             started++;
         }
     }
-    if (started >= asked)
+    if (started >= plan->gpus_asked)
         return TSR_SUCCESS;
-    tsr_log(TSR_LOG_ERROR, "tsr_init: %d GPU(s) asked for (%s), but StarPU started %d (%d visible here%s)", asked,
-            env ? "STARPU_NCUDA" : "tsr_config_t.ncuda, tsr_gpt2 --gpus", started,
-            tsr_simulated() ? started : tsr_visible_gpus(count_nvidia_gpus(), getenv("CUDA_VISIBLE_DEVICES")),
+    tsr_log(TSR_LOG_ERROR, "tsr_init: %d GPU(s) asked for (%s), but StarPU started %d (%d visible here%s)",
+            plan->gpus_asked, plan->gpus_asked_by, started, plan->gpus_found >= 0 ? plan->gpus_found : started,
             getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES set" : "");
     return TSR_EINVAL;
 }
@@ -471,7 +469,7 @@ int tsr_init(const tsr_config_t *user_cfg, int *argc, char ***argv)
 #if TSR_USE_CUDA && STARPU_HAS_CUDA
     start_cublas(cfg.gpu_tf32);
 #endif
-    rc = check_gpus_started(cfg.ncuda);
+    rc = check_gpus_started(&plan);
     if (tsr_any(rc)) { /* every rank stops if one has fewer GPUs than asked for */
         tsr_finalize();
         return rc ? rc : TSR_EINVAL;

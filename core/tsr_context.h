@@ -53,6 +53,10 @@ typedef struct {
     int gpu_only;          /* no CPU worker runs tasks: the GPUs run them all */
     int cuda_off;          /* CUDA workers turned off: STARPU_NCUDA=0, or the configuration's ncuda 0
                             * (StarPU reads the variable over it), GPUs found or not */
+    int gpus_asked;        /* GPUs asked for: STARPU_NCUDA over the configuration's ncuda, as StarPU
+                            * reads them (-1: every GPU found) */
+    const char *gpus_asked_by; /* what asked for them, for a message */
+    int gpus_found;        /* tsr_workers_in_t's gpus */
     char sched[64];        /* the scheduler */
     char reason[256];      /* why, for the runtime line ("" when there is nothing to say), or the error */
 } tsr_workers_plan_t;

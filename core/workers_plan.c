@@ -51,6 +51,9 @@ int tsr_plan_workers(const tsr_workers_in_t *in, tsr_workers_plan_t *p)
     memset(p, 0, sizeof *p);
     int ncuda = chosen_count(in->env_ncuda, in->ncuda), ncpu = chosen_count(in->env_ncpu, in->ncpus);
     p->cuda_off = ncuda == 0;
+    p->gpus_asked = ncuda;
+    p->gpus_asked_by = in->env_ncuda ? "STARPU_NCUDA" : "tsr_config_t.ncuda, tsr_gpt2 --gpus";
+    p->gpus_found = in->gpus;
     int gpus_used = in->gpus > 0 && !p->cuda_off;
     p->ncuda = in->ncuda;
     p->ncpus = in->ncpus > 0 ? in->ncpus : -1;

@@ -79,6 +79,8 @@ static void check_gpus_turned_off(void)
     in.env_ncuda = "2"; /* STARPU_NCUDA=2 wins over --gpus 0 */
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
     CHECK(!p.cuda_off && p.gpu_only);
+    /* the count tsr_init holds the started GPUs to, and what asked for it */
+    CHECK(p.gpus_asked == 2 && strcmp(p.gpus_asked_by, "STARPU_NCUDA") == 0 && p.gpus_found == 1);
     in = machine(0); /* turned off without a GPU too (tsr_init's warning about unused GPUs reads it) */
     in.ncuda = 0;
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
@@ -87,6 +89,7 @@ static void check_gpus_turned_off(void)
     in.ncuda = 1; /* --gpus 1 of 2 */
     CHECK_RC(tsr_plan_workers(&in, &p), TSR_SUCCESS);
     CHECK(p.ncpus == 0 && p.ncuda == 1 && p.gpu_only && !p.cuda_off);
+    CHECK(p.gpus_asked == 1 && strstr(p.gpus_asked_by, "--gpus") != NULL);
     /* no worker at all: refused with the reason */
     in = machine(0);
     in.env_ncpu = "0";
