@@ -74,11 +74,33 @@ def counts_flops(e):
     return math.isfinite(e["flops"]) and e["flops"] > 0
 
 
-def estimate(e, held):
+# Codelets whose CUDA kernel runs one block per token column, each walking
+# the vocabulary rows (compute/cuda/crossentropy.cu). Up to one wave of
+# blocks (1056 on an H200: 132 SMs x 8 blocks of 256 threads) a task takes
+# one column's walk, whatever its columns: the measured 256- and 512-column
+# tasks (T64) take 174 and 177 us, and 8192 columns (7.76 waves) take
+# 1333 us, 7.6 times as long. So tiles of 1024 columns or more run at the
+# largest measured task's rate per byte, and the small-column entries are
+# no reference for them.
+AT_LARGEST_RATE = ("tsr_softmax_stats_",)
+
+
+def estimate_at_largest_rate(e, held):
+    """In proportion to bytes from the largest measured entry (n > 1:
+    derived entries carry n = 1)."""
+    measured = [x for x in held.values() if x["n"] > 1] or list(held.values())
+    ref = max(measured, key=lambda x: x["size"])
+    f = e["size"] / ref["size"]
+    return ref["mean"] * f, "%s's %.4g us x %.4f (bytes, at the largest task's rate)" % (ref["hash"], ref["mean"], f)
+
+
+def estimate(e, held, codelet=""):
     """e's time from the model's entries of the same kind (with flops, or
     without): a power law through the nearest below and above in work
     (flops, else bytes), or in proportion to the nearest where e is past
     them all. Of entries of equal work, the nearest in bytes."""
+    if codelet.startswith(AT_LARGEST_RATE):
+        return estimate_at_largest_rate(e, held)
     by_flops = counts_flops(e)
     unit = "flops" if by_flops else "bytes"
     work = (lambda x: x["flops"]) if by_flops else (lambda x: float(x["size"]))
@@ -107,7 +129,7 @@ def derive(path, codelet, recorded, dry_run):
         for h, e in sorted(recorded.items()):
             if h in held or not held:
                 continue
-            mean, how = estimate(e, held)
+            mean, how = estimate(e, held, codelet)
             d = dict(e, mean=mean, dev=0.0)
             if h in unmeasured:  # an entry StarPU keeps with no measurement: the simulation refuses it
                 lines[unmeasured[h]] = format_entry(d)
