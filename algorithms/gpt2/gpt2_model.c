@@ -123,9 +123,9 @@ void tsr_gpt2_tiles_default(const tsr_gpt2_config_t *cfg, int B, int T, tsr_gpt2
          * its gradient's sum, AdamW and way back to every rank are shared
          * out and pipelined, not one rank's 154 MB round trip at the step's
          * edge; at most 16 tiles, as narrower ones cost more than they
-         * share out (a softmax task takes as long at half the width, the
-         * GEMMs and gathers slow down: simulated nodes of 8 H200s,
-         * docs/simulation.md) */
+         * share out (each tile adds LM-head GEMMs, gathers and sums: one
+         * simulated node of 8 H200s takes 71.0 ms a step with the whole
+         * vocabulary, 77.7 with 8 tiles, 85.0 with 16; docs/simulation.md) */
         int vparts = ranks > 1 ? 2 * ranks : 1;
         vparts = vparts < TSR_GPT2_MAX_VOCAB_TILES_GPU ? vparts : TSR_GPT2_MAX_VOCAB_TILES_GPU;
         tiles->voc = (cfg->Vp + vparts - 1) / vparts;
