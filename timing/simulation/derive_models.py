@@ -14,7 +14,8 @@ lacks (or holds with no measurement, n 0, which a simulation refuses), its
 time is read off the model's entries of the same codelet as a power law in
 flops (in bytes, among entries without a fixed flops count, where the task
 has none) through the nearest entries below and above, or in proportion to
-the nearest entry where the task is past them all. A
+the nearest entry where the task is past them all (the softmax statistics:
+in proportion to bytes from the largest measured entry, AT_LARGEST_RATE). A
 fair guess for tiles of a measured shape family (a part of the LM head's
 GEMM, of the token embedding's AdamW); each derived entry is printed (for
 machine.txt) and carries n = 1. The recorded times are not used: a short
@@ -94,11 +95,12 @@ def estimate_at_largest_rate(e, held):
     return ref["mean"] * f, "%s's %.4g us x %.4f (bytes, at the largest task's rate)" % (ref["hash"], ref["mean"], f)
 
 
-def estimate(e, held, codelet=""):
+def estimate(e, held, codelet):
     """e's time from the model's entries of the same kind (with flops, or
     without): a power law through the nearest below and above in work
     (flops, else bytes), or in proportion to the nearest where e is past
-    them all. Of entries of equal work, the nearest in bytes."""
+    them all. Of entries of equal work, the nearest in bytes. Codelets in
+    AT_LARGEST_RATE: estimate_at_largest_rate."""
     if codelet.startswith(AT_LARGEST_RATE):
         return estimate_at_largest_rate(e, held)
     by_flops = counts_flops(e)
