@@ -804,9 +804,10 @@ int tsr_schedule_report(const tsr_recording_t *r)
         char csv[4200], png[4200];
         tsr_schedule_rank_path(csv, sizeof csv, r->png, ".csv");
         tsr_schedule_rank_path(png, sizeof png, r->png, ".png");
-        rc = write_csv(csv, order, n, t0);
+        double origin = isfinite(r->origin_us) ? r->origin_us : t0;
+        rc = write_csv(csv, order, n, origin);
         if (!rc)
-            rc = write_gantt(png, order, n, t0, t1, kinds, nkinds);
+            rc = write_gantt(png, order, n, origin, t1, kinds, nkinds);
         if (!rc)
             tsr_log(TSR_LOG_INFO, "schedule: Gantt chart %s, task list %s", png, csv);
     }

@@ -17,6 +17,7 @@
  *  - optionally FILE.csv (one line per task) and FILE.png (a Gantt chart
  *    drawn by gnuplot, one lane per worker, steps marked). */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -222,14 +223,36 @@ static void free_records(void)
     }
 }
 
-/* This rank's report of the tasks it recorded, its summary into out. */
-static int report_recording(FILE *out)
+/* Stops the recording once every task is done; the count of records. */
+static long stop_recording(void)
 {
     starpu_task_wait_for_all();
     atomic_store(&rec.recording, 0);
     starpu_profiling_status_set(STARPU_PROFILING_DISABLE);
     long n = atomic_load(&rec.next);
-    n = n < (long)MAX_CHUNKS * CHUNK_RECORDS ? n : (long)MAX_CHUNKS * CHUNK_RECORDS;
+    return n < (long)MAX_CHUNKS * CHUNK_RECORDS ? n : (long)MAX_CHUNKS * CHUNK_RECORDS;
+}
+
+/* The first start of the n records of every rank (collective; a rank that
+ * recorded nothing gives none): each rank's own first task would shift its
+ * chart by how late that started. */
+static double ranks_first_start(long n)
+{
+    double mine = INFINITY;
+    for (long i = 0; i < n; i++)
+        mine = fmin(mine, tsr_recorded_task(i)->start_us);
+    enum { MAX_RANKS = 4096 }; /* more: each rank's own origin (the same choice on every rank) */
+    double all[MAX_RANKS], first = mine;
+    int size = tsr_ctx.mpi_active ? tsr_ctx.size : 1;
+    if (size > 1 && size <= MAX_RANKS && tsr_allgather(&mine, all, sizeof mine) == TSR_SUCCESS)
+        for (int r = 0; r < size; r++)
+            first = fmin(first, all[r]);
+    return first;
+}
+
+/* This rank's report of its n records, its summary into out. */
+static int report_recording(long n, double origin, FILE *out)
+{
     if (atomic_load(&rec.dropped))
         tsr_log(TSR_LOG_ERROR, "schedule: %ld tasks not recorded (the first %ld are)", atomic_load(&rec.dropped), n);
     if (n == 0) {
@@ -237,7 +260,7 @@ static int report_recording(FILE *out)
         free_records();
         return TSR_SUCCESS;
     }
-    tsr_recording_t run = { n, rec.marks, rec.nmarks, rec.png, out };
+    tsr_recording_t run = { n, rec.marks, rec.nmarks, rec.png, out, origin };
     int rc = rec.report(&run);
     free_records();
     return rc;
@@ -279,7 +302,10 @@ int tsr_schedule_finish(void)
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
-    int rc = atomic_load(&rec.recording) ? report_recording(mem ? mem : stderr) : TSR_SUCCESS;
+    int recording = atomic_load(&rec.recording); /* off on a rank whose outputs could not be written */
+    long n = recording ? stop_recording() : 0;
+    double origin = ranks_first_start(n); /* on every rank */
+    int rc = recording ? report_recording(n, origin, mem ? mem : stderr) : TSR_SUCCESS;
     if (mem)
         fclose(mem);
     print_summaries(mem && text ? text : "");

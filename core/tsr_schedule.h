@@ -32,14 +32,17 @@ typedef struct {
 } tsr_schedule_mark_t;
 
 /* What tsr_finalize hands to the analysis: ntasks records (tsr_recorded_task),
- * the marks, png, the Gantt chart's name ("" : summary only), and the stream
- * the summary goes to. StarPU still runs while the analysis does. */
+ * the marks, png, the Gantt chart's name ("" : summary only), the stream
+ * the summary goes to, and the time origin of the chart and task list.
+ * StarPU still runs while the analysis does. */
 struct tsr_recording {
     long ntasks;
     const tsr_schedule_mark_t *marks;
     int nmarks;
     const char *png;
-    FILE *out; /* where the summary goes (NULL: stderr) */
+    FILE *out;        /* where the summary goes (NULL: stderr) */
+    double origin_us; /* the first task any rank recorded: ranks on one machine or
+                         simulated share a clock, so their charts line up */
 };
 typedef struct tsr_recording tsr_recording_t;
 
