@@ -238,15 +238,10 @@ static long stop_recording(void)
  * chart by how late that started. */
 static double ranks_first_start(long n)
 {
-    double mine = INFINITY;
+    double first = INFINITY;
     for (long i = 0; i < n; i++)
-        mine = fmin(mine, tsr_recorded_task(i)->start_us);
-    enum { MAX_RANKS = 4096 }; /* more: each rank's own origin (the same choice on every rank) */
-    double all[MAX_RANKS], first = mine;
-    int size = tsr_ctx.mpi_active ? tsr_ctx.size : 1;
-    if (size > 1 && size <= MAX_RANKS && tsr_allgather(&mine, all, sizeof mine) == TSR_SUCCESS)
-        for (int r = 0; r < size; r++)
-            first = fmin(first, all[r]);
+        first = fmin(first, tsr_recorded_task(i)->start_us);
+    tsr_allreduce_double(&first, TSR_REDUCE_MIN); /* failed: this rank's own */
     return first;
 }
 
